@@ -1,0 +1,58 @@
+//! Subcommands: `solve`, `solve-dump`, `bench` and `catalog build`. Each reads its inputs, calls the
+//! pure decision core, and prints or writes the result; nothing here makes decisions.
+
+mod bench_cmd;
+mod catalog_cmd;
+mod solve_cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "joiner", version, about = "Plans EC2 capacity for Kubernetes by mixed-integer optimization")]
+pub struct Cli {
+    /// Log filter (tracing env-filter syntax).
+    #[arg(long, global = true, env = "JOINER_LOG", default_value = "warn")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan the cheapest placement of the snapshot's pending pods.
+    Solve {
+        #[command(flatten)]
+        args: solve_cmd::SolveArgs,
+        #[arg(long, value_enum, default_value = "table")]
+        output: solve_cmd::Output,
+    },
+    /// Solve with the MILP and write the model (`.lp`, `.mps`) and a JSON summary.
+    SolveDump {
+        #[command(flatten)]
+        args: solve_cmd::SolveArgs,
+        /// Output path without extension, e.g. models/binpack.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Run the diverse-mix benchmark, MILP against greedy.
+    Bench(bench_cmd::BenchArgs),
+    /// Build or inspect instance catalogs.
+    #[command(subcommand)]
+    Catalog(catalog_cmd::CatalogCommand),
+}
+
+pub fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Catalog(c) => catalog_cmd::run(c),
+        Command::Bench(a) => bench_cmd::run(a),
+        Command::Solve { args, output } => solve_cmd::solve(args, output),
+        Command::SolveDump { args, out } => solve_cmd::dump(args, out),
+    }
+}

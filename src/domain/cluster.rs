@@ -1,0 +1,142 @@
+//! The cluster objects other than pods: nodes, NodeClaims, NodePools, EC2NodeClasses, DaemonSets,
+//! PodDisruptionBudgets and joiner's cost weights, collected into one [`ClusterSnapshot`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::labels::{LabelSelector, Labels, Requirement, Taint};
+use super::pod::{Pod, PodConstraints};
+use super::resources::Resources;
+use super::weights::CostWeights;
+
+/// A node that exists (registered with the API server).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub capacity: Resources,
+    pub allocatable: Resources,
+    /// `spec.unschedulable` (cordoned).
+    pub unschedulable: bool,
+    pub ready: bool,
+    pub provider_id: Option<String>,
+    pub created: Option<String>,
+    pub annotations: Labels,
+}
+
+impl Node {
+    pub fn nodepool(&self) -> Option<&str> {
+        self.labels.get(super::labels::NODEPOOL).map(String::as_str)
+    }
+}
+
+/// A Karpenter NodeClaim (launched or in flight).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeClaim {
+    pub name: String,
+    pub nodepool: Option<String>,
+    pub labels: Labels,
+    pub requirements: Vec<Requirement>,
+    pub node_name: Option<String>,
+    pub provider_id: Option<String>,
+    pub capacity: Resources,
+    pub allocatable: Resources,
+    pub deleting: bool,
+}
+
+/// The disruption block of a NodePool, kept for the disruption decisions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Disruption {
+    /// `WhenEmpty` or `WhenEmptyOrUnderutilized`.
+    pub consolidation_policy: String,
+    /// `consolidateAfter` as written (`30s`, `Never`).
+    pub consolidate_after: Option<String>,
+    pub budgets: Vec<Budget>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub nodes: String,
+    pub reasons: Vec<String>,
+    pub schedule: Option<String>,
+    pub duration: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodePool {
+    pub name: String,
+    /// nil is 0; higher weights are tried first.
+    pub weight: i32,
+    pub requirements: Vec<Requirement>,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    /// `spec.limits`, including `nodes` when set.
+    pub limits: Resources,
+    pub node_class: Option<String>,
+    pub expire_after: Option<String>,
+    pub disruption: Disruption,
+}
+
+/// The kubelet settings of an EC2NodeClass that change allocatable.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KubeletSettings {
+    pub max_pods: Option<u32>,
+    pub pods_per_core: Option<u32>,
+    pub kube_reserved: Resources,
+    pub system_reserved: Resources,
+    /// `evictionHard` signals as written (`memory.available: 5%` or `500Mi`).
+    pub eviction_hard: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeClass {
+    pub name: String,
+    pub kubelet: KubeletSettings,
+}
+
+/// A DaemonSet, reduced to the pod its template would create on each matching node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub pod: PodConstraints,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodDisruptionBudget {
+    pub namespace: String,
+    pub name: String,
+    pub selector: LabelSelector,
+    pub min_available: Option<String>,
+    pub max_unavailable: Option<String>,
+    /// `status.disruptionsAllowed`, when the controller has reported it.
+    pub disruptions_allowed: Option<i32>,
+}
+
+/// Everything the decision core reads about a cluster, free of API types.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterSnapshot {
+    pub pods: Vec<Pod>,
+    pub nodes: Vec<Node>,
+    pub node_claims: Vec<NodeClaim>,
+    pub nodepools: Vec<NodePool>,
+    pub node_classes: Vec<NodeClass>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub weights: CostWeights,
+    /// Objects skipped while reading, one line each.
+    pub warnings: Vec<String>,
+}
+
+impl ClusterSnapshot {
+    pub fn pending_pods(&self) -> impl Iterator<Item = &Pod> {
+        self.pods.iter().filter(|p| p.is_pending())
+    }
+
+    pub fn node_class(&self, name: Option<&str>) -> Option<&NodeClass> {
+        name.and_then(|n| self.node_classes.iter().find(|c| c.name == n))
+    }
+}

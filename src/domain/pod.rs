@@ -1,0 +1,146 @@
+//! Pods as the decision core sees them: effective requests and the scheduling constraints that
+//! restrict where they may run. Built from API objects by `crate::snapshot`.
+
+use serde::{Deserialize, Serialize};
+
+use super::labels::{LabelSelector, Labels, NodeSelector, Requirement, Toleration};
+use super::resources::Resources;
+
+/// `namespace/name`, the identity used in plans.
+pub type PodKey = String;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum WhenUnsatisfiable {
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
+/// A topology spread constraint, with `matchLabelKeys` already merged into the selector.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TopologySpread {
+    pub max_skew: u32,
+    pub topology_key: String,
+    pub when_unsatisfiable: WhenUnsatisfiable,
+    pub selector: LabelSelector,
+    pub min_domains: Option<u32>,
+}
+
+/// A pod (anti-)affinity term. `namespaces` is already resolved: empty with `all_namespaces` false
+/// means the pod's own namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PodAffinityTerm {
+    pub selector: LabelSelector,
+    pub namespaces: Vec<String>,
+    pub all_namespaces: bool,
+    pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    /// Whether this term (written on a pod in `own_namespace`) selects `other`.
+    pub fn selects(&self, own_namespace: &str, other: &Pod) -> bool {
+        let ns_ok = self.all_namespaces
+            || if self.namespaces.is_empty() {
+                other.namespace == own_namespace
+            } else {
+                self.namespaces.iter().any(|n| n == &other.namespace)
+            };
+        ns_ok && self.selector.matches(&other.labels)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Weighted<T> {
+    pub weight: i32,
+    pub term: T,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct HostPort {
+    pub ip: String,
+    pub port: u16,
+    pub protocol: String,
+}
+
+impl HostPort {
+    /// Two host ports collide when port and protocol match and the IPs overlap (empty or 0.0.0.0 is all).
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        let wild = |ip: &str| ip.is_empty() || ip == "0.0.0.0";
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (wild(&self.ip) || wild(&other.ip) || self.ip == other.ip)
+    }
+}
+
+/// Everything that decides where a pod may run, separate from its identity so identical pods
+/// (replicas of one Deployment) compare equal and form one class.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PodConstraints {
+    pub namespace: String,
+    pub labels: Labels,
+    pub requests: Resources,
+    pub node_selector: Vec<Requirement>,
+    pub node_affinity: NodeSelector,
+    pub preferred_node_affinity: Vec<Weighted<Vec<Requirement>>>,
+    pub tolerations: Vec<Toleration>,
+    pub spread: Vec<TopologySpread>,
+    pub pod_affinity: Vec<PodAffinityTerm>,
+    pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    pub preferred_pod_affinity: Vec<Weighted<PodAffinityTerm>>,
+    pub preferred_pod_anti_affinity: Vec<Weighted<PodAffinityTerm>>,
+    pub host_ports: Vec<HostPort>,
+}
+
+impl PodConstraints {
+    /// nodeSelector and required node affinity together.
+    pub fn node_matches(&self, labels: &Labels) -> bool {
+        self.node_selector.iter().all(|r| r.matches(labels)) && self.node_affinity.matches(labels)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: Labels,
+    pub constraints: PodConstraints,
+    /// `spec.nodeName`, when bound.
+    pub node_name: Option<String>,
+    /// Succeeded or Failed.
+    pub terminal: bool,
+    /// Has a deletionTimestamp.
+    pub terminating: bool,
+    pub owner_kind: Option<String>,
+    pub owner_name: Option<String>,
+    pub priority: i32,
+    /// `controller.kubernetes.io/pod-deletion-cost`.
+    pub deletion_cost: i32,
+    /// `karpenter.sh/do-not-disrupt` as written (`"true"` or a duration).
+    pub do_not_disrupt: Option<String>,
+    /// RFC 3339 creation time, for Karpenter's ordering tie-break.
+    pub created: Option<String>,
+}
+
+impl Pod {
+    pub fn key(&self) -> PodKey {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    pub fn requests(&self) -> &Resources {
+        &self.constraints.requests
+    }
+
+    pub fn is_daemonset_pod(&self) -> bool {
+        self.owner_kind.as_deref() == Some("DaemonSet")
+    }
+
+    /// Unbound, not terminal, not terminating and not a DaemonSet pod: joiner must find it a node.
+    pub fn is_pending(&self) -> bool {
+        self.node_name.is_none() && !self.terminal && !self.terminating && !self.is_daemonset_pod()
+    }
+
+    /// Bound and still holding room on its node.
+    pub fn occupies_node(&self) -> bool {
+        self.node_name.is_some() && !self.terminal
+    }
+}

@@ -1,0 +1,182 @@
+//! Turns a placement state into a [`Plan`]: names the pods on each node, lists each new node's
+//! fallback offerings (cheapest first, same pods, same topology domains, minValues kept), and adds up
+//! cost and objective.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::domain::labels::HOSTNAME;
+
+use super::plan::{ExistingPlacement, NewNode, OfferingRef, Plan, SolverReport, Strategy, Unschedulable, UnschedulableReason};
+use super::problem::{fits, PoolInfo, Problem};
+use super::state::{NodeKind, NodeState, State};
+
+/// Whether a node launched from any of `candidates` keeps the pool's minValues.
+pub fn min_values_met(p: &Problem, pool: &PoolInfo, candidates: &[(usize, usize)]) -> bool {
+    pool.min_values.iter().all(|r| {
+        let distinct: BTreeSet<&String> =
+            candidates.iter().filter_map(|&(s, o)| p.offering(s, o).labels.get(&r.key)).collect();
+        distinct.len() >= r.min_values.unwrap_or(0) as usize
+    })
+}
+
+/// Offerings that could replace `node`'s own: same pool, every placed class compatible, the pods fit,
+/// and the same value for every topology key its pods read.
+pub fn alternatives(p: &Problem, node: &NodeState) -> Vec<(usize, usize)> {
+    let NodeKind::New { shape, offering } = node.kind else { return vec![] };
+    let pool = p.shapes[shape].pool;
+    let own = p.offering(shape, offering);
+    let used: Vec<i64> = own.alloc.iter().zip(&node.free).map(|(a, f)| a - f).collect();
+    let keys: BTreeSet<&String> = node
+        .placed
+        .keys()
+        .flat_map(|&k| {
+            p.topology.spreads.iter().filter(move |g| g.owner == k || g.members.contains(&k)).map(|g| &g.key).chain(
+                p.topology.affinities.iter().filter(move |r| r.owner == k || r.members.contains(&k)).map(|r| &r.key),
+            )
+        })
+        .filter(|k| k.as_str() != HOSTNAME)
+        .collect();
+    let mut out: Vec<(usize, usize)> = node
+        .placed
+        .keys()
+        .map(|&k| p.classes[k].offerings.iter().copied().filter(|&(s, _)| p.shapes[s].pool == pool).collect::<BTreeSet<_>>())
+        .reduce(|a, b| a.intersection(&b).copied().collect())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&(s, o)| {
+            let off = p.offering(s, o);
+            fits(&used, &off.alloc) && keys.iter().all(|k| off.labels.get(*k) == own.labels.get(*k))
+        })
+        .collect();
+    out.sort_by(|a, b| p.offering(a.0, a.1).price.total_cmp(&p.offering(b.0, b.1).price).then(a.cmp(b)));
+    out
+}
+
+fn fallbacks(p: &Problem, node: &NodeState, max: usize) -> Vec<OfferingRef> {
+    let NodeKind::New { shape, offering } = node.kind else { return vec![] };
+    let alts: Vec<(usize, usize)> = alternatives(p, node).into_iter().filter(|&a| a != (shape, offering)).collect();
+    let pool = &p.pools[p.shapes[shape].pool];
+    // the cheapest offering of each distinct minValues value first, so the list keeps minValues
+    let mut chosen: Vec<(usize, usize)> = Vec::new();
+    for r in &pool.min_values {
+        let mut seen: BTreeSet<String> = p.offering(shape, offering).labels.get(&r.key).cloned().into_iter().collect();
+        for &a in &alts {
+            if let Some(v) = p.offering(a.0, a.1).labels.get(&r.key) {
+                if seen.insert(v.clone()) && !chosen.contains(&a) {
+                    chosen.push(a);
+                }
+            }
+        }
+    }
+    for a in alts {
+        if chosen.len() >= max.max(chosen.len()) {
+            break;
+        }
+        if !chosen.contains(&a) {
+            chosen.push(a);
+        }
+    }
+    chosen.sort_by(|a, b| p.offering(a.0, a.1).price.total_cmp(&p.offering(b.0, b.1).price).then(a.cmp(b)));
+    chosen
+        .into_iter()
+        .map(|(s, o)| {
+            let off = p.offering(s, o);
+            OfferingRef { instance_type: p.shapes[s].instance_type.clone(), zone: off.zone.clone(), capacity_type: off.capacity_type, price: off.price }
+        })
+        .collect()
+}
+
+/// Builds the plan value from a finished state and the pods left over.
+pub fn to_plan(
+    p: &Problem,
+    state: &State<'_>,
+    leftover: &BTreeMap<usize, (usize, UnschedulableReason)>,
+    strategy: Strategy,
+    solver: SolverReport,
+    lower_bound: f64,
+    max_fallbacks: usize,
+) -> Plan {
+    let mut queues: Vec<std::collections::VecDeque<&String>> = p.classes.iter().map(|c| c.pods.iter().collect()).collect();
+    let mut take = |k: usize, n: usize| -> Vec<String> { (0..n).filter_map(|_| queues[k].pop_front().cloned()).collect() };
+    let mut nodes = Vec::new();
+    let mut existing = Vec::new();
+    let mut cost = 0.0;
+    let mut objective = 0.0;
+    let mut counter = 0;
+    for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
+        let mut pods: Vec<String> = n.placed.iter().flat_map(|(&k, &c)| take(k, c)).collect();
+        pods.sort();
+        for (&k, &c) in &n.placed {
+            let taints = match n.kind {
+                NodeKind::Existing(e) => &p.existing[e].taints,
+                NodeKind::New { shape, .. } => &p.shapes[shape].taints,
+            };
+            objective += c as f64 * p.preference_penalty(k, &n.labels, taints);
+        }
+        match n.kind {
+            NodeKind::Existing(e) => existing.push(ExistingPlacement { node: p.existing[e].name.clone(), pods }),
+            NodeKind::New { shape, offering } => {
+                let s = &p.shapes[shape];
+                let off = &s.offerings[offering];
+                let id = format!("joiner-{counter:04}");
+                counter += 1;
+                let mut labels = off.labels.clone();
+                labels.insert(HOSTNAME.to_string(), id.clone());
+                cost += off.price;
+                objective += off.cost;
+                nodes.push(NewNode {
+                    id,
+                    nodepool: p.pools[s.pool].name.clone(),
+                    instance_type: s.instance_type.clone(),
+                    zone: off.zone.clone(),
+                    capacity_type: off.capacity_type,
+                    price: off.price,
+                    labels,
+                    allocatable: off
+                        .alloc_resources
+                        .iter()
+                        .filter(|(_, q)| q.milli() > 0)
+                        .map(|(k, q)| (k.to_string(), if k == "memory" || k == "ephemeral-storage" { q.to_binary() } else { q.to_canonical() }))
+                        .collect(),
+                    pods,
+                    fallbacks: fallbacks(p, n, max_fallbacks),
+                })
+            }
+        }
+    }
+    let mut unschedulable = p.rejected.clone();
+    for (&k, &(count, reason)) in leftover {
+        for pod in take(k, count) {
+            unschedulable.push(Unschedulable { pod, reason, message: reason_message(reason) });
+        }
+    }
+    unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+    existing.sort_by(|a, b| a.node.cmp(&b.node));
+    let objective = round6(objective);
+    Plan {
+        strategy,
+        nodes,
+        existing,
+        unschedulable,
+        cost_per_hour: round6(cost),
+        objective,
+        lower_bound: (lower_bound * 1e6).floor() / 1e6,
+        solver,
+    }
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+pub fn reason_message(reason: UnschedulableReason) -> String {
+    match reason {
+        UnschedulableReason::NoCompatibleOffering => "no compatible offering or node".into(),
+        UnschedulableReason::LargerThanAnyType => "does not fit the room left on any compatible node".into(),
+        UnschedulableReason::NodepoolLimit => "nodepool limits leave no room for another node".into(),
+        UnschedulableReason::Topology => "topology spread or pod (anti-)affinity cannot be satisfied".into(),
+        UnschedulableReason::HostPort => "its host port is taken on every candidate node".into(),
+        UnschedulableReason::MinValues => "nodepool minValues cannot be met".into(),
+        UnschedulableReason::SolverLimit => "left unplaced within the solver's limits".into(),
+    }
+}

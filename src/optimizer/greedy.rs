@@ -1,0 +1,225 @@
+//! Karpenter's provisioning heuristic, reproduced as the baseline: pods in cpu-then-memory descending
+//! order; first fit on existing nodes; then on this round's new nodes (fewest pods first); else a new
+//! node of the highest-weight NodePool that can take the pod. A new node keeps every offering that
+//! could still hold all its pods and launches the cheapest of them at the end, so nodes fill up to the
+//! largest compatible type, exactly the behaviour joiner's MILP is measured against.
+
+use std::collections::BTreeMap;
+
+use super::plan::UnschedulableReason;
+use super::problem::{fits, Problem};
+use super::state::{NodeKind, State};
+
+/// The candidate offerings still open for one new node.
+struct Claim {
+    node: usize,
+    candidates: Vec<(usize, usize)>,
+    used: Vec<i64>,
+}
+
+/// Places every pod it can; returns the state and the pods (class, count) it could not place.
+pub fn place_all<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)]) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
+    let mut g = Greedy { p, state, claims: Vec::new() };
+    let mut queue: Vec<(usize, usize)> = todo.iter().flat_map(|&(k, n)| std::iter::repeat_n((k, 1), n)).collect();
+    let mut failed: BTreeMap<usize, (usize, UnschedulableReason)> = BTreeMap::new();
+    // Karpenter re-queues pods that fail and retries until a full pass makes no progress
+    loop {
+        let mut retry = Vec::new();
+        let mut progress = false;
+        for &(k, _) in &queue {
+            match g.add(k) {
+                Ok(()) => progress = true,
+                Err(reason) => retry.push((k, reason)),
+            }
+        }
+        if retry.is_empty() || !progress {
+            for (k, reason) in retry {
+                let e = failed.entry(k).or_insert((0, reason));
+                e.0 += 1;
+            }
+            break;
+        }
+        queue = retry.into_iter().map(|(k, _)| (k, 1)).collect();
+    }
+    g.finish();
+    (g.state, failed)
+}
+
+struct Greedy<'p> {
+    p: &'p Problem,
+    state: State<'p>,
+    claims: Vec<Claim>,
+}
+
+impl<'p> Greedy<'p> {
+    fn add(&mut self, k: usize) -> Result<(), UnschedulableReason> {
+        for i in 0..self.p.existing.len() {
+            if self.state.can_place(k, i).is_ok() {
+                self.state.place(k, i);
+                return Ok(());
+            }
+        }
+        let mut order: Vec<usize> = (0..self.claims.len()).collect();
+        order.sort_by_key(|&c| (self.state.nodes[self.claims[c].node].pod_count(), c));
+        for c in order {
+            if self.try_claim(c, k) {
+                return Ok(());
+            }
+        }
+        self.open_claim(k)
+    }
+
+    /// Offerings of `claim` that can also take a pod of class `k`.
+    fn surviving(&self, claim: &Claim, k: usize) -> Vec<(usize, usize)> {
+        let class = &self.p.classes[k];
+        let need: Vec<i64> = claim.used.iter().zip(&class.req).map(|(u, r)| u + r).collect();
+        let rep = &self.state.nodes[claim.node].labels;
+        let keys = topology_keys(self.p, k);
+        claim
+            .candidates
+            .iter()
+            .copied()
+            .filter(|c| class.offerings.binary_search(c).is_ok())
+            .filter(|&(s, o)| {
+                let off = self.p.offering(s, o);
+                fits(&need, &off.alloc) && keys.iter().all(|key| off.labels.get(key) == rep.get(key))
+            })
+            .collect()
+    }
+
+    fn try_claim(&mut self, c: usize, k: usize) -> bool {
+        let survivors = self.surviving(&self.claims[c], k);
+        if survivors.is_empty() || !self.min_values_ok(&survivors) {
+            return false;
+        }
+        let node = self.claims[c].node;
+        let saved = (self.state.nodes[node].kind, self.state.nodes[node].labels.clone(), self.state.nodes[node].free.clone());
+        self.represent(node, survivors[0], max_free(self.p, &survivors, &self.claims[c].used));
+        if self.state.can_place(k, node).is_err() {
+            let n = &mut self.state.nodes[node];
+            (n.kind, n.labels, n.free) = saved;
+            return false;
+        }
+        self.state.place(k, node);
+        let claim = &mut self.claims[c];
+        claim.candidates = survivors;
+        for (u, r) in claim.used.iter_mut().zip(&self.p.classes[k].req) {
+            *u += r;
+        }
+        true
+    }
+
+    fn open_claim(&mut self, k: usize) -> Result<(), UnschedulableReason> {
+        let class = &self.p.classes[k];
+        if class.offerings.is_empty() {
+            return Err(UnschedulableReason::NoCompatibleOffering);
+        }
+        let mut reason = UnschedulableReason::NodepoolLimit;
+        // representatives: the cheapest offering per domain of the keys this class's topology reads
+        let mut reps: Vec<(usize, usize)> = class.offerings.clone();
+        reps.sort_by(|a, b| self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost).then(a.cmp(b)));
+        let mut tried_domains = std::collections::BTreeSet::new();
+        let keys = topology_keys(self.p, k);
+        for (s, o) in reps {
+            let off = self.p.offering(s, o);
+            let domain: Vec<Option<&String>> = keys.iter().map(|key| off.labels.get(key)).collect();
+            if !tried_domains.insert((self.p.shapes[s].pool, domain.iter().map(|d| d.cloned()).collect::<Vec<_>>())) {
+                continue;
+            }
+            if !self.state.can_open(s, o) {
+                continue;
+            }
+            let node = self.state.open(s, o);
+            let pool = self.p.shapes[s].pool;
+            let candidates: Vec<(usize, usize)> = class
+                .offerings
+                .iter()
+                .copied()
+                .filter(|&(cs, co)| {
+                    self.p.shapes[cs].pool == pool
+                        && keys.iter().all(|key| self.p.offering(cs, co).labels.get(key) == off.labels.get(key))
+                        && self.state.can_open(cs, co)
+                })
+                .collect();
+            if !self.min_values_ok(&candidates) {
+                self.state.close_if_empty(node);
+                reason = UnschedulableReason::MinValues;
+                continue;
+            }
+            let zero = vec![0; self.p.dims.len()];
+            self.state.nodes[node].free = max_free(self.p, &candidates, &zero);
+            match self.state.can_place(k, node) {
+                Ok(()) => {
+                    self.state.place(k, node);
+                    self.claims.push(Claim { node, candidates, used: class.req.clone() });
+                    return Ok(());
+                }
+                Err(r) => {
+                    reason = r;
+                    self.state.close_if_empty(node);
+                }
+            }
+        }
+        Err(reason)
+    }
+
+    /// Lets `(s, o)` stand for a claim in the state's checks, keeping the node's hostname.
+    fn represent(&mut self, node: usize, (s, o): (usize, usize), free: Vec<i64>) {
+        let off = self.p.offering(s, o);
+        let n = &mut self.state.nodes[node];
+        let host = n.labels.get(crate::domain::labels::HOSTNAME).cloned().unwrap_or_default();
+        n.kind = NodeKind::New { shape: s, offering: o };
+        n.labels = off.labels.clone();
+        n.labels.insert(crate::domain::labels::HOSTNAME.to_string(), host);
+        n.free = free;
+    }
+
+    fn min_values_ok(&self, candidates: &[(usize, usize)]) -> bool {
+        let Some(&(s0, _)) = candidates.first() else { return false };
+        let pool = &self.p.pools[self.p.shapes[s0].pool];
+        super::extract::min_values_met(self.p, pool, candidates)
+    }
+
+    /// Launches each claim as its cheapest surviving offering.
+    fn finish(&mut self) {
+        let claims = std::mem::take(&mut self.claims);
+        for claim in &claims {
+            let best = claim
+                .candidates
+                .iter()
+                .copied()
+                .min_by(|a, b| self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost).then(a.cmp(b)));
+            if let Some((s, o)) = best {
+                let free = self.p.offering(s, o).alloc.iter().zip(&claim.used).map(|(a, u)| a - u).collect();
+                self.represent(claim.node, (s, o), free);
+            }
+        }
+    }
+}
+
+/// Keys whose value this class's topology rules read (hostname excluded: every node has its own).
+fn topology_keys(p: &Problem, k: usize) -> Vec<String> {
+    let mut keys: Vec<String> = p
+        .topology
+        .spreads
+        .iter()
+        .filter(|g| g.owner == k || g.members.contains(&k))
+        .map(|g| g.key.clone())
+        .chain(p.topology.affinities.iter().filter(|r| r.owner == k || r.members.contains(&k)).map(|r| r.key.clone()))
+        .filter(|key| key != crate::domain::labels::HOSTNAME)
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// The most room any candidate offers, less what the claim already holds.
+fn max_free(p: &Problem, candidates: &[(usize, usize)], used: &[i64]) -> Vec<i64> {
+    let mut best = vec![i64::MIN; p.dims.len()];
+    for &(s, o) in candidates {
+        for (b, a) in best.iter_mut().zip(&p.offering(s, o).alloc) {
+            *b = (*b).max(*a);
+        }
+    }
+    best.iter().zip(used).map(|(b, u)| b - u).collect()
+}

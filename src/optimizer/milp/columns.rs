@@ -1,0 +1,164 @@
+//! Node patterns ("columns"): one node of a given bin (an offering, or an existing node) holding a
+//! number of pods of each class, with the rules a single node must satisfy on its own (fit, host
+//! ports, hostname spread and anti-affinity), and the knapsack pricer that proposes new patterns.
+
+use std::collections::BTreeSet;
+
+use crate::domain::labels::HOSTNAME;
+
+use super::super::problem::{ports_conflict, Problem};
+
+/// What a pattern is packed into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Bin {
+    New { shape: usize, offering: usize },
+    Existing(usize),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub bin: Bin,
+    /// (class, pods), classes ascending, counts > 0.
+    pub counts: Vec<(usize, u32)>,
+    /// Node cost plus preference penalties of its pods.
+    pub cost: f64,
+}
+
+/// Per-bin facts the pricer and the master need.
+#[derive(Debug, Clone)]
+pub struct BinInfo {
+    pub bin: Bin,
+    pub room: Vec<i64>,
+    pub cost: f64,
+    pub labels: crate::domain::Labels,
+    /// Classes that may use this bin, with their per-pod preference penalty here.
+    pub classes: Vec<(usize, f64)>,
+}
+
+/// Single-node rules, precomputed per class.
+pub struct NodeRules {
+    /// At most this many pods of the class on one node (host anti-affinity, host spread, self ports).
+    pub per_node_cap: Vec<u32>,
+    /// Pairs of classes that may not share a node.
+    pub conflicts: BTreeSet<(usize, usize)>,
+    /// Host spread groups: (members, cap) applied on every node.
+    pub host_caps: Vec<(Vec<usize>, i64, usize)>,
+}
+
+impl NodeRules {
+    pub fn build(p: &Problem) -> NodeRules {
+        let n = p.classes.len();
+        let mut cap = vec![u32::MAX; n];
+        let mut conflicts = BTreeSet::new();
+        let mut host_caps = Vec::new();
+        for (gi, g) in p.topology.spreads.iter().enumerate().filter(|(_, g)| g.hard && g.is_host()) {
+            host_caps.push((g.members.clone(), g.max_skew, gi));
+            if g.members.contains(&g.owner) {
+                cap[g.owner] = cap[g.owner].min(g.max_skew as u32);
+            }
+        }
+        for r in p.topology.affinities.iter().filter(|r| r.anti && r.key == HOSTNAME) {
+            for &m in &r.members {
+                if m == r.owner {
+                    cap[m] = cap[m].min(1);
+                } else {
+                    conflicts.insert((r.owner.min(m), r.owner.max(m)));
+                }
+            }
+        }
+        for a in 0..n {
+            let pa = &p.classes[a].constraints.host_ports;
+            if pa.is_empty() {
+                continue;
+            }
+            if ports_conflict(pa, pa) {
+                cap[a] = cap[a].min(1);
+            }
+            for b in a + 1..n {
+                if ports_conflict(pa, &p.classes[b].constraints.host_ports) {
+                    conflicts.insert((a, b));
+                }
+            }
+        }
+        NodeRules { per_node_cap: cap, conflicts, host_caps }
+    }
+
+    fn conflict(&self, a: usize, b: usize) -> bool {
+        a != b && self.conflicts.contains(&(a.min(b), a.max(b)))
+    }
+}
+
+/// Greedy multi-dimensional knapsack: fills the bin with the classes of highest value per unit of its
+/// scarcest resource, honouring every single-node rule. `value[k]` is the dual value of one pod.
+pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)]) -> Vec<(usize, u32)> {
+    let mut items: Vec<(usize, f64, f64)> = bin
+        .classes
+        .iter()
+        .filter_map(|&(k, pen)| {
+            let w = value[k] - pen;
+            if w <= 1e-9 || limit[k] == 0 {
+                return None;
+            }
+            let size = p.classes[k].req.iter().zip(&bin.room).map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 }).fold(1e-6, f64::max);
+            Some((k, w, size))
+        })
+        .collect();
+    items.sort_by(|a, b| (b.1 / b.2).total_cmp(&(a.1 / a.2)).then(a.0.cmp(&b.0)));
+    let mut room = bin.room.clone();
+    let mut host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
+    let mut out: Vec<(usize, u32)> = Vec::new();
+    for (k, _, _) in items {
+        if out.iter().any(|&(j, _)| rules.conflict(j, k)) {
+            continue;
+        }
+        let req = &p.classes[k].req;
+        let mut n = limit[k].min(rules.per_node_cap[k]);
+        for (r, a) in req.iter().zip(&room) {
+            if *r > 0 {
+                n = n.min((*a / *r).max(0) as u32);
+            }
+        }
+        for (hi, (members, cap, _)) in rules.host_caps.iter().enumerate() {
+            if members.contains(&k) {
+                n = n.min((*cap - host_used[hi]).max(0) as u32);
+            }
+        }
+        if n == 0 {
+            continue;
+        }
+        for (a, r) in room.iter_mut().zip(req) {
+            *a -= r * i64::from(n);
+        }
+        for (hi, (members, _, _)) in rules.host_caps.iter().enumerate() {
+            if members.contains(&k) {
+                host_used[hi] += i64::from(n);
+            }
+        }
+        out.push((k, n));
+    }
+    out.sort();
+    out
+}
+
+/// Whether a pattern obeys the single-node rules (used on seed columns and after trimming).
+pub fn valid(p: &Problem, rules: &NodeRules, bin: &BinInfo, counts: &[(usize, u32)]) -> bool {
+    let mut used = vec![0i64; p.dims.len()];
+    for &(k, n) in counts {
+        if n > rules.per_node_cap[k] || !bin.classes.iter().any(|&(c, _)| c == k) {
+            return false;
+        }
+        for (u, r) in used.iter_mut().zip(&p.classes[k].req) {
+            *u += r * i64::from(n);
+        }
+    }
+    let conflicts = counts.iter().any(|&(a, _)| counts.iter().any(|&(b, _)| rules.conflict(a, b)));
+    used.iter().zip(&bin.room).all(|(u, a)| u <= a) && !conflicts
+}
+
+pub fn column_cost(bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
+    bin.cost
+        + counts
+            .iter()
+            .map(|&(k, n)| bin.classes.iter().find(|(c, _)| *c == k).map_or(0.0, |(_, pen)| pen * f64::from(n)))
+            .sum::<f64>()
+}

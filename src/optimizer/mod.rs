@@ -1,0 +1,157 @@
+//! The optimizer: turns a cluster snapshot and a catalog into a provisioning plan.
+//!
+//! Flow: `problem` builds the instance (pod classes, candidate node shapes per NodePool with their
+//! offerings, existing nodes' free room, compatibility); `greedy` is Karpenter's first-fit-decreasing
+//! baseline; `milp` prices node patterns by column generation and lets HiGHS pick an integer set of
+//! them; `extract` turns either answer into a [`Plan`] with fallbacks; `check` re-verifies the plan.
+
+pub mod extract;
+pub mod greedy;
+pub mod milp;
+pub mod plan;
+pub mod problem;
+pub mod state;
+pub mod topology;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::catalog::Catalog;
+use crate::domain::ClusterSnapshot;
+
+pub use plan::{Plan, SolverReport, Strategy, UnschedulableReason};
+use problem::Problem;
+use state::State;
+
+/// Limits and choices for one solve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolveSettings {
+    pub strategy: Strategy,
+    /// Wall-clock limit for the MILP; a feasible answer found by then is returned and flagged.
+    pub time_limit: Duration,
+    /// Relative gap at which the MILP stops.
+    pub gap: f64,
+    /// HiGHS threads (fixed per OS thread).
+    pub threads: u32,
+    /// How many fallback offerings each new node lists.
+    pub max_fallbacks: usize,
+}
+
+impl Default for SolveSettings {
+    fn default() -> Self {
+        SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs(10), gap: 0.01, threads: 1, max_fallbacks: 20 }
+    }
+}
+
+/// Failures of the optimizer layer. A solver failure is not one of them: it falls back to greedy.
+#[derive(Debug, thiserror::Error)]
+pub enum OptimizerError {
+    #[error("invalid settings: {0}")]
+    Settings(String),
+    #[error("model: {0}")]
+    Model(String),
+}
+
+impl SolveSettings {
+    pub fn validate(&self) -> Result<(), OptimizerError> {
+        if self.time_limit.is_zero() {
+            return Err(OptimizerError::Settings("time limit must be positive".into()));
+        }
+        if !(0.0..1.0).contains(&self.gap) {
+            return Err(OptimizerError::Settings(format!("gap {} is not in [0, 1)", self.gap)));
+        }
+        if self.threads == 0 {
+            return Err(OptimizerError::Settings("threads must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A plan plus what `solve-dump` needs to write the model.
+pub struct Solved {
+    pub plan: Plan,
+    pub problem: Problem,
+    pub model: Option<milp::Model_>,
+}
+
+/// Plans the cheapest placement of every pending pod in `snapshot` on existing room or new offerings.
+pub fn solve(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Plan, OptimizerError> {
+    solve_detailed(snapshot, catalog, settings).map(|s| s.plan)
+}
+
+type Leftover = BTreeMap<usize, (usize, UnschedulableReason)>;
+
+pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Solved, OptimizerError> {
+    settings.validate()?;
+    let start = Instant::now();
+    let p = Problem::build(snapshot, catalog);
+    let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
+    let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), classes = p.classes.len(), shapes = p.shapes.len(), "problem built");
+    let (greedy_state, greedy_left) = greedy::place_all(&p, State::new(&p), &todo);
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), "greedy done");
+    let mut notes = Vec::new();
+    let (state, left, status, model, vars, rows) = match settings.strategy {
+        Strategy::Greedy => (greedy_state, greedy_left, "greedy".to_string(), None, 0, 0),
+        Strategy::Milp => match milp::solve(&p, settings, &greedy_state, &demand) {
+            Ok((answer, model)) => {
+                notes.extend(answer.notes.iter().cloned());
+                let (replayed, rejected) = milp::replay(&p, &answer.chosen);
+                let (state, left) = greedy::place_all(&p, replayed, &rejected);
+                if !rejected.is_empty() {
+                    notes.push(format!("{} pods re-placed by the greedy rules after replay", rejected.iter().map(|r| r.1).sum::<usize>()));
+                }
+                if score(&p, &state, &left) <= score(&p, &greedy_state, &greedy_left) + 1e-9 {
+                    (state, left, answer.status, Some(model), answer.variables, answer.constraints)
+                } else {
+                    notes.push("greedy plan kept: cheaper than the replayed MILP plan".into());
+                    (greedy_state, greedy_left, answer.status, Some(model), answer.variables, answer.constraints)
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "milp failed; falling back to greedy");
+                notes.push(format!("solver failed: {e}"));
+                (greedy_state, greedy_left, "fallback-greedy".to_string(), None, 0, 0)
+            }
+        },
+    };
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), "plan chosen");
+    let placed: Vec<u32> = (0..p.classes.len()).map(|k| state.placed_of(k) as u32).collect();
+    let bins = model.as_ref().map_or_else(|| milp::bins(&p), |m| m.bins.clone());
+    let lower_bound = match milp::bound::lower_bound(&p, &bins, &placed, settings.time_limit.as_secs_f64().max(10.0)) {
+        Ok(b) => b,
+        Err(e) => {
+            notes.push(format!("no lower bound: {e}"));
+            0.0
+        }
+    };
+    let report = SolverReport {
+        status,
+        seconds: start.elapsed().as_secs_f64(),
+        pod_classes: p.classes.len(),
+        variables: vars,
+        constraints: rows,
+        gap: 0.0,
+        notes,
+    };
+    let mut plan = extract::to_plan(&p, &state, &left, settings.strategy, report, lower_bound, settings.max_fallbacks);
+    plan.solver.gap = if plan.objective > 0.0 { ((plan.objective - plan.lower_bound) / plan.objective).max(0.0) } else { 0.0 };
+    plan.solver.seconds = start.elapsed().as_secs_f64();
+    Ok(Solved { plan, problem: p, model })
+}
+
+/// Objective of a state: node costs, preference penalties and unplaced pods.
+fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
+    let mut total = 0.0;
+    for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
+        let taints = match n.kind {
+            state::NodeKind::Existing(e) => &p.existing[e].taints,
+            state::NodeKind::New { shape, offering } => {
+                total += p.offering(shape, offering).cost;
+                &p.shapes[shape].taints
+            }
+        };
+        total += n.placed.iter().map(|(&k, &c)| c as f64 * p.preference_penalty(k, &n.labels, taints)).sum::<f64>();
+    }
+    total + left.values().map(|(c, _)| *c as f64 * p.weights.unschedulable_pod).sum::<f64>()
+}

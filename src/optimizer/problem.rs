@@ -1,0 +1,453 @@
+//! The solver-independent instance: pending pods grouped into classes, candidate node shapes
+//! (NodePool x instance type) with their offerings and allocatable room after DaemonSet overhead,
+//! existing nodes with their free room, and which class may use which offering or node.
+//!
+//! Both the greedy baseline and the MILP read a [`Problem`]; neither looks at the snapshot again.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::{CapacityType, Catalog};
+use crate::domain::labels::{tolerates_all, untolerated_soft_taints, CAPACITY_TYPE, HOSTNAME, NODEPOOL, ZONE};
+use crate::domain::{ClusterSnapshot, CostWeights, HostPort, Labels, PodConstraints, Resources, Taint};
+
+use super::plan::{Unschedulable, UnschedulableReason};
+use super::topology::Topology;
+
+/// Taints that a node carries only while it starts; they never block placement.
+const TRANSIENT_TAINTS: [&str; 2] = ["node.kubernetes.io/not-ready", "karpenter.sh/unregistered"];
+
+/// Identical pending pods.
+#[derive(Debug, Clone)]
+pub struct PodClass {
+    /// Pod keys (`namespace/name`) in Karpenter's order.
+    pub pods: Vec<String>,
+    pub constraints: PodConstraints,
+    /// Requests as a dense vector over [`Problem::dims`] (milli-units).
+    pub req: Vec<i64>,
+    /// (shape, offering) pairs this class may use.
+    pub offerings: Vec<(usize, usize)>,
+    /// Existing nodes this class may use.
+    pub existing: Vec<usize>,
+}
+
+impl PodClass {
+    pub fn demand(&self) -> usize {
+        self.pods.len()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ShapeOffering {
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub price: f64,
+    /// Price plus the spot-risk weight: what the objective charges.
+    pub cost: f64,
+    pub price_estimated: bool,
+    /// Room for pending pods: allocatable less DaemonSet pods that would run here.
+    pub alloc: Vec<i64>,
+    pub alloc_resources: Resources,
+    pub ds_ports: Vec<HostPort>,
+    /// Every label the node would carry except its hostname.
+    pub labels: Labels,
+}
+
+/// A NodePool x instance type pair.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    pub pool: usize,
+    pub instance_type: String,
+    pub taints: Vec<Taint>,
+    /// Node capacity, counted against NodePool limits.
+    pub capacity: Resources,
+    pub offerings: Vec<ShapeOffering>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExistingNode {
+    pub name: String,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub free: Vec<i64>,
+    pub ports: Vec<HostPort>,
+    pub pool: Option<usize>,
+    pub price: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct PoolInfo {
+    pub name: String,
+    pub weight: i32,
+    /// Remaining room under `spec.limits` (capacity of existing nodes subtracted); `nodes` included.
+    pub remaining: Option<Resources>,
+    /// Requirements with minValues, checked against a node's fallback set.
+    pub min_values: Vec<crate::domain::Requirement>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub region: String,
+    pub dims: Vec<String>,
+    pub classes: Vec<PodClass>,
+    pub shapes: Vec<Shape>,
+    pub existing: Vec<ExistingNode>,
+    pub pools: Vec<PoolInfo>,
+    pub topology: Topology,
+    pub weights: CostWeights,
+    /// Pods that no offering or node can ever host, with the reason.
+    pub rejected: Vec<Unschedulable>,
+}
+
+impl Problem {
+    pub fn build(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Problem {
+        let pending: Vec<_> = snapshot.pending_pods().collect();
+        let dims = dimensions(pending.iter().map(|p| p.requests()));
+        let pools = pool_infos(snapshot, catalog);
+        let shapes = build_shapes(snapshot, catalog, &dims);
+        let existing = existing_nodes(snapshot, &dims, catalog, &pools);
+        let mut classes = group_classes(snapshot, &dims);
+        let mut rejected = Vec::new();
+        for class in &mut classes {
+            class.offerings = compatible_offerings(&class.constraints, &class.req, &shapes);
+            class.existing = compatible_existing(&class.constraints, &class.req, &existing);
+        }
+        let topology = Topology::build(snapshot, &classes, &shapes, &existing);
+        for class in &mut classes {
+            restrict_by_weight(class, &shapes, &pools);
+        }
+        topology.restrict(&mut classes, &shapes, &existing);
+        classes.retain(|c| {
+            if !c.offerings.is_empty() || !c.existing.is_empty() {
+                return true;
+            }
+            let (reason, message) = explain_rejection(&c.constraints, &c.req, &shapes, &dims);
+            rejected.extend(c.pods.iter().map(|p| Unschedulable { pod: p.clone(), reason, message: message.clone() }));
+            false
+        });
+        let topology = Topology::build(snapshot, &classes, &shapes, &existing);
+        Problem {
+            region: catalog.region.clone(),
+            dims,
+            classes,
+            shapes,
+            existing,
+            pools,
+            topology,
+            weights: snapshot.weights.clone(),
+            rejected,
+        }
+    }
+
+    pub fn offering(&self, shape: usize, offering: usize) -> &ShapeOffering {
+        &self.shapes[shape].offerings[offering]
+    }
+
+    /// The objective's per-pod penalty for class `k` on a node with `labels` and `taints`:
+    /// unsatisfied preferred node affinity and untolerated PreferNoSchedule taints.
+    pub fn preference_penalty(&self, k: usize, labels: &Labels, taints: &[Taint]) -> f64 {
+        let c = &self.classes[k].constraints;
+        let unmet: i64 = c
+            .preferred_node_affinity
+            .iter()
+            .filter(|w| !w.term.iter().all(|r| r.matches(labels)))
+            .map(|w| i64::from(w.weight.max(0)))
+            .sum();
+        unmet as f64 * self.weights.preferred_node_affinity
+            + untolerated_soft_taints(&c.tolerations, taints) as f64 * self.weights.prefer_no_schedule
+    }
+
+    pub fn total_pods(&self) -> usize {
+        self.classes.iter().map(PodClass::demand).sum()
+    }
+}
+
+/// Resource names any pending pod requests, cpu/memory/pods first.
+fn dimensions<'a>(requests: impl Iterator<Item = &'a Resources>) -> Vec<String> {
+    let mut names: BTreeSet<String> = ["cpu", "memory", "pods"].iter().map(|s| s.to_string()).collect();
+    for r in requests {
+        names.extend(r.iter().filter(|(_, q)| q.milli() > 0).map(|(n, _)| n.to_string()));
+    }
+    let mut dims: Vec<String> = ["cpu", "memory", "pods"].iter().map(|s| s.to_string()).collect();
+    dims.extend(names.into_iter().filter(|n| !["cpu", "memory", "pods"].contains(&n.as_str())));
+    dims
+}
+
+pub fn dense(r: &Resources, dims: &[String]) -> Vec<i64> {
+    dims.iter().map(|d| r.get(d).milli()).collect()
+}
+
+fn pool_infos(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Vec<PoolInfo> {
+    let mut pools: Vec<&crate::domain::NodePool> = snapshot.nodepools.iter().collect();
+    pools.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
+    pools
+        .into_iter()
+        .map(|np| {
+            let remaining = (!np.limits.is_empty()).then(|| {
+                let mut used = Resources::new();
+                for node in snapshot.nodes.iter().filter(|n| n.nodepool() == Some(&np.name)) {
+                    used.add(&node.capacity);
+                    used.add(&Resources::new().with("nodes", crate::domain::Quantity::from_units(1)));
+                }
+                for claim in snapshot.node_claims.iter().filter(|c| c.nodepool.as_deref() == Some(&np.name)) {
+                    // a claim not yet registered still holds its capacity
+                    if claim.node_name.is_none() || !snapshot.nodes.iter().any(|n| Some(&n.name) == claim.node_name.as_ref()) {
+                        used.add(&claim.capacity);
+                        used.add(&Resources::new().with("nodes", crate::domain::Quantity::from_units(1)));
+                    }
+                }
+                np.limits.minus(&used)
+            });
+            let _ = catalog;
+            PoolInfo {
+                name: np.name.clone(),
+                weight: np.weight,
+                remaining,
+                min_values: np.requirements.iter().filter(|r| r.min_values.is_some()).cloned().collect(),
+            }
+        })
+        .collect()
+}
+
+fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) -> Vec<Shape> {
+    let mut pools: Vec<&crate::domain::NodePool> = snapshot.nodepools.iter().collect();
+    pools.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
+    let mut shapes = Vec::new();
+    for (pi, np) in pools.iter().enumerate() {
+        let kubelet = snapshot.node_class(np.node_class.as_deref()).map(|c| &c.kubelet);
+        for it in &catalog.instance_types {
+            let mut base = it.labels(&catalog.region);
+            base.extend(np.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            base.insert(NODEPOOL.to_string(), np.name.clone());
+            let allocatable = it.allocatable(kubelet);
+            let offerings: Vec<ShapeOffering> = it
+                .offerings
+                .iter()
+                .filter(|o| o.available)
+                .filter_map(|o| {
+                    let mut labels = base.clone();
+                    labels.insert(ZONE.to_string(), o.zone.clone());
+                    labels.insert(CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
+                    if !np.requirements.iter().all(|r| r.matches(&labels)) {
+                        return None;
+                    }
+                    let (overhead, ds_ports) = daemon_overhead(snapshot, &labels, &np.taints);
+                    let alloc_resources = allocatable.minus(&overhead);
+                    if alloc_resources.first_negative().is_some() {
+                        return None;
+                    }
+                    let band = o.interruption_band.unwrap_or(0) as f64;
+                    let risk = if o.capacity_type == CapacityType::Spot { snapshot.weights.spot_interruption_band * band } else { 0.0 };
+                    Some(ShapeOffering {
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type,
+                        price: o.price,
+                        cost: o.price * (1.0 + risk),
+                        price_estimated: o.price_estimated,
+                        alloc: dense(&alloc_resources, dims),
+                        alloc_resources,
+                        ds_ports,
+                        labels,
+                    })
+                })
+                .collect();
+            if !offerings.is_empty() {
+                shapes.push(Shape {
+                    pool: pi,
+                    instance_type: it.name.clone(),
+                    taints: np.taints.clone(),
+                    capacity: it.capacity(kubelet),
+                    offerings,
+                });
+            }
+        }
+    }
+    shapes
+}
+
+/// Requests and host ports of the DaemonSet pods that would run on a node with these labels and taints.
+pub fn daemon_overhead(snapshot: &ClusterSnapshot, labels: &Labels, taints: &[Taint]) -> (Resources, Vec<HostPort>) {
+    let mut total = Resources::new();
+    let mut ports = Vec::new();
+    for ds in &snapshot.daemonsets {
+        if ds.pod.node_matches(labels) && tolerates_all(&ds.pod.tolerations, taints) {
+            total.add(&ds.pod.requests);
+            ports.extend(ds.pod.host_ports.iter().cloned());
+        }
+    }
+    (total, ports)
+}
+
+fn existing_nodes(snapshot: &ClusterSnapshot, dims: &[String], catalog: &Catalog, pools: &[PoolInfo]) -> Vec<ExistingNode> {
+    let mut nodes: Vec<ExistingNode> = snapshot
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut labels = n.labels.clone();
+            labels.entry(HOSTNAME.to_string()).or_insert_with(|| n.name.clone());
+            let mut used = Resources::new();
+            let mut ports = Vec::new();
+            for p in snapshot.pods.iter().filter(|p| p.occupies_node() && p.node_name.as_deref() == Some(&n.name)) {
+                used.add(p.requests());
+                ports.extend(p.constraints.host_ports.iter().cloned());
+            }
+            let free = dense(&n.allocatable.minus(&used), dims);
+            let taints = n.taints.iter().filter(|t| !TRANSIENT_TAINTS.contains(&t.key.as_str())).cloned().collect();
+            ExistingNode {
+                name: n.name.clone(),
+                labels,
+                taints,
+                free: if n.unschedulable { vec![-1; dims.len()] } else { free },
+                ports,
+                pool: n.nodepool().and_then(|np| pools.iter().position(|p| p.name == np)),
+                price: node_price(n, catalog),
+            }
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    nodes
+}
+
+/// What an existing node costs, from its instance type, zone and capacity-type labels.
+pub fn node_price(n: &crate::domain::Node, catalog: &Catalog) -> f64 {
+    let get = |k: &str| n.labels.get(k).map(String::as_str);
+    catalog
+        .instance_types
+        .iter()
+        .find(|it| Some(it.name.as_str()) == get(crate::domain::labels::INSTANCE_TYPE))
+        .and_then(|it| {
+            it.offerings
+                .iter()
+                .find(|o| Some(o.zone.as_str()) == get(ZONE) && Some(o.capacity_type.as_str()) == get(CAPACITY_TYPE))
+                .or_else(|| it.offerings.iter().find(|o| o.capacity_type == CapacityType::OnDemand))
+        })
+        .map_or(0.0, |o| o.price)
+}
+
+/// Label keys that some selector in the snapshot reads; only these distinguish pods into classes.
+fn selector_keys(snapshot: &ClusterSnapshot) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    let mut add_sel = |s: &crate::domain::LabelSelector| {
+        keys.extend(s.match_labels.keys().cloned());
+        keys.extend(s.match_expressions.iter().map(|r| r.key.clone()));
+    };
+    for p in &snapshot.pods {
+        let c = &p.constraints;
+        c.spread.iter().for_each(|s| add_sel(&s.selector));
+        c.pod_affinity.iter().chain(&c.pod_anti_affinity).for_each(|t| add_sel(&t.selector));
+        c.preferred_pod_affinity.iter().chain(&c.preferred_pod_anti_affinity).for_each(|t| add_sel(&t.term.selector));
+    }
+    snapshot.pdbs.iter().for_each(|p| add_sel(&p.selector));
+    keys
+}
+
+fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
+    let keys = selector_keys(snapshot);
+    let mut groups: BTreeMap<PodConstraints, Vec<&crate::domain::Pod>> = BTreeMap::new();
+    for pod in snapshot.pending_pods() {
+        let mut c = pod.constraints.clone();
+        c.labels.retain(|k, _| keys.contains(k));
+        groups.entry(c).or_default().push(pod);
+    }
+    let mut classes: Vec<PodClass> = groups
+        .into_iter()
+        .map(|(mut constraints, mut pods)| {
+            pods.sort_by(|a, b| a.created.cmp(&b.created).then(a.uid.cmp(&b.uid)).then(a.key().cmp(&b.key())));
+            // keep the full labels of one member so selectors evaluate as on the real pods
+            constraints.labels = pods[0].labels.clone();
+            let req = dense(&constraints.requests, dims);
+            PodClass { pods: pods.iter().map(|p| p.key()).collect(), constraints, req, offerings: vec![], existing: vec![] }
+        })
+        .collect();
+    // Karpenter's order: cpu then memory descending; ties by the first pod's key for determinism
+    classes.sort_by(|a, b| b.req[0].cmp(&a.req[0]).then(b.req[1].cmp(&a.req[1])).then(a.pods[0].cmp(&b.pods[0])));
+    classes
+}
+
+pub fn fits(req: &[i64], free: &[i64]) -> bool {
+    req.iter().zip(free).all(|(r, f)| *r <= 0 || r <= f)
+}
+
+pub fn ports_conflict(a: &[HostPort], b: &[HostPort]) -> bool {
+    a.iter().any(|x| b.iter().any(|y| x.conflicts(y)))
+}
+
+fn compatible_offerings(c: &PodConstraints, req: &[i64], shapes: &[Shape]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for (si, s) in shapes.iter().enumerate() {
+        if !tolerates_all(&c.tolerations, &s.taints) {
+            continue;
+        }
+        for (oi, o) in s.offerings.iter().enumerate() {
+            if c.node_matches(&o.labels) && fits(req, &o.alloc) && !ports_conflict(&c.host_ports, &o.ds_ports) {
+                out.push((si, oi));
+            }
+        }
+    }
+    out
+}
+
+fn compatible_existing(c: &PodConstraints, req: &[i64], nodes: &[ExistingNode]) -> Vec<usize> {
+    (0..nodes.len())
+        .filter(|&i| {
+            let n = &nodes[i];
+            c.node_matches(&n.labels)
+                && tolerates_all(&c.tolerations, &n.taints)
+                && fits(req, &n.free)
+                && !ports_conflict(&c.host_ports, &n.ports)
+        })
+        .collect()
+}
+
+/// Karpenter tries NodePools by weight and uses a lower one only when no higher one can host the pod;
+/// a pool whose limits cannot fit even one compatible node does not count as able.
+fn restrict_by_weight(class: &mut PodClass, shapes: &[Shape], pools: &[PoolInfo]) {
+    let able = |pool: usize| {
+        class.offerings.iter().any(|&(s, _)| {
+            shapes[s].pool == pool
+                && pools[pool].remaining.as_ref().is_none_or(|rem| within_limits(&shapes[s].capacity, rem))
+        })
+    };
+    let able: Vec<bool> = (0..pools.len()).map(able).collect();
+    if let Some(best) = able.iter().position(|&a| a) {
+        let weight = pools[best].weight;
+        class.offerings.retain(|&(s, _)| pools[shapes[s].pool].weight == weight && able[shapes[s].pool]);
+    }
+}
+
+/// Whether one more node of `capacity` fits under the remaining limits.
+pub fn within_limits(capacity: &Resources, remaining: &Resources) -> bool {
+    remaining.iter().all(|(name, left)| {
+        let need = if name == "nodes" { crate::domain::Quantity::from_units(1) } else { capacity.get(name) };
+        need <= left
+    })
+}
+
+fn explain_rejection(c: &PodConstraints, req: &[i64], shapes: &[Shape], dims: &[String]) -> (UnschedulableReason, String) {
+    let compatible: Vec<&ShapeOffering> = shapes
+        .iter()
+        .filter(|s| tolerates_all(&c.tolerations, &s.taints))
+        .flat_map(|s| s.offerings.iter())
+        .filter(|o| c.node_matches(&o.labels))
+        .collect();
+    if compatible.is_empty() {
+        return (
+            UnschedulableReason::NoCompatibleOffering,
+            "no nodepool offering satisfies the pod's node selector, affinity and tolerations".into(),
+        );
+    }
+    let fitting: Vec<&&ShapeOffering> = compatible.iter().filter(|o| fits(req, &o.alloc)).collect();
+    if fitting.is_empty() {
+        let short: BTreeSet<&str> = compatible
+            .iter()
+            .flat_map(|o| dims.iter().zip(req.iter().zip(&o.alloc)).filter(|(_, (r, a))| r > a).map(|(d, _)| d.as_str()))
+            .collect();
+        return (
+            UnschedulableReason::LargerThanAnyType,
+            format!("requests exceed the largest compatible instance type ({})", short.into_iter().collect::<Vec<_>>().join(", ")),
+        );
+    }
+    if fitting.iter().all(|o| ports_conflict(&c.host_ports, &o.ds_ports)) {
+        return (UnschedulableReason::HostPort, "a host port is taken by a daemonset on every compatible node".into());
+    }
+    (UnschedulableReason::NodepoolLimit, "nodepool limits leave no room for a compatible node".into())
+}

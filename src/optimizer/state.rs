@@ -1,0 +1,235 @@
+//! Placement state: nodes (existing and planned) with the classes placed on them, and the checks that
+//! decide whether one more pod of a class may go on a node. Greedy placement and the replay of MILP
+//! patterns both go through [`State::can_place`], so every plan honours the same rules.
+
+use std::collections::BTreeMap;
+
+use crate::domain::labels::HOSTNAME;
+use crate::domain::{HostPort, Labels, Resources};
+
+use super::plan::UnschedulableReason;
+use super::problem::{fits, ports_conflict, within_limits, Problem};
+
+/// Where a node comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Existing(usize),
+    New { shape: usize, offering: usize },
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    pub kind: NodeKind,
+    pub labels: Labels,
+    pub free: Vec<i64>,
+    pub ports: Vec<HostPort>,
+    /// Class -> pods of it placed here by this plan.
+    pub placed: BTreeMap<usize, usize>,
+}
+
+impl NodeState {
+    pub fn hostname(&self) -> &str {
+        self.labels.get(HOSTNAME).map_or("", String::as_str)
+    }
+
+    pub fn pod_count(&self) -> usize {
+        self.placed.values().sum()
+    }
+}
+
+pub struct State<'p> {
+    pub p: &'p Problem,
+    pub nodes: Vec<NodeState>,
+    /// Per spread group: domain -> matching pods (running + placed).
+    spread_counts: Vec<BTreeMap<String, i64>>,
+    /// Per affinity rule: domain -> member pods (running + placed).
+    affinity_counts: Vec<BTreeMap<String, i64>>,
+    /// Per pool: capacity of the nodes this plan launched.
+    pool_used: Vec<Resources>,
+    next_id: usize,
+}
+
+impl<'p> State<'p> {
+    pub fn new(p: &'p Problem) -> State<'p> {
+        let nodes = p
+            .existing
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NodeState {
+                kind: NodeKind::Existing(i),
+                labels: n.labels.clone(),
+                free: n.free.clone(),
+                ports: n.ports.clone(),
+                placed: BTreeMap::new(),
+            })
+            .collect();
+        State {
+            p,
+            nodes,
+            spread_counts: p.topology.spreads.iter().map(|g| g.existing.clone()).collect(),
+            affinity_counts: p.topology.affinities.iter().map(|r| r.running.clone()).collect(),
+            pool_used: vec![Resources::new(); p.pools.len()],
+            next_id: 0,
+        }
+    }
+
+    /// Whether a new node of this offering fits the pool's remaining limits.
+    pub fn can_open(&self, shape: usize, _offering: usize) -> bool {
+        let s = &self.p.shapes[shape];
+        match &self.p.pools[s.pool].remaining {
+            None => true,
+            Some(rem) => within_limits(&s.capacity, &rem.minus(&self.pool_used[s.pool])),
+        }
+    }
+
+    /// Adds an empty planned node and returns its index.
+    pub fn open(&mut self, shape: usize, offering: usize) -> usize {
+        let s = &self.p.shapes[shape];
+        let o = &s.offerings[offering];
+        let mut labels = o.labels.clone();
+        labels.insert(HOSTNAME.to_string(), format!("joiner-{:04}", self.next_id));
+        self.next_id += 1;
+        let mut cap = s.capacity.clone();
+        cap.set("nodes", crate::domain::Quantity::from_units(1));
+        self.pool_used[s.pool].add(&cap);
+        self.nodes.push(NodeState {
+            kind: NodeKind::New { shape, offering },
+            labels,
+            free: o.alloc.clone(),
+            ports: o.ds_ports.clone(),
+            placed: BTreeMap::new(),
+        });
+        self.nodes.len() - 1
+    }
+
+    /// Removes the most recently opened node if it holds no pods (a failed trial).
+    pub fn close_if_empty(&mut self, node: usize) {
+        if node + 1 == self.nodes.len() && self.nodes[node].placed.is_empty() {
+            if let NodeKind::New { shape, .. } = self.nodes[node].kind {
+                let s = &self.p.shapes[shape];
+                let mut cap = s.capacity.clone();
+                cap.set("nodes", crate::domain::Quantity::from_units(1));
+                self.pool_used[s.pool].sub(&cap);
+                self.nodes.pop();
+                self.next_id -= 1;
+            }
+        }
+    }
+
+    fn class_allows(&self, k: usize, node: &NodeState) -> bool {
+        let c = &self.p.classes[k];
+        match node.kind {
+            NodeKind::Existing(e) => c.existing.contains(&e),
+            NodeKind::New { shape, offering } => c.offerings.binary_search(&(shape, offering)).is_ok(),
+        }
+    }
+
+    /// Checks every rule for one more pod of class `k` on `node`.
+    pub fn can_place(&self, k: usize, node: usize) -> Result<(), UnschedulableReason> {
+        let n = &self.nodes[node];
+        let class = &self.p.classes[k];
+        if !self.class_allows(k, n) {
+            return Err(UnschedulableReason::NoCompatibleOffering);
+        }
+        if !fits(&class.req, &n.free) {
+            return Err(UnschedulableReason::LargerThanAnyType);
+        }
+        if ports_conflict(&class.constraints.host_ports, &n.ports) {
+            return Err(UnschedulableReason::HostPort);
+        }
+        if !self.spread_ok(k, n) || !self.affinity_ok(k, n) || !self.inverse_ok(k, n) {
+            return Err(UnschedulableReason::Topology);
+        }
+        Ok(())
+    }
+
+    fn spread_ok(&self, k: usize, n: &NodeState) -> bool {
+        self.p.topology.spreads.iter().enumerate().filter(|(_, g)| g.owner == k && g.hard).all(|(gi, g)| {
+            let own = i64::from(g.members.contains(&k));
+            if g.is_host() {
+                // a new hostname can always be created, so the global minimum is zero
+                let here: i64 = g.members.iter().map(|m| n.placed.get(m).copied().unwrap_or(0) as i64).sum::<i64>()
+                    + g.existing.get(n.hostname()).copied().unwrap_or(0);
+                return here + own <= g.max_skew;
+            }
+            let Some(d) = n.labels.get(&g.key) else { return false };
+            let counts = &self.spread_counts[gi];
+            let min = if g.min_is_zero() { 0 } else { g.eligible.iter().map(|e| counts.get(e).copied().unwrap_or(0)).min().unwrap_or(0) };
+            counts.get(d).copied().unwrap_or(0) + own - min <= g.max_skew
+        })
+    }
+
+    fn affinity_ok(&self, k: usize, n: &NodeState) -> bool {
+        self.p.topology.affinities.iter().enumerate().filter(|(_, r)| r.owner == k).all(|(ri, r)| {
+            let counts = &self.affinity_counts[ri];
+            let domain = if r.is_host() { Some(n.hostname()) } else { n.labels.get(&r.key).map(String::as_str) };
+            let Some(d) = domain else { return r.anti };
+            let here = counts.get(d).copied().unwrap_or(0);
+            if r.anti {
+                return here == 0;
+            }
+            if here > 0 {
+                return true;
+            }
+            // a self-selecting group with no running member may start in one domain, only one
+            r.self_selecting() && r.running.is_empty() && counts.values().all(|&v| v == 0)
+        })
+    }
+
+    /// Pods already placed whose anti-affinity selects class `k` keep it out of their domain.
+    fn inverse_ok(&self, k: usize, n: &NodeState) -> bool {
+        self.p.topology.affinities.iter().enumerate().filter(|(_, r)| r.anti && r.members.contains(&k)).all(|(_, r)| {
+            let domain = if r.is_host() { Some(n.hostname()) } else { n.labels.get(&r.key).map(String::as_str) };
+            let Some(d) = domain else { return true };
+            // pods of the rule's owner placed in this domain by this plan
+            !self.nodes.iter().any(|m| {
+                m.placed.get(&r.owner).is_some_and(|&c| c > 0)
+                    && (if r.is_host() { m.hostname() == d } else { m.labels.get(&r.key).map(String::as_str) == Some(d) })
+            })
+        })
+    }
+
+    /// Places one pod of class `k` on `node` (the caller has checked [`Self::can_place`]).
+    pub fn place(&mut self, k: usize, node: usize) {
+        let req = &self.p.classes[k].req;
+        let n = &mut self.nodes[node];
+        for (f, r) in n.free.iter_mut().zip(req) {
+            *f -= r;
+        }
+        n.ports.extend(self.p.classes[k].constraints.host_ports.iter().cloned());
+        *n.placed.entry(k).or_insert(0) += 1;
+        let host = n.hostname().to_string();
+        for (gi, g) in self.p.topology.spreads.iter().enumerate() {
+            if g.members.contains(&k) {
+                let d = if g.is_host() { Some(host.clone()) } else { self.nodes[node].labels.get(&g.key).cloned() };
+                if let Some(d) = d {
+                    *self.spread_counts[gi].entry(d).or_insert(0) += 1;
+                }
+            }
+        }
+        for (ri, r) in self.p.topology.affinities.iter().enumerate() {
+            if r.members.contains(&k) {
+                let d = if r.is_host() { Some(host.clone()) } else { self.nodes[node].labels.get(&r.key).cloned() };
+                if let Some(d) = d {
+                    *self.affinity_counts[ri].entry(d).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+
+    /// Matching pods of spread group `g` in `node`'s domain.
+    pub fn domain_count(&self, g: usize, node: usize) -> i64 {
+        let key = &self.p.topology.spreads[g].key;
+        self.nodes[node].labels.get(key).and_then(|d| self.spread_counts[g].get(d)).copied().unwrap_or(0)
+    }
+
+    /// Pods of class `k` placed so far.
+    pub fn placed_of(&self, k: usize) -> usize {
+        self.nodes.iter().map(|n| n.placed.get(&k).copied().unwrap_or(0)).sum()
+    }
+
+    /// Total price of the planned nodes.
+    pub fn new_nodes(&self) -> impl Iterator<Item = (usize, &NodeState)> {
+        self.nodes.iter().enumerate().filter(|(_, n)| matches!(n.kind, NodeKind::New { .. }))
+    }
+}

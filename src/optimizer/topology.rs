@@ -1,0 +1,214 @@
+//! Topology spread, pod affinity and pod anti-affinity, resolved against pod classes: which classes a
+//! constraint counts, how many matching pods already run in each domain, and which domains are
+//! eligible. Hostname constraints act per node; every other key (zone, capacity type, ...) acts on
+//! the value an offering or existing node carries for that key.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::domain::labels::{tolerates_all, HOSTNAME};
+use crate::domain::{ClusterSnapshot, LabelSelector, Pod, PodAffinityTerm, PodConstraints, WhenUnsatisfiable};
+
+use super::problem::{ExistingNode, PodClass, Shape};
+
+/// A spread constraint written on `owner`, counting the classes in `members`.
+#[derive(Debug, Clone)]
+pub struct SpreadGroup {
+    pub owner: usize,
+    pub members: Vec<usize>,
+    pub key: String,
+    pub max_skew: i64,
+    pub hard: bool,
+    pub min_domains: Option<u32>,
+    /// Running pods that match, per domain.
+    pub existing: BTreeMap<String, i64>,
+    /// Domains the owner could use (non-hostname keys only).
+    pub eligible: BTreeSet<String>,
+}
+
+impl SpreadGroup {
+    pub fn is_host(&self) -> bool {
+        self.key == HOSTNAME
+    }
+
+    /// Whether the global minimum is forced to zero because too few domains are eligible.
+    pub fn min_is_zero(&self) -> bool {
+        self.min_domains.is_some_and(|m| (self.eligible.len() as u32) < m)
+    }
+}
+
+/// A required pod (anti-)affinity term of `owner`.
+#[derive(Debug, Clone)]
+pub struct AffinityRule {
+    pub owner: usize,
+    pub members: Vec<usize>,
+    pub key: String,
+    pub anti: bool,
+    /// Domains (hostnames for the hostname key) where matching pods already run, with counts.
+    pub running: BTreeMap<String, i64>,
+}
+
+impl AffinityRule {
+    pub fn is_host(&self) -> bool {
+        self.key == HOSTNAME
+    }
+
+    pub fn self_selecting(&self) -> bool {
+        self.members.contains(&self.owner)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    pub spreads: Vec<SpreadGroup>,
+    pub affinities: Vec<AffinityRule>,
+    /// Per class: (key, domain) pairs where a running pod's required anti-affinity selects the class.
+    pub inverse_forbidden: Vec<Vec<(String, String)>>,
+}
+
+fn pseudo_pod(c: &PodConstraints) -> Pod {
+    Pod {
+        namespace: c.namespace.clone(),
+        name: String::new(),
+        uid: String::new(),
+        labels: c.labels.clone(),
+        constraints: PodConstraints::default(),
+        node_name: None,
+        terminal: false,
+        terminating: false,
+        owner_kind: None,
+        owner_name: None,
+        priority: 0,
+        deletion_cost: 0,
+        do_not_disrupt: None,
+        created: None,
+    }
+}
+
+fn spread_selects(ns: &str, sel: &LabelSelector, pod: &Pod) -> bool {
+    pod.namespace == ns && sel.matches(&pod.labels)
+}
+
+impl Topology {
+    pub fn build(snapshot: &ClusterSnapshot, classes: &[PodClass], shapes: &[Shape], existing: &[ExistingNode]) -> Topology {
+        let node_labels: BTreeMap<&str, &crate::domain::Labels> =
+            existing.iter().map(|n| (n.name.as_str(), &n.labels)).collect();
+        let running: Vec<(&Pod, &crate::domain::Labels)> = snapshot
+            .pods
+            .iter()
+            .filter(|p| p.occupies_node() && !p.terminating)
+            .filter_map(|p| node_labels.get(p.node_name.as_deref()?).map(|l| (p, *l)))
+            .collect();
+        let pseudo: Vec<Pod> = classes.iter().map(|c| pseudo_pod(&c.constraints)).collect();
+        let mut t = Topology { inverse_forbidden: vec![Vec::new(); classes.len()], ..Default::default() };
+        type DomainKey<'a> = (&'a [crate::domain::Requirement], &'a crate::domain::NodeSelector, &'a [crate::domain::Toleration], &'a str);
+        let mut eligible_memo: BTreeMap<DomainKey<'_>, BTreeSet<String>> = BTreeMap::new();
+        for (k, class) in classes.iter().enumerate() {
+            let c = &class.constraints;
+            for s in &c.spread {
+                let members = (0..classes.len()).filter(|&j| spread_selects(&c.namespace, &s.selector, &pseudo[j])).collect();
+                let mut counts = BTreeMap::new();
+                for (p, labels) in &running {
+                    if let Some(d) = labels.get(&s.topology_key) {
+                        if spread_selects(&c.namespace, &s.selector, p) {
+                            *counts.entry(d.clone()).or_insert(0) += 1;
+                        }
+                    }
+                }
+                t.spreads.push(SpreadGroup {
+                    owner: k,
+                    members,
+                    key: s.topology_key.clone(),
+                    max_skew: i64::from(s.max_skew.max(1)),
+                    hard: s.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule,
+                    min_domains: s.min_domains,
+                    existing: counts,
+                    eligible: eligible_memo
+                        .entry((&c.node_selector, &c.node_affinity, &c.tolerations, &s.topology_key))
+                        .or_insert_with(|| eligible_domains(c, &s.topology_key, shapes, existing))
+                        .clone(),
+                });
+            }
+            for (terms, anti) in [(&c.pod_affinity, false), (&c.pod_anti_affinity, true)] {
+                for term in terms {
+                    t.affinities.push(affinity_rule(k, c, term, anti, &pseudo, &running));
+                }
+            }
+            for (p, labels) in &running {
+                for term in &p.constraints.pod_anti_affinity {
+                    if term.selects(&p.namespace, &pseudo[k]) {
+                        if let Some(d) = labels.get(&term.topology_key) {
+                            t.inverse_forbidden[k].push((term.topology_key.clone(), d.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// Narrows classes' offerings and nodes to what their affinity to running pods allows.
+    pub fn restrict(&self, classes: &mut [PodClass], shapes: &[Shape], existing: &[ExistingNode]) {
+        for rule in self.affinities.iter().filter(|r| !r.anti && !r.running.is_empty()) {
+            let class = &mut classes[rule.owner];
+            class.existing.retain(|&e| existing[e].labels.get(&rule.key).is_some_and(|d| rule.running.contains_key(d)));
+            if rule.is_host() {
+                class.offerings.clear();
+            } else {
+                class.offerings.retain(|&(s, o)| {
+                    shapes[s].offerings[o].labels.get(&rule.key).is_some_and(|d| rule.running.contains_key(d))
+                });
+            }
+        }
+        for (k, forbidden) in self.inverse_forbidden.iter().enumerate() {
+            let banned = |labels: &crate::domain::Labels| forbidden.iter().any(|(key, d)| labels.get(key) == Some(d));
+            classes[k].existing.retain(|&e| !banned(&existing[e].labels));
+            classes[k].offerings.retain(|&(s, o)| !banned(&shapes[s].offerings[o].labels));
+        }
+        for rule in self.affinities.iter().filter(|r| r.anti) {
+            let class = &mut classes[rule.owner];
+            class.existing.retain(|&e| existing[e].labels.get(&rule.key).is_none_or(|d| !rule.running.contains_key(d)));
+            if !rule.is_host() {
+                class.offerings.retain(|&(s, o)| {
+                    shapes[s].offerings[o].labels.get(&rule.key).is_none_or(|d| !rule.running.contains_key(d))
+                });
+            }
+        }
+    }
+}
+
+fn affinity_rule(
+    k: usize,
+    c: &PodConstraints,
+    term: &PodAffinityTerm,
+    anti: bool,
+    pseudo: &[Pod],
+    running: &[(&Pod, &crate::domain::Labels)],
+) -> AffinityRule {
+    let members = (0..pseudo.len()).filter(|&j| term.selects(&c.namespace, &pseudo[j])).collect();
+    let mut counts = BTreeMap::new();
+    for (p, labels) in running {
+        if term.selects(&c.namespace, p) {
+            if let Some(d) = labels.get(&term.topology_key) {
+                *counts.entry(d.clone()).or_insert(0) += 1;
+            }
+        }
+    }
+    AffinityRule { owner: k, members, key: term.topology_key.clone(), anti, running: counts }
+}
+
+/// Values of `key` the pod could reach: existing nodes it selects and offerings of NodePools it tolerates.
+fn eligible_domains(c: &PodConstraints, key: &str, shapes: &[Shape], existing: &[ExistingNode]) -> BTreeSet<String> {
+    if key == HOSTNAME {
+        return BTreeSet::new();
+    }
+    let mut out: BTreeSet<String> =
+        existing.iter().filter(|n| c.node_matches(&n.labels)).filter_map(|n| n.labels.get(key).cloned()).collect();
+    for s in shapes.iter().filter(|s| tolerates_all(&c.tolerations, &s.taints)) {
+        for o in s.offerings.iter().filter(|o| c.node_matches(&o.labels)) {
+            if let Some(d) = o.labels.get(key) {
+                out.insert(d.clone());
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,301 @@
+//! Karpenter's custom resources as joiner reads them: serde structs for karpenter.sh/v1 NodePool and
+//! NodeClaim and karpenter.k8s.aws/v1 EC2NodeClass holding only the fields joiner uses (unknown
+//! fields are ignored), plus the NodeClaim and EC2NodeClass conversions. NodePools are converted in
+//! `nodepool.rs`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, IgnoredAny, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use crate::domain::{KubeletSettings, Labels, NodeClaim, NodeClass, Quantity, Requirement, Resources, NODEPOOL};
+
+use super::convert::{is_percentage, requirement, resources, FieldError, FieldResult};
+
+/// A scalar read as text. CRD fields typed int-or-string (`limits: {cpu: 1000}`) keep YAML
+/// numbers, so numbers and booleans are accepted and written back in their plain form.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Text(pub String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or number")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The metadata fields joiner reads from custom resources.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Meta {
+    pub name: Option<String>,
+    pub labels: Option<Labels>,
+    /// Only presence matters.
+    pub deletion_timestamp: Option<IgnoredAny>,
+}
+
+impl Meta {
+    pub fn required_name(&self) -> FieldResult<String> {
+        self.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RequirementSpec {
+    pub key: String,
+    pub operator: String,
+    pub values: Option<Vec<Text>>,
+    pub min_values: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TaintSpec {
+    pub key: String,
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+pub(crate) type QuantityMap = BTreeMap<String, Text>;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodePoolObject {
+    #[serde(default)]
+    pub metadata: Meta,
+    pub spec: Option<NodePoolSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodePoolSpec {
+    pub template: Option<NodeClaimTemplate>,
+    pub disruption: Option<DisruptionSpec>,
+    pub limits: Option<QuantityMap>,
+    pub weight: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeClaimTemplate {
+    pub metadata: Option<TemplateMeta>,
+    pub spec: Option<NodeClaimTemplateSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TemplateMeta {
+    pub labels: Option<Labels>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeClaimTemplateSpec {
+    pub requirements: Option<Vec<RequirementSpec>>,
+    pub taints: Option<Vec<TaintSpec>>,
+    pub startup_taints: Option<Vec<TaintSpec>>,
+    pub node_class_ref: Option<NodeClassRef>,
+    pub expire_after: Option<Text>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeClassRef {
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DisruptionSpec {
+    pub consolidation_policy: Option<String>,
+    pub consolidate_after: Option<Text>,
+    pub budgets: Option<Vec<BudgetSpec>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct BudgetSpec {
+    pub nodes: Option<Text>,
+    pub reasons: Option<Vec<String>>,
+    pub schedule: Option<String>,
+    pub duration: Option<Text>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeClaimObject {
+    #[serde(default)]
+    pub metadata: Meta,
+    pub spec: Option<NodeClaimSpec>,
+    pub status: Option<NodeClaimStatus>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeClaimSpec {
+    pub requirements: Option<Vec<RequirementSpec>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeClaimStatus {
+    pub node_name: Option<String>,
+    #[serde(rename = "providerID")]
+    pub provider_id: Option<String>,
+    pub capacity: Option<QuantityMap>,
+    pub allocatable: Option<QuantityMap>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeClassObject {
+    #[serde(default)]
+    pub metadata: Meta,
+    pub spec: Option<NodeClassSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NodeClassSpec {
+    pub kubelet: Option<KubeletSpec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct KubeletSpec {
+    pub max_pods: Option<u32>,
+    pub pods_per_core: Option<u32>,
+    pub kube_reserved: Option<QuantityMap>,
+    pub system_reserved: Option<QuantityMap>,
+    pub eviction_hard: Option<BTreeMap<String, Text>>,
+}
+
+/// A quantity map (absent is empty) with entries at `{path}.{name}`.
+pub(crate) fn quantity_map(map: Option<&QuantityMap>, path: &str) -> FieldResult<Resources> {
+    resources(map.into_iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_str())), path)
+}
+
+/// Validated requirements at `{path}[i]`.
+pub(crate) fn requirements(reqs: Option<&[RequirementSpec]>, path: &str) -> FieldResult<Vec<Requirement>> {
+    let mut out = Vec::new();
+    for (i, r) in reqs.unwrap_or_default().iter().enumerate() {
+        let values = r.values.iter().flatten().map(|v| v.0.clone()).collect();
+        out.push(requirement(&r.key, &r.operator, values, r.min_values, &format!("{path}[{i}]"))?);
+    }
+    Ok(out)
+}
+
+pub(crate) fn convert_node_claim(obj: NodeClaimObject) -> FieldResult<NodeClaim> {
+    let name = obj.metadata.required_name()?;
+    let labels = obj.metadata.labels.unwrap_or_default();
+    let spec_reqs = obj.spec.as_ref().and_then(|s| s.requirements.as_deref());
+    let status = obj.status.unwrap_or_default();
+    Ok(NodeClaim {
+        name,
+        nodepool: labels.get(NODEPOOL).cloned(),
+        requirements: requirements(spec_reqs, "spec.requirements")?,
+        node_name: status.node_name.filter(|n| !n.is_empty()),
+        provider_id: status.provider_id.filter(|p| !p.is_empty()),
+        capacity: quantity_map(status.capacity.as_ref(), "status.capacity")?,
+        allocatable: quantity_map(status.allocatable.as_ref(), "status.allocatable")?,
+        deleting: obj.metadata.deletion_timestamp.is_some(),
+        labels,
+    })
+}
+
+pub(crate) fn convert_node_class(obj: NodeClassObject) -> FieldResult<NodeClass> {
+    let name = obj.metadata.required_name()?;
+    let k = obj.spec.and_then(|s| s.kubelet).unwrap_or_default();
+    let mut eviction_hard = BTreeMap::new();
+    for (signal, Text(value)) in k.eviction_hard.unwrap_or_default() {
+        // Every eviction signal takes a percentage or a quantity; catching typos here keeps
+        // allocatable arithmetic downstream from guessing.
+        if !is_percentage(&value) && Quantity::parse(&value).map_or(true, |q| q.is_negative()) {
+            let path = format!("spec.kubelet.evictionHard.{signal}");
+            return Err(FieldError::new(path, format!("{value:?} is neither a percentage nor a quantity")));
+        }
+        eviction_hard.insert(signal, value);
+    }
+    let kubelet = KubeletSettings {
+        max_pods: k.max_pods,
+        pods_per_core: k.pods_per_core,
+        kube_reserved: quantity_map(k.kube_reserved.as_ref(), "spec.kubelet.kubeReserved")?,
+        system_reserved: quantity_map(k.system_reserved.as_ref(), "spec.kubelet.systemReserved")?,
+        eviction_hard,
+    };
+    Ok(NodeClass { name, kubelet })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::convert::typed;
+
+    fn yaml(s: &str) -> serde_yaml::Value {
+        serde_yaml::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn node_claim_fields() {
+        let obj: NodeClaimObject = typed(yaml(
+            "metadata:\n  name: c1\n  labels: {karpenter.sh/nodepool: default}\n  deletionTimestamp: \"2024-01-01T00:00:00Z\"\n\
+             spec:\n  requirements:\n  - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge], minValues: 2}\n\
+             status:\n  nodeName: ip-1\n  providerID: aws:///x/i-1\n  capacity: {cpu: 2, memory: 8Gi}\n",
+        ))
+        .unwrap();
+        let c = convert_node_claim(obj).unwrap();
+        assert_eq!(c.nodepool.as_deref(), Some("default"));
+        assert!(c.deleting);
+        assert_eq!(c.requirements[0].min_values, Some(2));
+        assert_eq!(c.capacity.get("cpu"), Quantity::from_units(2));
+        assert_eq!(c.node_name.as_deref(), Some("ip-1"));
+        assert_eq!(c.provider_id.as_deref(), Some("aws:///x/i-1"));
+    }
+
+    #[test]
+    fn node_class_kubelet_and_eviction_validation() {
+        let obj: NodeClassObject = typed(yaml(
+            "metadata: {name: default}\nspec:\n  kubelet:\n    maxPods: 58\n    kubeReserved: {cpu: 100m}\n    \
+             evictionHard: {memory.available: 5%, nodefs.available: 1Gi}\n",
+        ))
+        .unwrap();
+        let c = convert_node_class(obj).unwrap();
+        assert_eq!(c.kubelet.max_pods, Some(58));
+        assert_eq!(c.kubelet.kube_reserved.get("cpu"), Quantity::from_milli(100));
+        assert_eq!(c.kubelet.eviction_hard["memory.available"], "5%");
+        let bad: NodeClassObject =
+            typed(yaml("metadata: {name: d}\nspec: {kubelet: {evictionHard: {memory.available: lots}}}\n")).unwrap();
+        let e = convert_node_class(bad).unwrap_err();
+        assert_eq!(e.path, "spec.kubelet.evictionHard.memory.available");
+    }
+
+    #[test]
+    fn text_accepts_numbers() {
+        let t: Text = typed(yaml("1000")).unwrap();
+        assert_eq!(t.0, "1000");
+        assert!(typed::<Text>(yaml("[1]")).is_err());
+    }
+}

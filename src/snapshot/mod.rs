@@ -1,0 +1,212 @@
+//! Reads cluster snapshots into domain types. A snapshot is what `kubectl get ... -o yaml` prints: a
+//! multi-document YAML stream, a `kind: List` (or any `*List` with `items`), or both mixed. Data flows
+//! text → one `serde_yaml::Value` per document → dispatch on (apiVersion, kind) → a typed API object
+//! (k8s-openapi for core kinds, the structs of `karpenter.rs` for Karpenter's CRDs), deserialized with
+//! `serde_path_to_error` so failures name the field → a conversion to domain types (`pod.rs`,
+//! `node.rs`, `nodepool.rs`, `karpenter.rs`, `policy.rs`) that validates what the API server would and
+//! names the field path of anything it rejects. Kinds joiner does not use are skipped with a warning;
+//! nothing is guessed silently. See docs/snapshot.md.
+
+mod convert;
+mod karpenter;
+mod node;
+mod nodepool;
+mod pod;
+mod policy;
+mod scheduling;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_yaml::Value;
+
+use crate::domain::weights::CONFIGMAP_NAME;
+use crate::domain::ClusterSnapshot;
+
+use convert::{typed, FieldResult};
+
+/// Label key of the requirement joiner uses for selectors that match nothing (an absent
+/// labelSelector, an empty node selector term). No object carries it.
+pub const NEVER_MATCH_KEY: &str = "joiner.internal/never";
+
+/// Why a snapshot could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not YAML; `message` carries serde_yaml's line and column.
+    #[error("{origin}: document {document}: malformed yaml: {message}")]
+    Yaml { origin: String, document: usize, message: String },
+    /// A document that is YAML but not a Kubernetes object (no apiVersion/kind, not a mapping).
+    #[error("{origin}: document {document}: {message}")]
+    Document { origin: String, document: usize, message: String },
+    /// An object joiner reads but cannot accept: `Pod default/web-1: spec.containers[0]...: ...`.
+    #[error("{kind} {object}: {path}: {message}")]
+    Object { kind: String, object: String, path: String, message: String },
+}
+
+/// Reads a snapshot file.
+pub fn load_snapshot(path: &Path) -> Result<ClusterSnapshot, SnapshotError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source })?;
+    parse_snapshot(&text, &path.display().to_string())
+}
+
+/// Reads a snapshot from YAML text; `origin` names the source in error messages.
+pub fn parse_snapshot(text: &str, origin: &str) -> Result<ClusterSnapshot, SnapshotError> {
+    let mut reader = Reader { origin, document: 0, snapshot: ClusterSnapshot::default(), weights_from: None };
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        reader.document = i + 1;
+        let value = Value::deserialize(doc).map_err(|e| SnapshotError::Yaml {
+            origin: origin.to_string(),
+            document: reader.document,
+            message: e.to_string(),
+        })?;
+        reader.read_value(value, "")?;
+    }
+    Ok(reader.snapshot)
+}
+
+struct Reader<'a> {
+    origin: &'a str,
+    /// 1-based index of the document being read.
+    document: usize,
+    snapshot: ClusterSnapshot,
+    /// The object the cost weights came from, to warn when a second one replaces them.
+    weights_from: Option<String>,
+}
+
+/// The kinds joiner reads, for telling an unsupported version from an unused kind.
+const KNOWN_KINDS: [(&str, &str); 8] = [
+    ("v1", "Pod"),
+    ("v1", "Node"),
+    ("v1", "ConfigMap"),
+    ("apps/v1", "DaemonSet"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("karpenter.sh/v1", "NodePool"),
+    ("karpenter.sh/v1", "NodeClaim"),
+    ("karpenter.k8s.aws/v1", "EC2NodeClass"),
+];
+
+impl Reader<'_> {
+    /// `at` locates the value inside its document (`items[3]`) for document-level errors.
+    fn read_value(&mut self, value: Value, at: &str) -> Result<(), SnapshotError> {
+        match value {
+            // Empty documents (`---` twice, a trailing separator) carry nothing.
+            Value::Null => Ok(()),
+            Value::Mapping(_) => self.read_object(value, at),
+            _ => Err(self.document_error(at, "not a kubernetes object (expected a mapping with apiVersion and kind)")),
+        }
+    }
+
+    fn read_object(&mut self, value: Value, at: &str) -> Result<(), SnapshotError> {
+        let api_version = str_at(&value, &["apiVersion"]).unwrap_or_default().to_string();
+        let kind = str_at(&value, &["kind"]).unwrap_or_default().to_string();
+        if api_version.is_empty() || kind.is_empty() {
+            return Err(self.document_error(at, "object without apiVersion and kind"));
+        }
+        if kind.ends_with("List") && value.get("items").is_some() {
+            return self.read_list(value, at);
+        }
+        let object = object_label(&value, &kind);
+        let result = match (api_version.as_str(), kind.as_str()) {
+            ("v1", "Pod") => typed(value).and_then(pod::convert_pod).map(|p| self.snapshot.pods.push(p)),
+            ("v1", "Node") => typed(value).and_then(node::convert_node).map(|n| self.snapshot.nodes.push(n)),
+            ("apps/v1", "DaemonSet") => {
+                typed(value).and_then(pod::convert_daemonset).map(|d| self.snapshot.daemonsets.push(d))
+            }
+            ("policy/v1", "PodDisruptionBudget") => {
+                typed(value).and_then(policy::convert_pdb).map(|p| self.snapshot.pdbs.push(p))
+            }
+            ("karpenter.sh/v1", "NodePool") => {
+                typed(value).and_then(nodepool::convert_nodepool).map(|p| self.snapshot.nodepools.push(p))
+            }
+            ("karpenter.sh/v1", "NodeClaim") => {
+                typed(value).and_then(karpenter::convert_node_claim).map(|c| self.snapshot.node_claims.push(c))
+            }
+            ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
+                typed(value).and_then(karpenter::convert_node_class).map(|c| self.snapshot.node_classes.push(c))
+            }
+            ("v1", "ConfigMap") => self.read_config_map(value, &object),
+            _ => {
+                self.skip(&api_version, &kind, &object);
+                Ok(())
+            }
+        };
+        result.map_err(|e| SnapshotError::Object { kind, object, path: e.path, message: e.message })
+    }
+
+    /// A `kind: List` or `PodList` and the like: its items are read as if they were documents.
+    fn read_list(&mut self, value: Value, at: &str) -> Result<(), SnapshotError> {
+        let items = match value {
+            Value::Mapping(mut m) => m.remove("items"),
+            _ => None,
+        };
+        let items = match items {
+            None | Some(Value::Null) => return Ok(()),
+            Some(Value::Sequence(items)) => items,
+            Some(_) => return Err(self.document_error(at, "list whose items is not a sequence")),
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            self.read_value(item, &format!("{at}items[{i}]: "))?;
+        }
+        Ok(())
+    }
+
+    /// Only the cost-weight ConfigMap matters; other ConfigMaps are common in `-A` dumps and skipped quietly.
+    fn read_config_map(&mut self, value: Value, object: &str) -> FieldResult<()> {
+        if str_at(&value, &["metadata", "name"]) != Some(CONFIGMAP_NAME) {
+            return Ok(());
+        }
+        let weights = typed(value).and_then(policy::convert_weights)?;
+        if let Some(previous) = self.weights_from.replace(object.to_string()) {
+            self.warn(format!("ConfigMap {object} replaces the cost weights read from ConfigMap {previous}"));
+        }
+        self.snapshot.weights = weights;
+        Ok(())
+    }
+
+    fn skip(&mut self, api_version: &str, kind: &str, object: &str) {
+        let reason = match KNOWN_KINDS.iter().find(|(_, k)| *k == kind) {
+            Some((expected, _)) => format!("apiVersion not supported (joiner reads {expected} {kind})"),
+            None => "kind not used".to_string(),
+        };
+        self.warn(format!("skipped {api_version} {kind} {object}: {reason}"));
+    }
+
+    fn warn(&mut self, message: String) {
+        tracing::warn!(origin = self.origin, document = self.document, "{message}");
+        self.snapshot.warnings.push(message);
+    }
+
+    fn document_error(&self, at: &str, message: &str) -> SnapshotError {
+        SnapshotError::Document {
+            origin: self.origin.to_string(),
+            document: self.document,
+            message: format!("{at}{message}"),
+        }
+    }
+}
+
+/// A string at a path of mapping keys.
+fn str_at<'v>(value: &'v Value, keys: &[&str]) -> Option<&'v str> {
+    keys.iter().try_fold(value, |v, k| v.get(*k))?.as_str()
+}
+
+/// `namespace/name` (namespaced kinds default to `default`), or `name` for cluster-scoped kinds.
+fn object_label(value: &Value, kind: &str) -> String {
+    let name = str_at(value, &["metadata", "name"]).unwrap_or("<unnamed>");
+    let namespaced = matches!(kind, "Pod" | "DaemonSet" | "PodDisruptionBudget" | "ConfigMap");
+    match str_at(value, &["metadata", "namespace"]).filter(|n| !n.is_empty()) {
+        Some(ns) => format!("{ns}/{name}"),
+        None if namespaced => format!("default/{name}"),
+        None => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,130 @@
+//! Synthetic workloads for benchmarks: the diverse pod mix of Karpenter's scheduling benchmark
+//! (1/5 generic, 1/5 zonal spread, 1/5 hostname spread, 1/5 zonal self-affinity, 1/5 hostname
+//! anti-affinity; cpu in {100m, 250m, 500m, 1, 1.5}, memory in {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi}),
+//! built directly as domain types with a seeded generator so every run sees the same pods.
+
+use crate::domain::labels::{HOSTNAME, ZONE};
+use crate::domain::{
+    ClusterSnapshot, Disruption, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
+    Resources, TopologySpread, WhenUnsatisfiable,
+};
+
+const CPU_MILLI: [i64; 5] = [100, 250, 500, 1000, 1500];
+const MEMORY_MIB: [i64; 6] = [100, 256, 512, 1024, 2048, 4096];
+/// Deployments per constrained kind, so constraints are shared by groups of pods as in real clusters.
+const GROUPS: usize = 10;
+
+/// A small deterministic generator (SplitMix64); benchmarks need repeatability, not statistics.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+fn selector(app: &str) -> LabelSelector {
+    LabelSelector { match_labels: [("app".to_string(), app.to_string())].into(), match_expressions: vec![] }
+}
+
+fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
+    let labels: Labels = [("app".to_string(), app.to_string())].into();
+    let requests = Resources::new()
+        .with("cpu", Quantity::from_milli(rng.pick(&CPU_MILLI)))
+        .with("memory", Quantity::from_mib(rng.pick(&MEMORY_MIB)))
+        .with("pods", Quantity::from_units(1));
+    let mut c = PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, ..Default::default() };
+    let spread = |key: &str| TopologySpread {
+        max_skew: 1,
+        topology_key: key.into(),
+        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+        selector: selector(app),
+        min_domains: None,
+    };
+    let term = |key: &str| PodAffinityTerm { selector: selector(app), namespaces: vec![], all_namespaces: false, topology_key: key.into() };
+    match kind {
+        1 => c.spread.push(spread(ZONE)),
+        2 => c.spread.push(spread(HOSTNAME)),
+        3 => c.pod_affinity.push(term(ZONE)),
+        4 => c.pod_anti_affinity.push(term(HOSTNAME)),
+        _ => {}
+    }
+    Pod {
+        namespace: "default".into(),
+        name: format!("{app}-{i}"),
+        uid: format!("uid-{i:06}"),
+        labels,
+        constraints: c,
+        node_name: None,
+        terminal: false,
+        terminating: false,
+        owner_kind: Some("ReplicaSet".into()),
+        owner_name: Some(app.into()),
+        priority: 0,
+        deletion_cost: 0,
+        do_not_disrupt: None,
+        created: None,
+    }
+}
+
+/// `count` pending pods of the diverse mix and one unconstrained NodePool.
+pub fn diverse(count: usize, seed: u64) -> ClusterSnapshot {
+    let mut rng = Rng(seed);
+    let names = ["generic", "zone-spread", "host-spread", "zone-affinity", "host-anti"];
+    let pods = (0..count)
+        .map(|i| {
+            let kind = (i * 5 / count.max(1)).min(4);
+            // Karpenter's benchmark gives every anti-affinity pod the same label: one per node
+            let app = if kind == 4 { names[4].to_string() } else { format!("{}-{}", names[kind], i % GROUPS) };
+            pod(i, &app, &mut rng, kind)
+        })
+        .collect();
+    let nodepool = NodePool {
+        name: "default".into(),
+        weight: 0,
+        requirements: vec![],
+        labels: Labels::new(),
+        taints: vec![],
+        startup_taints: vec![],
+        limits: Resources::new(),
+        node_class: None,
+        expire_after: None,
+        disruption: Disruption::default(),
+    };
+    ClusterSnapshot { pods, nodepools: vec![nodepool], ..Default::default() }
+}
+
+/// Snapshot YAML for the same workload, so a benchmark case can be replayed with `joiner solve`.
+pub fn to_yaml(snapshot: &ClusterSnapshot) -> String {
+    let mut docs = vec!["apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n".to_string()];
+    for p in &snapshot.pods {
+        let c = &p.constraints;
+        let app = &p.labels["app"];
+        let mut d = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {}, namespace: default, uid: {}, labels: {{app: {app}}}}}\nspec:\n  containers:\n  - name: c\n    image: app\n    resources: {{requests: {{cpu: {}, memory: {}}}}}\n",
+            p.name,
+            p.uid,
+            c.requests.get("cpu"),
+            c.requests.get("memory").to_binary()
+        );
+        for s in &c.spread {
+            d += &format!("  topologySpreadConstraints:\n  - {{maxSkew: 1, topologyKey: {}, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: {app}}}}}}}\n", s.topology_key);
+        }
+        for (terms, field) in [(&c.pod_affinity, "podAffinity"), (&c.pod_anti_affinity, "podAntiAffinity")] {
+            for t in terms {
+                d += &format!("  affinity:\n    {field}:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - {{topologyKey: {}, labelSelector: {{matchLabels: {{app: {app}}}}}}}\n", t.topology_key);
+            }
+        }
+        d += "status: {phase: Pending}\n";
+        docs.push(d);
+    }
+    docs.join("---\n")
+}
