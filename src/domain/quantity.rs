@@ -82,10 +82,9 @@ impl Quantity {
         if s.is_empty() {
             return Err(QuantityError::Empty);
         }
-        let split = s
-            .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
-            .or_else(|| exponent_start(s))
-            .unwrap_or(s.len());
+        // the suffix starts at the first letter, unless that letter opens an exponent (`1e3`, `2E-1`);
+        // `E` alone or `Ei` is a suffix
+        let split = exponent_start(s).or_else(|| s.find(|c: char| c.is_ascii_alphabetic())).unwrap_or(s.len());
         let (number, suffix) = s.split_at(split);
         let (mantissa, exp10, exp2) = parse_suffix(s, suffix)?;
         let (digits, scale) = parse_decimal(s, number)?;
@@ -140,8 +139,9 @@ fn checked_mul(a: i128, b: i128, s: &str) -> Result<i128, QuantityError> {
 
 /// Where an `e`/`E` exponent starts (`1e3`), when the string has no letter suffix.
 fn exponent_start(s: &str) -> Option<usize> {
-    let i = s.find(['e', 'E'])?;
-    s[i + 1..].trim_start_matches(['+', '-']).chars().all(|c| c.is_ascii_digit()).then_some(i)
+    let i = s.find(|c: char| c.is_ascii_alphabetic())?;
+    let rest = s[i + 1..].trim_start_matches(['+', '-']);
+    (matches!(&s[i..=i], "e" | "E") && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())).then_some(i)
 }
 
 /// Returns (decimal exponent from an `e` part, decimal exponent of the suffix, binary exponent).
@@ -149,18 +149,18 @@ fn parse_suffix(s: &str, suffix: &str) -> Result<(i32, i32, u32), QuantityError>
     if suffix.is_empty() {
         return Ok((0, 0, 0));
     }
+    if let Some((_, shift)) = BINARY.iter().find(|(n, _)| *n == suffix) {
+        return Ok((0, 0, *shift));
+    }
+    if let Some((_, e)) = DECIMAL.iter().find(|(n, _)| *n == suffix) {
+        return Ok((0, *e, 0));
+    }
     if let Some(rest) = suffix.strip_prefix(['e', 'E']) {
         let e: i32 = rest.parse().map_err(|_| QuantityError::Malformed(s.to_string()))?;
         if !(-30..=30).contains(&e) {
             return Err(overflow(s));
         }
         return Ok((0, e, 0));
-    }
-    if let Some((_, shift)) = BINARY.iter().find(|(n, _)| *n == suffix) {
-        return Ok((0, 0, *shift));
-    }
-    if let Some((_, e)) = DECIMAL.iter().find(|(n, _)| *n == suffix) {
-        return Ok((0, *e, 0));
     }
     Err(QuantityError::Suffix(s.to_string()))
 }

@@ -33,7 +33,10 @@ pub fn scenario_names() -> Vec<String> {
         .expect("fixtures/scenarios is readable")
         .filter_map(|e| {
             let p = e.ok()?.path();
-            (p.extension()? == "yaml").then(|| p.file_stem()?.to_string_lossy().into_owned())
+            if p.extension()? != "yaml" {
+                return None;
+            }
+            Some(p.file_stem()?.to_string_lossy().into_owned())
         })
         .collect();
     names.sort();
@@ -110,7 +113,8 @@ impl Outcome {
     pub fn run(name: &str) -> Outcome {
         let checker = plan_check_path();
         let snapshot = scenarios_dir().join(format!("{name}.yaml"));
-        let text = std::fs::read_to_string(&snapshot).unwrap_or_else(|e| panic!("scenario {}: {e}", snapshot.display()));
+        let text =
+            std::fs::read_to_string(&snapshot).unwrap_or_else(|e| panic!("scenario {}: {e}", snapshot.display()));
         let cat = catalog_name(&text).unwrap_or_else(|| panic!("scenario {name} has no `# catalog: NAME` header line"));
         let catalog = manifest_dir().join(format!("fixtures/catalogs/{cat}.json"));
         assert!(catalog.is_file(), "scenario {name}: catalog {} does not exist", catalog.display());
@@ -140,7 +144,13 @@ impl Outcome {
     pub fn assert_milp_not_worse(&self) {
         let (m, g) = (&self.milp.plan, &self.greedy.plan);
         let (pm, pg) = (placed_count(m), placed_count(g));
-        assert!(pm >= pg, "{}: milp places {pm} pods, greedy {pg}\nmilp:\n{}\ngreedy:\n{}", self.name, summary(m), summary(g));
+        assert!(
+            pm >= pg,
+            "{}: milp places {pm} pods, greedy {pg}\nmilp:\n{}\ngreedy:\n{}",
+            self.name,
+            summary(m),
+            summary(g)
+        );
         if pm == pg {
             assert!(
                 m.cost_per_hour <= g.cost_per_hour + EPS,
@@ -190,18 +200,16 @@ fn solve(name: &str, snapshot: &Path, catalog: &Path, strategy: Strategy, checke
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let plan: Plan = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{name} ({label}): plan JSON does not parse: {e}\n{stdout}"));
+    let plan: Plan = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{name} ({label}): plan JSON does not parse: {e}\n{stdout}"));
     let dir = std::env::temp_dir().join(format!("joiner-scenarios-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let plan_file = dir.join(format!("{name}.{label}.json"));
     std::fs::write(&plan_file, &stdout).expect("plan file written");
-    let check = Command::new(python())
-        .arg(checker)
-        .arg(snapshot)
-        .arg(catalog)
-        .arg(&plan_file)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run plan-check with {} (set JOINER_PYTHON; it needs PyYAML): {e}", python()));
+    let check =
+        Command::new(python()).arg(checker).arg(snapshot).arg(catalog).arg(&plan_file).output().unwrap_or_else(|e| {
+            panic!("cannot run plan-check with {} (set JOINER_PYTHON; it needs PyYAML): {e}", python())
+        });
     let check_output = format!("{}{}", String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
     assert!(
         matches!(check.status.code(), Some(0) | Some(1)),
@@ -268,7 +276,12 @@ pub fn pods_of(n: &NewNode) -> BTreeSet<String> {
 }
 
 pub fn assert_cost(label: &str, p: &Plan, expected: f64) {
-    assert!((p.cost_per_hour - expected).abs() < EPS, "{label}: cost ${} != expected ${expected}\n{}", p.cost_per_hour, summary(p));
+    assert!(
+        (p.cost_per_hour - expected).abs() < EPS,
+        "{label}: cost ${} != expected ${expected}\n{}",
+        p.cost_per_hour,
+        summary(p)
+    );
 }
 
 /// A short human-readable plan for failure messages.
