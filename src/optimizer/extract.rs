@@ -133,7 +133,7 @@ pub fn to_plan(
                     price: off.price,
                     labels,
                     allocatable: off
-                        .alloc_resources
+                        .node_allocatable
                         .iter()
                         .filter(|(_, q)| q.milli() > 0)
                         .map(|(k, q)| (k.to_string(), if k == "memory" || k == "ephemeral-storage" { q.to_binary() } else { q.to_canonical() }))

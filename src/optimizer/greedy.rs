@@ -129,7 +129,6 @@ impl<'p> Greedy<'p> {
             if !self.state.can_open(s, o) {
                 continue;
             }
-            let node = self.state.open(s, o);
             let pool = self.p.shapes[s].pool;
             let candidates: Vec<(usize, usize)> = class
                 .offerings
@@ -142,10 +141,11 @@ impl<'p> Greedy<'p> {
                 })
                 .collect();
             if !self.min_values_ok(&candidates) {
-                self.state.close_if_empty(node);
                 reason = UnschedulableReason::MinValues;
                 continue;
             }
+            // opened only now, so the trial node does not count against the limits its candidates use
+            let node = self.state.open(s, o);
             let zero = vec![0; self.p.dims.len()];
             self.state.nodes[node].free = max_free(self.p, &candidates, &zero);
             match self.state.can_place(k, node) {

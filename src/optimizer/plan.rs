@@ -36,7 +36,7 @@ pub struct NewNode {
     pub capacity_type: CapacityType,
     pub price: f64,
     pub labels: BTreeMap<String, String>,
-    /// Room for pods after system reservations and DaemonSet pods, as Kubernetes quantity strings.
+    /// Node allocatable (capacity less system reservations; DaemonSet pods not subtracted), as quantity strings.
     pub allocatable: BTreeMap<String, String>,
     pub pods: Vec<String>,
     /// Other offerings that hold the same pods, cheapest first, for the executor's fallback.

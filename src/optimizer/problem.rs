@@ -47,6 +47,8 @@ pub struct ShapeOffering {
     /// Room for pending pods: allocatable less DaemonSet pods that would run here.
     pub alloc: Vec<i64>,
     pub alloc_resources: Resources,
+    /// Node allocatable before DaemonSet pods, as the node will report it.
+    pub node_allocatable: Resources,
     pub ds_ports: Vec<HostPort>,
     /// Every label the node would carry except its hostname.
     pub labels: Labels,
@@ -245,6 +247,7 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
                         price_estimated: o.price_estimated,
                         alloc: dense(&alloc_resources, dims),
                         alloc_resources,
+                        node_allocatable: allocatable.clone(),
                         ds_ports,
                         labels,
                     })
