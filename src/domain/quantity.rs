@@ -137,7 +137,7 @@ fn checked_mul(a: i128, b: i128, s: &str) -> Result<i128, QuantityError> {
     Ok(v)
 }
 
-/// Where an `e`/`E` exponent starts (`1e3`), when the string has no letter suffix.
+/// Where an `e`/`E` exponent starts (`1e3`, `2E-1`): the first letter, when digits follow it.
 fn exponent_start(s: &str) -> Option<usize> {
     let i = s.find(|c: char| c.is_ascii_alphabetic())?;
     let rest = s[i + 1..].trim_start_matches(['+', '-']);

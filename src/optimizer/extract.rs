@@ -132,8 +132,8 @@ pub fn to_plan(
                     capacity_type: off.capacity_type,
                     price: off.price,
                     labels,
-                    allocatable: off
-                        .node_allocatable
+                    allocatable: s
+                        .allocatable
                         .iter()
                         .filter(|(_, q)| q.milli() > 0)
                         .map(|(k, q)| (k.to_string(), if k == "memory" || k == "ephemeral-storage" { q.to_binary() } else { q.to_canonical() }))

@@ -96,13 +96,8 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
         Strategy::Milp => match milp::solve(&p, settings, &greedy_state, &demand) {
             Ok((answer, model)) => {
                 notes.extend(answer.notes.iter().cloned());
-                let (replayed, _) = milp::replay(&p, &answer.chosen);
-                // whatever the replay did not place (left unplaced by the MILP, refused by a rule) goes
-                // to the greedy rules, which place it or explain why not; surplus pods are not counted
-                let rejected: Vec<(usize, usize)> = (0..p.classes.len())
-                    .map(|k| (k, p.classes[k].demand().saturating_sub(replayed.placed_of(k))))
-                    .filter(|&(_, n)| n > 0)
-                    .collect();
+                // what the replay did not place goes to the greedy rules, which place it or explain why not
+                let (replayed, rejected) = milp::replay(&p, &answer.chosen);
                 let (state, left) = greedy::place_all(&p, replayed, &rejected);
                 if !rejected.is_empty() {
                     notes.push(format!("{} pods re-placed by the greedy rules after replay", rejected.iter().map(|r| r.1).sum::<usize>()));

@@ -46,9 +46,6 @@ pub struct ShapeOffering {
     pub price_estimated: bool,
     /// Room for pending pods: allocatable less DaemonSet pods that would run here.
     pub alloc: Vec<i64>,
-    pub alloc_resources: Resources,
-    /// Node allocatable before DaemonSet pods, as the node will report it.
-    pub node_allocatable: Resources,
     pub ds_ports: Vec<HostPort>,
     /// Every label the node would carry except its hostname.
     pub labels: Labels,
@@ -62,6 +59,8 @@ pub struct Shape {
     pub taints: Vec<Taint>,
     /// Node capacity, counted against NodePool limits.
     pub capacity: Resources,
+    /// Node allocatable before DaemonSet pods, as the node will report it.
+    pub allocatable: Resources,
     pub offerings: Vec<ShapeOffering>,
 }
 
@@ -246,8 +245,6 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
                         cost: o.price * (1.0 + risk),
                         price_estimated: o.price_estimated,
                         alloc: dense(&alloc_resources, dims),
-                        alloc_resources,
-                        node_allocatable: allocatable.clone(),
                         ds_ports,
                         labels,
                     })
@@ -259,6 +256,7 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
                     instance_type: it.name.clone(),
                     taints: np.taints.clone(),
                     capacity: it.capacity(kubelet),
+                    allocatable,
                     offerings,
                 });
             }

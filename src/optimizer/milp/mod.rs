@@ -272,20 +272,17 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     Ok((answer, Model_ { bins, master, columns }))
 }
 
-/// Replays chosen patterns into a fresh state; returns pods (class, count) the replay rejected.
+/// Replays chosen patterns into a fresh state; returns it with the pods (class, count) it did not place:
+/// left unplaced by the MILP, or refused by a rule. Surplus pods a pattern carries are not counted.
 pub fn replay<'p>(p: &'p Problem, chosen: &[(Column, u32)]) -> (State<'p>, Vec<(usize, usize)>) {
     let mut state = State::new(p);
     let mut targets: Vec<(usize, usize, u32)> = Vec::new(); // (node, class, count)
-    let mut rejected: BTreeMap<usize, usize> = BTreeMap::new();
     for (col, n) in chosen {
         for _ in 0..*n {
             let node = match col.bin {
                 Bin::Existing(e) => e,
                 Bin::New { shape, offering } => {
                     if !state.can_open(shape, offering) {
-                        for &(k, c) in &col.counts {
-                            *rejected.entry(k).or_insert(0) += c as usize;
-                        }
                         continue;
                     }
                     state.open(shape, offering)
@@ -318,12 +315,15 @@ pub fn replay<'p>(p: &'p Problem, chosen: &[(Column, u32)]) -> (State<'p>, Vec<(
                 state.place(k, node);
                 list[i].1 -= 1;
             } else {
-                *rejected.entry(k).or_insert(0) += list[i].1 as usize;
                 list[i].1 = 0;
             }
         }
     }
-    (state, rejected.into_iter().collect())
+    let left = (0..p.classes.len())
+        .map(|k| (k, p.classes[k].demand().saturating_sub(state.placed_of(k))))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    (state, left)
 }
 
 fn round_near(x: f64) -> f64 {
