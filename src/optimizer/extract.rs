@@ -19,9 +19,10 @@ pub fn min_values_met(p: &Problem, pool: &PoolInfo, candidates: &[(usize, usize)
     })
 }
 
-/// Offerings that could replace `node`'s own: same pool, every placed class compatible, the pods fit,
-/// and the same value for every topology key its pods read.
-pub fn alternatives(p: &Problem, node: &NodeState) -> Vec<(usize, usize)> {
+/// Offerings that could replace `node`'s own, walked in `order` (a global ranking of offerings) and
+/// collected until `enough` says so: same pool, every placed class compatible, the pods fit, and the
+/// same value for every topology key its pods read.
+pub fn alternatives(p: &Problem, node: &NodeState, order: &[(usize, usize)], enough: impl Fn(&[(usize, usize)], (usize, usize)) -> bool) -> Vec<(usize, usize)> {
     let NodeKind::New { shape, offering } = node.kind else { return vec![] };
     let pool = p.shapes[shape].pool;
     let own = p.offering(shape, offering);
@@ -36,25 +37,32 @@ pub fn alternatives(p: &Problem, node: &NodeState) -> Vec<(usize, usize)> {
         })
         .filter(|k| k.as_str() != HOSTNAME)
         .collect();
-    let mut out: Vec<(usize, usize)> = node
-        .placed
-        .keys()
-        .map(|&k| p.classes[k].offerings.iter().copied().filter(|&(s, _)| p.shapes[s].pool == pool).collect::<BTreeSet<_>>())
-        .reduce(|a, b| a.intersection(&b).copied().collect())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|&(s, o)| {
-            let off = p.offering(s, o);
-            fits(&used, &off.alloc) && keys.iter().all(|k| off.labels.get(*k) == own.labels.get(*k))
-        })
-        .collect();
-    out.sort_by(|a, b| p.offering(a.0, a.1).price.total_cmp(&p.offering(b.0, b.1).price).then(a.cmp(b)));
+    let wanted: Vec<(&String, Option<&String>)> = keys.iter().map(|k| (*k, own.labels.get(*k))).collect();
+    let mut out = Vec::new();
+    for &(s, o) in order {
+        if enough(&out, (s, o)) {
+            break;
+        }
+        let off = p.offering(s, o);
+        if p.shapes[s].pool == pool
+            && fits(&used, &off.alloc)
+            && node.placed.keys().all(|&k| p.classes[k].full_offerings.binary_search(&(s, o)).is_ok())
+            && wanted.iter().all(|(k, v)| off.labels.get(*k) == *v)
+        {
+            out.push((s, o));
+        }
+    }
     out
 }
 
 fn fallbacks(p: &Problem, node: &NodeState, max: usize) -> Vec<OfferingRef> {
     let NodeKind::New { shape, offering } = node.kind else { return vec![] };
-    let alts: Vec<(usize, usize)> = alternatives(p, node).into_iter().filter(|&a| a != (shape, offering)).collect();
+    // minValues needs every distinct value; otherwise the first `max` by price are enough
+    let all = !p.pools[p.shapes[shape].pool].min_values.is_empty();
+    let alts: Vec<(usize, usize)> = alternatives(p, node, &p.by_price, |found, _| !all && found.len() > max)
+        .into_iter()
+        .filter(|&a| a != (shape, offering))
+        .collect();
     let pool = &p.pools[p.shapes[shape].pool];
     // the cheapest offering of each distinct minValues value first, so the list keeps minValues
     let mut chosen: Vec<(usize, usize)> = Vec::new();

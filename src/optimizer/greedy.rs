@@ -19,7 +19,8 @@ struct Claim {
 
 /// Places every pod it can; returns the state and the pods (class, count) it could not place.
 pub fn place_all<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)]) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
-    let mut g = Greedy { p, state, claims: Vec::new() };
+    let domains = Domains::build(p);
+    let mut g = Greedy { p, state, claims: Vec::new(), domains };
     let mut queue: Vec<(usize, usize)> = todo.iter().flat_map(|&(k, n)| std::iter::repeat_n((k, 1), n)).collect();
     let mut failed: BTreeMap<usize, (usize, UnschedulableReason)> = BTreeMap::new();
     // Karpenter re-queues pods that fail and retries until a full pass makes no progress
@@ -49,6 +50,53 @@ struct Greedy<'p> {
     p: &'p Problem,
     state: State<'p>,
     claims: Vec<Claim>,
+    domains: Domains,
+}
+
+/// Topology domains as small integers, so claims compare offerings without string lookups.
+struct Domains {
+    /// Per class: indices (into the global key list) of the keys its topology reads.
+    keys_of: Vec<Vec<usize>>,
+    /// Dense offering number: shape s's offerings start at base[s].
+    base: Vec<usize>,
+    /// Per dense offering, per global key: an id of its value (0 when absent).
+    ids: Vec<Vec<u32>>,
+}
+
+impl Domains {
+    fn build(p: &Problem) -> Domains {
+        let mut keys: Vec<String> = (0..p.classes.len()).flat_map(|k| topology_keys(p, k)).collect();
+        keys.sort();
+        keys.dedup();
+        let keys_of = (0..p.classes.len()).map(|k| topology_keys(p, k).iter().map(|key| keys.binary_search(key).unwrap_or(0)).collect()).collect();
+        let mut values: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+        let mut base = Vec::with_capacity(p.shapes.len());
+        let mut ids = Vec::new();
+        for s in &p.shapes {
+            base.push(ids.len());
+            for o in &s.offerings {
+                ids.push(
+                    keys.iter()
+                        .map(|key| o.labels.get(key).map_or(0, |v| {
+                            let next = values.len() as u32 + 1;
+                            *values.entry(v.as_str()).or_insert(next)
+                        }))
+                        .collect(),
+                );
+            }
+        }
+        Domains { keys_of, base, ids }
+    }
+
+    fn of(&self, (s, o): (usize, usize)) -> &[u32] {
+        &self.ids[self.base[s] + o]
+    }
+
+    /// Whether two offerings agree on every key class `k` reads.
+    fn same(&self, k: usize, a: (usize, usize), b: (usize, usize)) -> bool {
+        let (x, y) = (self.of(a), self.of(b));
+        self.keys_of[k].iter().all(|&i| x[i] == y[i])
+    }
 }
 
 impl<'p> Greedy<'p> {
@@ -73,21 +121,21 @@ impl<'p> Greedy<'p> {
     fn surviving(&self, claim: &Claim, k: usize) -> Vec<(usize, usize)> {
         let class = &self.p.classes[k];
         let need: Vec<i64> = claim.used.iter().zip(&class.req).map(|(u, r)| u + r).collect();
-        let rep = &self.state.nodes[claim.node].labels;
-        let keys = topology_keys(self.p, k);
+        let NodeKind::New { shape, offering } = self.state.nodes[claim.node].kind else { return vec![] };
+        let rep = (shape, offering);
         claim
             .candidates
             .iter()
             .copied()
-            .filter(|c| class.offerings.binary_search(c).is_ok())
-            .filter(|&(s, o)| {
-                let off = self.p.offering(s, o);
-                fits(&need, &off.alloc) && keys.iter().all(|key| off.labels.get(key) == rep.get(key))
-            })
+            .filter(|&c| fits(&need, &self.p.offering(c.0, c.1).alloc) && self.domains.same(k, c, rep) && class.offerings.binary_search(&c).is_ok())
             .collect()
     }
 
     fn try_claim(&mut self, c: usize, k: usize) -> bool {
+        // the claim's room is the most any candidate offers; no survivor exists when even that is short
+        if !fits(&self.p.classes[k].req, &self.state.nodes[self.claims[c].node].free) {
+            return false;
+        }
         let survivors = self.surviving(&self.claims[c], k);
         if survivors.is_empty() || !self.min_values_ok(&survivors) {
             return false;
@@ -134,11 +182,7 @@ impl<'p> Greedy<'p> {
                 .offerings
                 .iter()
                 .copied()
-                .filter(|&(cs, co)| {
-                    self.p.shapes[cs].pool == pool
-                        && keys.iter().all(|key| self.p.offering(cs, co).labels.get(key) == off.labels.get(key))
-                        && self.state.can_open(cs, co)
-                })
+                .filter(|&(cs, co)| self.p.shapes[cs].pool == pool && self.domains.same(k, (cs, co), (s, o)) && self.state.can_open(cs, co))
                 .collect();
             if !self.min_values_ok(&candidates) {
                 reason = UnschedulableReason::MinValues;

@@ -7,6 +7,8 @@
 
 pub mod extract;
 pub mod greedy;
+pub mod improve;
+pub mod menu;
 pub mod milp;
 pub mod plan;
 pub mod problem;
@@ -96,18 +98,24 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
         Strategy::Milp => match milp::solve(&p, settings, &greedy_state, &demand) {
             Ok((answer, model)) => {
                 notes.extend(answer.notes.iter().cloned());
-                // what the replay did not place goes to the greedy rules, which place it or explain why not
-                let (replayed, rejected) = milp::replay(&p, &answer.chosen);
-                let (state, left) = greedy::place_all(&p, replayed, &rejected);
-                if !rejected.is_empty() {
-                    notes.push(format!("{} pods re-placed by the greedy rules after replay", rejected.iter().map(|r| r.1).sum::<usize>()));
+                let mut best = (greedy_state, greedy_left, "greedy".to_string());
+                let mut best_score = score(&p, &best.0, &best.1);
+                for (origin, chosen) in &answer.candidates {
+                    // what the replay did not place goes to the greedy rules, which place it or explain why not
+                    let (replayed, rejected) = milp::replay(&p, chosen);
+                    let (mut state, left) = greedy::place_all(&p, replayed, &rejected);
+                    improve::downsize(&p, &mut state);
+                    let s = score(&p, &state, &left);
+                    tracing::debug!(origin, score = s, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), "candidate replayed");
+                    if s < best_score - 1e-9 {
+                        best_score = s;
+                        best = (state, left, origin.clone());
+                    }
                 }
-                if score(&p, &state, &left) <= score(&p, &greedy_state, &greedy_left) + 1e-9 {
-                    (state, left, answer.status, Some(model), answer.variables, answer.constraints)
-                } else {
-                    notes.push("greedy plan kept: cheaper than the replayed MILP plan".into());
-                    (greedy_state, greedy_left, answer.status, Some(model), answer.variables, answer.constraints)
-                }
+                notes.push(format!("plan from {}", best.2));
+                notes.push(format!("integer solve over the generated patterns: {}", answer.status));
+                let status = if answer.timed_out { "time-limit" } else { "feasible" };
+                (best.0, best.1, status.to_string(), Some(model), answer.variables, answer.constraints)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "milp failed; falling back to greedy");
@@ -137,6 +145,10 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
     };
     let mut plan = extract::to_plan(&p, &state, &left, settings.strategy, report, lower_bound, settings.max_fallbacks);
     plan.solver.gap = if plan.objective > 0.0 { ((plan.objective - plan.lower_bound) / plan.objective).max(0.0) } else { 0.0 };
+    // "optimal" is a certified claim: the plan is within the gap target of the lower bound
+    if settings.strategy == Strategy::Milp && plan.solver.status != "fallback-greedy" && plan.solver.gap <= settings.gap + 1e-9 {
+        plan.solver.status = "optimal".into();
+    }
     plan.solver.seconds = start.elapsed().as_secs_f64();
     Ok(Solved { plan, problem: p, model })
 }

@@ -80,7 +80,9 @@ pub struct Unschedulable {
 /// How the plan was obtained and how far from optimal it may be.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SolverReport {
-    /// `optimal`, `gap-limit`, `time-limit`, `greedy`, or `fallback-greedy` when the solver failed.
+    /// `optimal` (within the gap target of the certified lower bound), `time-limit` (the time limit cut
+    /// the search; the plan is feasible), `feasible` (the search ended without certifying the gap
+    /// target), `greedy`, or `fallback-greedy` when the solver failed.
     pub status: String,
     pub seconds: f64,
     pub pod_classes: usize,

@@ -24,8 +24,10 @@ pub struct PodClass {
     pub constraints: PodConstraints,
     /// Requests as a dense vector over [`Problem::dims`] (milli-units).
     pub req: Vec<i64>,
-    /// (shape, offering) pairs this class may use.
+    /// (shape, offering) pairs worth using: compatible and not dominated (see [`super::menu`]).
     pub offerings: Vec<(usize, usize)>,
+    /// Every compatible (shape, offering) pair, dominated ones included, for fallback lists.
+    pub full_offerings: Vec<(usize, usize)>,
     /// Existing nodes this class may use.
     pub existing: Vec<usize>,
 }
@@ -97,6 +99,10 @@ pub struct Problem {
     pub weights: CostWeights,
     /// Pods that no offering or node can ever host, with the reason.
     pub rejected: Vec<Unschedulable>,
+    /// Every (shape, offering), cheapest price first (fallback lists walk this).
+    pub by_price: Vec<(usize, usize)>,
+    /// Every (shape, offering), cheapest objective cost first.
+    pub by_cost: Vec<(usize, usize)>,
 }
 
 impl Problem {
@@ -108,8 +114,9 @@ impl Problem {
         let existing = existing_nodes(snapshot, &dims, catalog, &pools);
         let mut classes = group_classes(snapshot, &dims);
         let mut rejected = Vec::new();
+        let mut by_labels = BTreeMap::new();
         for class in &mut classes {
-            class.offerings = compatible_offerings(&class.constraints, &class.req, &shapes);
+            class.offerings = compatible_offerings(&class.constraints, &class.req, &shapes, &mut by_labels);
             class.existing = compatible_existing(&class.constraints, &class.req, &existing);
         }
         let topology = Topology::build(snapshot, &classes, &shapes, &existing);
@@ -126,7 +133,7 @@ impl Problem {
             false
         });
         let topology = Topology::build(snapshot, &classes, &shapes, &existing);
-        Problem {
+        let mut problem = Problem {
             region: catalog.region.clone(),
             dims,
             classes,
@@ -136,7 +143,20 @@ impl Problem {
             topology,
             weights: snapshot.weights.clone(),
             rejected,
-        }
+            by_price: vec![],
+            by_cost: vec![],
+        };
+        let all: Vec<(usize, usize)> = problem.shapes.iter().enumerate().flat_map(|(s, sh)| (0..sh.offerings.len()).map(move |o| (s, o))).collect();
+        let ranked = |key: fn(&ShapeOffering) -> f64| {
+            let mut v = all.clone();
+            v.sort_by(|a, b| key(problem.offering(a.0, a.1)).total_cmp(&key(problem.offering(b.0, b.1))).then(a.cmp(b)));
+            v
+        };
+        let (by_price, by_cost) = (ranked(|o| o.price), ranked(|o| o.cost));
+        problem.by_price = by_price;
+        problem.by_cost = by_cost;
+        super::menu::prune(&mut problem);
+        problem
     }
 
     pub fn offering(&self, shape: usize, offering: usize) -> &ShapeOffering {
@@ -356,7 +376,7 @@ fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
             // keep the full labels of one member so selectors evaluate as on the real pods
             constraints.labels = pods[0].labels.clone();
             let req = dense(&constraints.requests, dims);
-            PodClass { pods: pods.iter().map(|p| p.key()).collect(), constraints, req, offerings: vec![], existing: vec![] }
+            PodClass { pods: pods.iter().map(|p| p.key()).collect(), constraints, req, offerings: vec![], full_offerings: vec![], existing: vec![] }
         })
         .collect();
     // Karpenter's order: cpu then memory descending; ties by the first pod's key for determinism
@@ -372,19 +392,35 @@ pub fn ports_conflict(a: &[HostPort], b: &[HostPort]) -> bool {
     a.iter().any(|x| b.iter().any(|y| x.conflicts(y)))
 }
 
-fn compatible_offerings(c: &PodConstraints, req: &[i64], shapes: &[Shape]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    for (si, s) in shapes.iter().enumerate() {
-        if !tolerates_all(&c.tolerations, &s.taints) {
-            continue;
-        }
-        for (oi, o) in s.offerings.iter().enumerate() {
-            if c.node_matches(&o.labels) && fits(req, &o.alloc) && !ports_conflict(&c.host_ports, &o.ds_ports) {
-                out.push((si, oi));
+/// What decides label compatibility of a class with an offering; classes that differ only in requests
+/// share one label scan.
+type LabelKey = (Vec<crate::domain::Requirement>, crate::domain::NodeSelector, Vec<crate::domain::Toleration>);
+
+fn compatible_offerings(
+    c: &PodConstraints,
+    req: &[i64],
+    shapes: &[Shape],
+    by_labels: &mut BTreeMap<LabelKey, Vec<(usize, usize)>>,
+) -> Vec<(usize, usize)> {
+    let key = (c.node_selector.clone(), c.node_affinity.clone(), c.tolerations.clone());
+    let matching = by_labels.entry(key).or_insert_with(|| {
+        let mut out = Vec::new();
+        for (si, s) in shapes.iter().enumerate() {
+            if !tolerates_all(&c.tolerations, &s.taints) {
+                continue;
             }
+            out.extend((0..s.offerings.len()).filter(|&oi| c.node_matches(&s.offerings[oi].labels)).map(|oi| (si, oi)));
         }
-    }
-    out
+        out
+    });
+    matching
+        .iter()
+        .copied()
+        .filter(|&(s, o)| {
+            let o = &shapes[s].offerings[o];
+            fits(req, &o.alloc) && !ports_conflict(&c.host_ports, &o.ds_ports)
+        })
+        .collect()
 }
 
 fn compatible_existing(c: &PodConstraints, req: &[i64], nodes: &[ExistingNode]) -> Vec<usize> {

@@ -43,6 +43,10 @@ pub struct NodeRules {
     pub conflicts: BTreeSet<(usize, usize)>,
     /// Host spread groups: (members, cap) applied on every node.
     pub host_caps: Vec<(Vec<usize>, i64, usize)>,
+    /// Per class: the classes it may not share a node with.
+    pub conflicts_of: Vec<Vec<usize>>,
+    /// Per class: indices into `host_caps` of the groups it belongs to.
+    pub host_groups_of: Vec<Vec<usize>>,
 }
 
 impl NodeRules {
@@ -80,7 +84,18 @@ impl NodeRules {
                 }
             }
         }
-        NodeRules { per_node_cap: cap, conflicts, host_caps }
+        let mut conflicts_of = vec![Vec::new(); n];
+        for &(a, b) in &conflicts {
+            conflicts_of[a].push(b);
+            conflicts_of[b].push(a);
+        }
+        let mut host_groups_of = vec![Vec::new(); n];
+        for (hi, (members, _, _)) in host_caps.iter().enumerate() {
+            for &m in members {
+                host_groups_of[m].push(hi);
+            }
+        }
+        NodeRules { per_node_cap: cap, conflicts, host_caps, conflicts_of, host_groups_of }
     }
 
     fn conflict(&self, a: usize, b: usize) -> bool {
@@ -106,9 +121,10 @@ pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit:
     items.sort_by(|a, b| (b.1 / b.2).total_cmp(&(a.1 / a.2)).then(a.0.cmp(&b.0)));
     let mut room = bin.room.clone();
     let mut host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
+    let mut blocked = vec![false; p.classes.len()];
     let mut out: Vec<(usize, u32)> = Vec::new();
     for (k, _, _) in items {
-        if out.iter().any(|&(j, _)| rules.conflict(j, k)) {
+        if blocked[k] {
             continue;
         }
         let req = &p.classes[k].req;
@@ -118,10 +134,8 @@ pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit:
                 n = n.min((*a / *r).max(0) as u32);
             }
         }
-        for (hi, (members, cap, _)) in rules.host_caps.iter().enumerate() {
-            if members.contains(&k) {
-                n = n.min((*cap - host_used[hi]).max(0) as u32);
-            }
+        for &hi in &rules.host_groups_of[k] {
+            n = n.min((rules.host_caps[hi].1 - host_used[hi]).max(0) as u32);
         }
         if n == 0 {
             continue;
@@ -129,10 +143,11 @@ pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit:
         for (a, r) in room.iter_mut().zip(req) {
             *a -= r * i64::from(n);
         }
-        for (hi, (members, _, _)) in rules.host_caps.iter().enumerate() {
-            if members.contains(&k) {
-                host_used[hi] += i64::from(n);
-            }
+        for &hi in &rules.host_groups_of[k] {
+            host_used[hi] += i64::from(n);
+        }
+        for &j in &rules.conflicts_of[k] {
+            blocked[j] = true;
         }
         out.push((k, n));
     }

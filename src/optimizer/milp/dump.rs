@@ -29,6 +29,8 @@ pub struct ModelSummary {
     pub variables: BTreeMap<String, usize>,
     pub constraints: BTreeMap<String, usize>,
     pub bins: usize,
+    /// The integer program's optimum as HiGHS reported it (what the `.lp`/`.mps` files solve to).
+    pub mip_objective: Option<f64>,
 }
 
 pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {
@@ -60,7 +62,7 @@ pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {
     for r in &m.master.rows {
         *constraints.entry(r.kind.family().to_string()).or_default() += 1;
     }
-    ModelSummary { pod_classes, variables, constraints, bins: m.bins.len() }
+    ModelSummary { pod_classes, variables, constraints, bins: m.bins.len(), mip_objective: m.mip_objective }
 }
 
 /// Writes `<base>.lp` and `<base>.mps`.

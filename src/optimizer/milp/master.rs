@@ -133,15 +133,11 @@ impl Master {
             let fixed_zero = g.min_is_zero();
             let min_var = self.aux.len();
             self.aux.push(AuxVar { kind: AuxKind::SpreadMin(gi), cost: 0.0, lower: 0.0, upper: if fixed_zero { 0.0 } else { f64::INFINITY }, integer: false, rows: vec![] });
-            let min_existing = g.eligible.iter().map(|d| g.existing.get(d).copied().unwrap_or(0)).min().unwrap_or(0);
             for d in &g.eligible {
                 let e = g.existing.get(d).copied().unwrap_or(0) as f64;
                 let low = self.row(RowKind::SpreadLow { group: gi, domain: d.clone() }, -e, f64::INFINITY);
                 self.aux[min_var].rows.push((low, -1.0));
                 self.domain_rows.entry((g.key.clone(), d.clone())).or_default().push((low, g.members.clone()));
-                if (e as i64) - min_existing > g.max_skew {
-                    continue; // over-skewed domains receive nothing (the pricer is told so)
-                }
                 let high = self.row(RowKind::SpreadHigh { group: gi, domain: d.clone() }, f64::NEG_INFINITY, g.max_skew as f64 - e);
                 self.aux[min_var].rows.push((high, -1.0));
                 self.domain_rows.entry((g.key.clone(), d.clone())).or_default().push((high, g.members.clone()));

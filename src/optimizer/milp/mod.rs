@@ -18,15 +18,23 @@ use super::problem::Problem;
 use super::state::{NodeKind, State};
 use super::SolveSettings;
 use columns::{column_cost, pack, valid, Bin, BinInfo, Column, NodeRules};
-use master::Master;
+use master::{AuxKind, Master};
 
 /// Patterns added per column-generation round.
-const COLUMNS_PER_ROUND: usize = 60;
+const COLUMNS_PER_ROUND: usize = 100;
+/// Column generation stops when the LP improved by less than this fraction over that many rounds.
+const STALL_ROUNDS: usize = 30;
+const STALL_TOLERANCE: f64 = 1e-4;
 
 /// What the MILP decided, before replay.
 pub struct MilpAnswer {
-    /// (pattern, nodes of it).
-    pub chosen: Vec<(Column, u32)>,
+    /// Primal candidates, best guess first: (origin, [(pattern, nodes of it)]). The caller replays
+    /// each and keeps the cheapest.
+    pub candidates: Vec<(String, Vec<(Column, u32)>)>,
+    /// The last column-generation LP value (not a bound unless pricing is exact).
+    pub lp_objective: f64,
+    /// Whether the time limit cut column generation or the integer solve short.
+    pub timed_out: bool,
     pub status: String,
     pub variables: usize,
     pub constraints: usize,
@@ -39,6 +47,8 @@ pub struct Model_ {
     pub bins: Vec<BinInfo>,
     pub master: Master,
     pub columns: Vec<Column>,
+    /// HiGHS's objective for the integer program over these columns, when it found a solution.
+    pub mip_objective: Option<f64>,
 }
 
 /// Bins the pricer considers: existing nodes and new offerings, dominated offerings dropped.
@@ -110,7 +120,7 @@ fn prune_dominated(p: &Problem, bins: &mut Vec<BinInfo>) {
 }
 
 /// Whether `a` serves every class `b` serves at no higher penalty (class lists are ascending).
-fn serves_superset(a: &BinInfo, b: &BinInfo) -> bool {
+pub(crate) fn serves_superset(a: &BinInfo, b: &BinInfo) -> bool {
     let mut it = a.classes.iter().peekable();
     b.classes.iter().all(|(k, pen)| {
         while it.peek().is_some_and(|(j, _)| j < k) {
@@ -182,94 +192,289 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
     let master = Master::build(p, demand, &bins);
     let mut columns = seed_columns(p, &rules, &bins, greedy);
-    let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), bins = bins.len(), seeds = columns.len(), "master built");
-    let mut iterations = 0;
-    let mut notes = Vec::new();
-    let mut last_lp: Vec<f64> = Vec::new();
-    // column generation: re-solve the LP with all columns so far, price every bin under its duals
-    loop {
-        iterations += 1;
-        let lp = build_lp(p, &master, &bins, &bin_index, &columns, false);
-        let mut model = lp.optimise(Sense::Minimise);
-        configure(&mut model, settings, budget * 0.5 - start.elapsed().as_secs_f64());
-        let solved = model.try_solve().map_err(|e| format!("highs lp: {e:?}"))?;
-        if solved.status() != HighsModelStatus::Optimal {
-            notes.push(format!("column generation stopped: lp status {:?}", solved.status()));
-            break;
-        }
-        let solution = solved.get_solution();
-        let duals = solution.dual_rows().to_vec();
-        last_lp = solution.columns().to_vec();
-        let mut candidates: Vec<(f64, Column)> = Vec::new();
-        let limit: Vec<u32> = demand.to_vec();
-        for b in &bins {
-            let values = master.pod_values(p, b, &duals);
-            let existing_host: Vec<(usize, i64)> = match b.bin {
-                Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
-                Bin::New { .. } => vec![],
-            };
-            let counts = pack(p, &rules, b, &values, &limit, &existing_host);
-            if counts.is_empty() {
-                continue;
-            }
-            let cost = column_cost(b, &counts);
-            let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
-            let rc = cost - master.bin_dual(p, b, &duals) - gain;
-            if rc < -1e-7 && !seen.contains(&(b.bin, counts.clone())) {
-                candidates.push((rc, Column { bin: b.bin, counts, cost }));
-            }
-        }
-        // only the most improving patterns enter each round, so the integer master stays small
-        candidates.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let added = candidates.len().min(COLUMNS_PER_ROUND);
-        for (_, c) in candidates.into_iter().take(COLUMNS_PER_ROUND) {
-            seen.insert((c.bin, c.counts.clone()));
+    for c in pure_columns(p, &rules, &bins, demand) {
+        if !columns.iter().any(|d| d.bin == c.bin && d.counts == c.counts) {
             columns.push(c);
         }
-        if added == 0 || start.elapsed().as_secs_f64() > budget * 0.5 || iterations >= 200 {
-            if added > 0 {
-                notes.push(format!("column generation cut short after {iterations} rounds"));
-            }
-            break;
+    }
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), bins = bins.len(), seeds = columns.len(), "master built");
+    let mut notes = Vec::new();
+    let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * 0.4, start, &mut notes)?;
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
+    let offset = master.aux.len();
+    let pattern_values = |values: &[f64], round: fn(f64) -> f64| -> Vec<(Column, u32)> {
+        columns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let n = round(values.get(offset + i).copied().unwrap_or(0.0));
+                (n >= 1.0).then(|| (c.clone(), n as u32))
+            })
+            .collect()
+    };
+    // primal candidates: the LP rounded down (the replay's greedy repair places the rest), then
+    // HiGHS's integer answer over the generated patterns when it finds one in the time left
+    let mut candidates = vec![("lp-round-down".to_string(), pattern_values(&cg.values, round_down))];
+    let mut lp = lp;
+    for (i, a) in master.aux.iter().enumerate() {
+        if matches!(a.kind, AuxKind::Unplaced(_)) {
+            // SAFETY: live model, `i` is one of its columns
+            unsafe { highs_sys::Highs_changeColCost(lp.as_mut_ptr(), i as i32, a.cost) };
         }
     }
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations, columns = columns.len(), "column generation done");
+    let dived = dive(lp, settings, offset, columns.len(), budget * 0.7, start);
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.1, "dive done");
+    candidates.insert(0, ("lp-dive".to_string(), pattern_values(&dived.0, round_up)));
     let mip = build_lp(p, &master, &bins, &bin_index, &columns, true);
     let mut model = mip.optimise(Sense::Minimise);
     configure(&mut model, settings, budget - start.elapsed().as_secs_f64());
     model.set_option("mip_rel_gap", settings.gap);
     let solved = model.try_solve().map_err(|e| format!("highs mip: {e:?}"))?;
     let has_solution = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
-    let offset = master.aux.len();
-    let (status, values, round) = match solved.status() {
-        HighsModelStatus::Optimal if has_solution => ("optimal", solved.get_solution().columns().to_vec(), round_near as fn(f64) -> f64),
-        HighsModelStatus::ReachedTimeLimit if has_solution => ("time-limit", solved.get_solution().columns().to_vec(), round_near as fn(f64) -> f64),
-        // no integer answer in time: round the last LP up; covering rows stay covered and the replay
-        // drops surplus pods and anything a side row would forbid
-        other if !last_lp.is_empty() => {
-            notes.push(format!("integer solve ended {other:?} without a solution; rounded the lp up"));
-            ("time-limit-lp-rounding", last_lp, round_up as fn(f64) -> f64)
+    let status = match solved.status() {
+        HighsModelStatus::Optimal if has_solution => "optimal",
+        HighsModelStatus::ReachedTimeLimit if has_solution => "time-limit",
+        other => {
+            notes.push(format!("integer solve ended {other:?} without a solution"));
+            "time-limit-lp-rounding"
         }
-        other => return Err(format!("highs mip status {other:?}")),
     };
-    let chosen: Vec<(Column, u32)> = columns
-        .iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let n = round(values.get(offset + i).copied().unwrap_or(0.0));
-            (n >= 1.0).then(|| (c.clone(), n as u32))
-        })
-        .collect();
+    let mip_objective = has_solution.then(|| solved.objective_value());
+    if has_solution {
+        candidates.insert(0, ("mip".to_string(), pattern_values(solved.get_solution().columns(), round_near)));
+    }
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), status, "integer solve done");
     let answer = MilpAnswer {
-        chosen,
+        candidates,
         status: status.to_string(),
         variables: master.aux.len() + columns.len(),
         constraints: master.rows.len(),
-        iterations,
+        iterations: cg.iterations,
+        lp_objective: cg.objective,
+        timed_out: cg.timed_out || status != "optimal",
         notes,
     };
-    Ok((answer, Model_ { bins, master, columns }))
+    Ok((answer, Model_ { bins, master, columns, mip_objective }))
+}
+
+/// Where column generation ended.
+struct Generated {
+    iterations: usize,
+    timed_out: bool,
+    /// The last LP's column values (aux variables first, then patterns).
+    values: Vec<f64>,
+    objective: f64,
+}
+
+/// Column generation on one HiGHS model: solve the LP, price every bin under its duals, add the most
+/// improving patterns and re-solve from the previous basis, until nothing improves or time is up.
+#[allow(clippy::too_many_arguments)]
+fn generate(
+    p: &Problem,
+    settings: &SolveSettings,
+    rules: &NodeRules,
+    master: &Master,
+    bins: &[BinInfo],
+    bin_index: &BTreeMap<Bin, usize>,
+    columns: &mut Vec<Column>,
+    seconds: f64,
+    start: Instant,
+    notes: &mut Vec<String>,
+) -> Result<(Generated, highs::Model), String> {
+    let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
+    let mut pb = ColProblem::default();
+    let rows: Vec<highs::Row> = master.rows.iter().map(|r| pb.add_row(r.lower..=r.upper)).collect();
+    // An unplaced pod costs the user's weight (1000) in the integer program. In the LP that price
+    // becomes the dual of every degenerate demand row, and the pricer chases it; a node of its own
+    // is what a pod can always be given, so that is what leaving it out costs here.
+    let alone = single_pod_costs(p, bins);
+    for a in &master.aux {
+        let cost = match a.kind {
+            AuxKind::Unplaced(k) => alone[k].min(a.cost),
+            _ => a.cost,
+        };
+        pb.add_column(cost, a.lower..=a.upper, a.rows.iter().map(|&(r, c)| (rows[r], c)));
+    }
+    for c in columns.iter() {
+        let b = &bins[bin_index[&c.bin]];
+        let (lo, hi) = Master::column_bounds(&c.bin);
+        pb.add_column(c.cost, lo..=hi, master.coefficients(p, b, &c.counts).into_iter().map(|(r, v)| (rows[r], v)));
+    }
+    let mut model = pb.optimise(Sense::Minimise);
+    let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+    let mut iterations = 0;
+    let mut history: Vec<f64> = Vec::new();
+    let mut last: Option<Generated> = None;
+    let mut cursor = 0;
+    loop {
+        iterations += 1;
+        // HiGHS's clock runs across solves of one model, so its limit is the whole budget; the loop
+        // itself stops at `seconds`
+        configure(&mut model, settings, settings.time_limit.as_secs_f64());
+        // the previous basis stays valid when columns are added; presolve would throw it away
+        model.set_option("presolve", "off");
+        model.set_option("simplex_strategy", 4);
+        let lp_start = Instant::now();
+        let solved = model.try_solve().map_err(|e| format!("highs lp: {e:?}"))?;
+        if solved.status() != HighsModelStatus::Optimal {
+            if let Some(last) = last.take() {
+                notes.push(format!("column generation stopped after {iterations} rounds: lp ended {:?}", solved.status()));
+                return Ok((Generated { timed_out: true, ..last }, solved.into()));
+            }
+            return Err(format!("column generation lp ended {:?}", solved.status()));
+        }
+        let lp_seconds = lp_start.elapsed().as_secs_f64();
+        let solution = solved.get_solution();
+        let duals = solution.dual_rows().to_vec();
+        let values = solution.columns().to_vec();
+        let objective = solved.objective_value();
+        history.push(objective);
+        tracing::trace!(iterations, objective, lp_seconds, simplex = solved.simplex_iteration_count(), "column generation round");
+        // partial pricing: bins in rotating order until enough improving patterns are found; only a
+        // full pass that finds none ends the generation
+        let mut found: Vec<(f64, Column)> = Vec::new();
+        for i in 0..bins.len() {
+            let b = &bins[(cursor + i) % bins.len()];
+            if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand) {
+                if !seen.contains(&(col.bin, col.counts.clone())) {
+                    found.push((rc, col));
+                }
+            }
+            if found.len() >= 3 * COLUMNS_PER_ROUND {
+                cursor = (cursor + i + 1) % bins.len();
+                break;
+            }
+        }
+        // the most improving patterns enter; the rest would mostly be priced out next round anyway
+        found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.bin.cmp(&b.1.bin)));
+        tracing::trace!(priced = found.len(), best = found.first().map(|f| f.0), "priced");
+        found.truncate(COLUMNS_PER_ROUND);
+        let stalled = history.len() > STALL_ROUNDS && history[history.len() - 1 - STALL_ROUNDS] - objective <= STALL_TOLERANCE * objective.abs();
+        let out_of_time = start.elapsed().as_secs_f64() > seconds;
+        if found.is_empty() || stalled || out_of_time {
+            if !found.is_empty() {
+                notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
+            }
+            return Ok((Generated { iterations, values, objective, timed_out: out_of_time && !found.is_empty() }, solved.into()));
+        }
+        last = Some(Generated { iterations, values, objective, timed_out: true });
+        let mut unsolved: highs::Model = solved.into();
+        for (_, c) in found {
+            let b = &bins[bin_index[&c.bin]];
+            let (lo, hi) = Master::column_bounds(&c.bin);
+            unsolved.add_col(c.cost, lo..=hi, master.coefficients(p, b, &c.counts).into_iter().map(|(r, v)| (rows[r], v)));
+            seen.insert((c.bin, c.counts.clone()));
+            columns.push(c);
+        }
+        model = unsolved;
+    }
+}
+
+/// Per class, the cheapest bin that could take one of its pods (a little more, so placing wins ties).
+fn single_pod_costs(p: &Problem, bins: &[BinInfo]) -> Vec<f64> {
+    let mut best = vec![f64::INFINITY; p.classes.len()];
+    for b in bins {
+        for &(k, pen) in &b.classes {
+            best[k] = best[k].min(b.cost + pen);
+        }
+    }
+    best.into_iter().map(|c| if c.is_finite() { c * 1.01 + 1e-4 } else { f64::INFINITY }).collect()
+}
+
+/// One pattern per class: as many of its pods as fit on the bin with the lowest cost per pod.
+fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]) -> Vec<Column> {
+    let mut best: Vec<Option<(f64, Column)>> = vec![None; p.classes.len()];
+    for b in bins {
+        for &(k, pen) in &b.classes {
+            let req = &p.classes[k].req;
+            let mut n = demand[k].min(rules.per_node_cap[k]);
+            for (r, a) in req.iter().zip(&b.room) {
+                if *r > 0 {
+                    n = n.min((*a / *r).max(0) as u32);
+                }
+            }
+            for &hi in &rules.host_groups_of[k] {
+                n = n.min(rules.host_caps[hi].1.max(0) as u32);
+            }
+            if n == 0 {
+                continue;
+            }
+            let cost = b.cost + pen * f64::from(n);
+            let per_pod = cost / f64::from(n);
+            if best[k].as_ref().is_none_or(|(c, _)| per_pod < *c) {
+                best[k] = Some((per_pod, Column { bin: b.bin, counts: vec![(k, n)], cost }));
+            }
+        }
+    }
+    best.into_iter().flatten().map(|(_, c)| c).collect()
+}
+
+/// Diving: fixes the lower bound of every pattern the LP already uses at least once, or when none is
+/// new, rounds up the most used fractional patterns, and re-solves from the previous basis, until the
+/// LP is integral or time is up. Returns the last LP's values (round them up: covering rows stay
+/// covered, and the replay drops surplus pods) and the number of steps.
+fn dive(mut model: highs::Model, settings: &SolveSettings, offset: usize, patterns: usize, until: f64, start: Instant) -> (Vec<f64>, usize) {
+    let mut fixed = vec![0.0f64; patterns];
+    let mut values: Vec<f64> = Vec::new();
+    let mut steps = 0;
+    while start.elapsed().as_secs_f64() < until {
+        steps += 1;
+        configure(&mut model, settings, settings.time_limit.as_secs_f64());
+        model.set_option("presolve", "off");
+        model.set_option("simplex_strategy", 1);
+        let Ok(solved) = model.try_solve() else { break };
+        if solved.status() != HighsModelStatus::Optimal {
+            break;
+        }
+        values = solved.get_solution().columns().to_vec();
+        model = solved.into();
+        let x = |j: usize| values.get(offset + j).copied().unwrap_or(0.0);
+        let mut changed = false;
+        for (j, f) in fixed.iter_mut().enumerate() {
+            let floor = (x(j) + 1e-6).floor();
+            if floor > *f {
+                *f = floor;
+                changed = true;
+                set_lower(&mut model, offset + j, floor);
+            }
+        }
+        let mut fractional: Vec<(usize, f64)> = (0..patterns).map(|j| (j, x(j) - (x(j) + 1e-6).floor())).filter(|&(_, fr)| fr > 1e-6).collect();
+        if fractional.is_empty() {
+            break;
+        }
+        if !changed {
+            fractional.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            for &(j, _) in fractional.iter().take((fractional.len() / 8).max(1)) {
+                fixed[j] = (x(j) - 1e-6).ceil();
+                set_lower(&mut model, offset + j, fixed[j]);
+            }
+        }
+    }
+    (values, steps)
+}
+
+fn set_lower(model: &mut highs::Model, col: usize, lower: f64) {
+    // SAFETY: the pointer comes from a live HiGHS model and `col` is one of its columns
+    unsafe {
+        highs_sys::Highs_changeColBounds(model.as_mut_ptr(), col as i32, lower, f64::INFINITY);
+    }
+}
+
+/// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.
+fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32]) -> Option<(f64, Column)> {
+    let values = master.pod_values(p, b, duals);
+    let existing_host: Vec<(usize, i64)> = match b.bin {
+        Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
+        Bin::New { .. } => vec![],
+    };
+    let counts = pack(p, rules, b, &values, limit, &existing_host);
+    if counts.is_empty() {
+        return None;
+    }
+    let cost = column_cost(b, &counts);
+    let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
+    let rc = cost - master.bin_dual(p, b, duals) - gain;
+    (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
 }
 
 /// Replays chosen patterns into a fresh state; returns it with the pods (class, count) it did not place:
@@ -332,4 +537,8 @@ fn round_near(x: f64) -> f64 {
 
 fn round_up(x: f64) -> f64 {
     (x - 1e-6).ceil()
+}
+
+fn round_down(x: f64) -> f64 {
+    (x + 1e-6).floor()
 }

@@ -1,0 +1,43 @@
+//! Local improvement of a finished placement: every new node is relaunched as the cheapest offering
+//! that holds the same pods with the same topology domains. Rounding a fractional LP and repairing
+//! leftovers often leaves nodes sized for pods that went elsewhere; this takes the slack back without
+//! touching any placement. Pools with limits or minValues are left alone (a different type changes
+//! what the limit counts, and the fallback set must keep minValues).
+
+use crate::domain::labels::HOSTNAME;
+
+use super::extract::alternatives;
+use super::problem::Problem;
+use super::state::{NodeKind, State};
+
+/// Relaunches each new node as its cheapest alternative; returns how many nodes changed.
+pub fn downsize(p: &Problem, state: &mut State<'_>) -> usize {
+    let mut changed = 0;
+    for i in 0..state.nodes.len() {
+        let node = &state.nodes[i];
+        let NodeKind::New { shape, offering } = node.kind else { continue };
+        let pool = &p.pools[p.shapes[shape].pool];
+        if node.placed.is_empty() || pool.remaining.is_some() || !pool.min_values.is_empty() {
+            continue;
+        }
+        let current = p.offering(shape, offering);
+        let Some(&(s, o)) = alternatives(p, node, &p.by_cost, |found, next| !found.is_empty() || p.offering(next.0, next.1).cost >= current.cost).first() else {
+            continue;
+        };
+        let best = p.offering(s, o);
+        if best.cost >= current.cost - 1e-12 {
+            continue;
+        }
+        let used: Vec<i64> = current.alloc.iter().zip(&node.free).map(|(a, f)| a - f).collect();
+        let host = node.labels.get(HOSTNAME).cloned().unwrap_or_default();
+        let n = &mut state.nodes[i];
+        n.kind = NodeKind::New { shape: s, offering: o };
+        n.labels = best.labels.clone();
+        n.labels.insert(HOSTNAME.to_string(), host);
+        n.free = best.alloc.iter().zip(&used).map(|(a, u)| a - u).collect();
+        n.ports.retain(|port| !current.ds_ports.contains(port));
+        n.ports.extend(best.ds_ports.iter().cloned());
+        changed += 1;
+    }
+    changed
+}
