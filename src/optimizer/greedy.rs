@@ -19,8 +19,22 @@ struct Claim {
 
 /// Places every pod it can; returns the state and the pods (class, count) it could not place.
 pub fn place_all<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)]) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
+    run(p, state, todo, false)
+}
+
+/// Places leftovers into a plan that already has new nodes (the MILP's replay): unlike Karpenter it
+/// first fills the plan's new nodes, fullest first, and then the fullest claim, so leftovers pack
+/// tightly instead of spreading over half-empty nodes.
+pub fn repair<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)]) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
+    run(p, state, todo, true)
+}
+
+fn run<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)], tight: bool) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
     let domains = Domains::build(p);
-    let mut g = Greedy { p, state, claims: Vec::new(), domains };
+    // fullest (least free cpu) first; the order is fixed at the start, which is close enough
+    let mut planned: Vec<usize> = if tight { state.new_nodes().map(|(i, _)| i).collect() } else { vec![] };
+    planned.sort_by_key(|&n| (state.nodes[n].free.first().copied().unwrap_or(0), n));
+    let mut g = Greedy { p, state, claims: Vec::new(), by_load: Default::default(), domains, tight, planned };
     let mut queue: Vec<(usize, usize)> = todo.iter().flat_map(|&(k, n)| std::iter::repeat_n((k, 1), n)).collect();
     let mut failed: BTreeMap<usize, (usize, UnschedulableReason)> = BTreeMap::new();
     // Karpenter re-queues pods that fail and retries until a full pass makes no progress
@@ -50,7 +64,13 @@ struct Greedy<'p> {
     p: &'p Problem,
     state: State<'p>,
     claims: Vec<Claim>,
+    /// (pods on the claim's node, claim index), ascending.
+    by_load: std::collections::BTreeSet<(usize, usize)>,
     domains: Domains,
+    /// Repair mode (see [`repair`]).
+    tight: bool,
+    /// New nodes the state already had when placement started (repair mode only).
+    planned: Vec<usize>,
 }
 
 /// Topology domains as small integers, so claims compare offerings without string lookups.
@@ -107,10 +127,35 @@ impl<'p> Greedy<'p> {
                 return Ok(());
             }
         }
-        let mut order: Vec<usize> = (0..self.claims.len()).collect();
-        order.sort_by_key(|&c| (self.state.nodes[self.claims[c].node].pod_count(), c));
-        for c in order {
+        if self.tight {
+            return self.add_tight(k);
+        }
+        // claims by (pods, index): Karpenter tries the emptiest new node first
+        let mut from = std::ops::Bound::Unbounded;
+        while let Some(&(load, c)) = self.by_load.range((from, std::ops::Bound::Unbounded)).next() {
             if self.try_claim(c, k) {
+                self.by_load.remove(&(load, c));
+                self.by_load.insert((load + 1, c));
+                return Ok(());
+            }
+            from = std::ops::Bound::Excluded((load, c));
+        }
+        self.open_claim(k)
+    }
+
+    fn add_tight(&mut self, k: usize) -> Result<(), UnschedulableReason> {
+        for i in 0..self.planned.len() {
+            let n = self.planned[i];
+            if fits(&self.p.classes[k].req, &self.state.nodes[n].free) && self.state.can_place(k, n).is_ok() {
+                self.state.place(k, n);
+                return Ok(());
+            }
+        }
+        let fullest: Vec<(usize, usize)> = self.by_load.iter().rev().copied().collect();
+        for (load, c) in fullest {
+            if self.try_claim(c, k) {
+                self.by_load.remove(&(load, c));
+                self.by_load.insert((load + 1, c));
                 return Ok(());
             }
         }
@@ -134,6 +179,11 @@ impl<'p> Greedy<'p> {
     fn try_claim(&mut self, c: usize, k: usize) -> bool {
         // the claim's room is the most any candidate offers; no survivor exists when even that is short
         if !fits(&self.p.classes[k].req, &self.state.nodes[self.claims[c].node].free) {
+            return false;
+        }
+        // survivors share the node's domain for every key this class reads, so a topology refusal
+        // now is a refusal for all of them
+        if !self.state.rules_ok(k, self.claims[c].node) {
             return false;
         }
         let survivors = self.surviving(&self.claims[c], k);
@@ -196,6 +246,7 @@ impl<'p> Greedy<'p> {
                 Ok(()) => {
                     self.state.place(k, node);
                     self.claims.push(Claim { node, candidates, used: class.req.clone() });
+                    self.by_load.insert((1, self.claims.len() - 1));
                     return Ok(());
                 }
                 Err(r) => {

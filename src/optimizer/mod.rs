@@ -95,15 +95,21 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
     let mut notes = Vec::new();
     let (state, left, status, model, vars, rows) = match settings.strategy {
         Strategy::Greedy => (greedy_state, greedy_left, "greedy".to_string(), None, 0, 0),
-        Strategy::Milp => match milp::solve(&p, settings, &greedy_state, &demand) {
+        // the time limit covers the whole solve: what problem building and greedy used, and a share
+        // for replay, bound and fallbacks afterwards, come out of the MILP's budget
+        Strategy::Milp => match milp::solve(&p, &milp_settings(settings, start), &greedy_state, &demand) {
             Ok((answer, model)) => {
                 notes.extend(answer.notes.iter().cloned());
                 let mut best = (greedy_state, greedy_left, "greedy".to_string());
                 let mut best_score = score(&p, &best.0, &best.1);
-                for (origin, chosen) in &answer.candidates {
+                for (i, (origin, chosen)) in answer.candidates.iter().enumerate() {
+                    if i > 0 && start.elapsed() > settings.time_limit {
+                        notes.push(format!("time limit: {} candidate plans not replayed", answer.candidates.len() - i));
+                        break;
+                    }
                     // what the replay did not place goes to the greedy rules, which place it or explain why not
                     let (replayed, rejected) = milp::replay(&p, chosen);
-                    let (mut state, left) = greedy::place_all(&p, replayed, &rejected);
+                    let (mut state, left) = greedy::repair(&p, replayed, &rejected);
                     improve::downsize(&p, &mut state);
                     let s = score(&p, &state, &left);
                     tracing::debug!(origin, score = s, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), "candidate replayed");
@@ -127,7 +133,7 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "plan chosen");
     let placed: Vec<u32> = (0..p.classes.len()).map(|k| state.placed_of(k) as u32).collect();
     let bins = model.as_ref().map_or_else(|| milp::bins(&p), |m| m.bins.clone());
-    let lower_bound = match milp::bound::lower_bound(&p, &bins, &placed, settings.time_limit.as_secs_f64().max(10.0)) {
+    let lower_bound = match milp::bound::lower_bound(&p, &bins, &placed, settings.time_limit.as_secs_f64().max(5.0)) {
         Ok(b) => b,
         Err(e) => {
             notes.push(format!("no lower bound: {e}"));
@@ -151,6 +157,11 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
     }
     plan.solver.seconds = start.elapsed().as_secs_f64();
     Ok(Solved { plan, problem: p, model })
+}
+
+fn milp_settings(settings: &SolveSettings, start: Instant) -> SolveSettings {
+    let left = settings.time_limit.saturating_sub(start.elapsed()).mul_f64(0.85);
+    SolveSettings { time_limit: left.max(Duration::from_millis(100)), ..settings.clone() }
 }
 
 /// Objective of a state: node costs, preference penalties and unplaced pods.

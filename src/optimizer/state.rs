@@ -37,6 +37,33 @@ impl NodeState {
     }
 }
 
+/// Per class, the topology rules its checks read, so a check does not scan every rule.
+struct ClassRules {
+    own_spreads: Vec<Vec<usize>>,
+    own_affinities: Vec<Vec<usize>>,
+    /// Anti-affinity rules whose members include the class.
+    repelled_by: Vec<Vec<usize>>,
+}
+
+impl ClassRules {
+    fn build(p: &Problem) -> ClassRules {
+        let n = p.classes.len();
+        let mut r = ClassRules { own_spreads: vec![vec![]; n], own_affinities: vec![vec![]; n], repelled_by: vec![vec![]; n] };
+        for (gi, g) in p.topology.spreads.iter().enumerate() {
+            r.own_spreads[g.owner].push(gi);
+        }
+        for (ri, a) in p.topology.affinities.iter().enumerate() {
+            r.own_affinities[a.owner].push(ri);
+            if a.anti {
+                for &m in &a.members {
+                    r.repelled_by[m].push(ri);
+                }
+            }
+        }
+        r
+    }
+}
+
 pub struct State<'p> {
     pub p: &'p Problem,
     pub nodes: Vec<NodeState>,
@@ -44,6 +71,9 @@ pub struct State<'p> {
     spread_counts: Vec<BTreeMap<String, i64>>,
     /// Per affinity rule: domain -> member pods (running + placed).
     affinity_counts: Vec<BTreeMap<String, i64>>,
+    /// Per affinity rule: domain -> pods of its owner class placed by this plan.
+    owner_counts: Vec<BTreeMap<String, i64>>,
+    rules: ClassRules,
     /// Per pool: capacity of the nodes this plan launched.
     pool_used: Vec<Resources>,
     next_id: usize,
@@ -68,6 +98,8 @@ impl<'p> State<'p> {
             nodes,
             spread_counts: p.topology.spreads.iter().map(|g| g.existing.clone()).collect(),
             affinity_counts: p.topology.affinities.iter().map(|r| r.running.clone()).collect(),
+            owner_counts: vec![BTreeMap::new(); p.topology.affinities.len()],
+            rules: ClassRules::build(p),
             pool_used: vec![Resources::new(); p.pools.len()],
             next_id: 0,
         }
@@ -143,8 +175,14 @@ impl<'p> State<'p> {
         Ok(())
     }
 
+    /// The topology and host-port part of [`Self::can_place`] alone.
+    pub fn rules_ok(&self, k: usize, node: usize) -> bool {
+        let n = &self.nodes[node];
+        !ports_conflict(&self.p.classes[k].constraints.host_ports, &n.ports) && self.spread_ok(k, n) && self.affinity_ok(k, n) && self.inverse_ok(k, n)
+    }
+
     fn spread_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.p.topology.spreads.iter().enumerate().filter(|(_, g)| g.owner == k && g.hard).all(|(gi, g)| {
+        self.rules.own_spreads[k].iter().map(|&gi| (gi, &self.p.topology.spreads[gi])).filter(|(_, g)| g.hard).all(|(gi, g)| {
             let own = i64::from(g.members.contains(&k));
             if g.is_host() {
                 // a new hostname can always be created, so the global minimum is zero
@@ -160,7 +198,7 @@ impl<'p> State<'p> {
     }
 
     fn affinity_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.p.topology.affinities.iter().enumerate().filter(|(_, r)| r.owner == k).all(|(ri, r)| {
+        self.rules.own_affinities[k].iter().map(|&ri| (ri, &self.p.topology.affinities[ri])).all(|(ri, r)| {
             let counts = &self.affinity_counts[ri];
             let domain = if r.is_host() { Some(n.hostname()) } else { n.labels.get(&r.key).map(String::as_str) };
             let Some(d) = domain else { return r.anti };
@@ -178,14 +216,9 @@ impl<'p> State<'p> {
 
     /// Pods already placed whose anti-affinity selects class `k` keep it out of their domain.
     fn inverse_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.p.topology.affinities.iter().enumerate().filter(|(_, r)| r.anti && r.members.contains(&k)).all(|(_, r)| {
+        self.rules.repelled_by[k].iter().map(|&ri| (ri, &self.p.topology.affinities[ri])).all(|(ri, r)| {
             let domain = if r.is_host() { Some(n.hostname()) } else { n.labels.get(&r.key).map(String::as_str) };
-            let Some(d) = domain else { return true };
-            // pods of the rule's owner placed in this domain by this plan
-            !self.nodes.iter().any(|m| {
-                m.placed.get(&r.owner).is_some_and(|&c| c > 0)
-                    && (if r.is_host() { m.hostname() == d } else { m.labels.get(&r.key).map(String::as_str) == Some(d) })
-            })
+            domain.is_none_or(|d| self.owner_counts[ri].get(d).copied().unwrap_or(0) == 0)
         })
     }
 
@@ -208,10 +241,15 @@ impl<'p> State<'p> {
             }
         }
         for (ri, r) in self.p.topology.affinities.iter().enumerate() {
-            if r.members.contains(&k) {
+            if r.members.contains(&k) || r.owner == k {
                 let d = if r.is_host() { Some(host.clone()) } else { self.nodes[node].labels.get(&r.key).cloned() };
                 if let Some(d) = d {
-                    *self.affinity_counts[ri].entry(d).or_insert(0) += 1;
+                    if r.members.contains(&k) {
+                        *self.affinity_counts[ri].entry(d.clone()).or_insert(0) += 1;
+                    }
+                    if r.owner == k {
+                        *self.owner_counts[ri].entry(d).or_insert(0) += 1;
+                    }
                 }
             }
         }

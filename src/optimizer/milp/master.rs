@@ -227,6 +227,11 @@ impl Master {
         v
     }
 
+    /// The dual of class `k`'s demand row.
+    pub fn demand_dual(&self, duals: &[f64], k: usize) -> f64 {
+        duals[self.demand_row[k]]
+    }
+
     /// The part of a pattern's reduced cost that does not depend on its pods.
     pub fn bin_dual(&self, p: &Problem, bin: &BinInfo, duals: &[f64]) -> f64 {
         match bin.bin {

@@ -8,6 +8,7 @@ pub mod bound;
 pub mod columns;
 pub mod dump;
 pub mod master;
+pub mod primal;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -19,6 +20,7 @@ use super::state::{NodeKind, State};
 use super::SolveSettings;
 use columns::{column_cost, pack, valid, Bin, BinInfo, Column, NodeRules};
 use master::{AuxKind, Master};
+use primal::{dive, round_and_cover, round_down, round_near, round_up};
 
 /// Patterns added per column-generation round.
 const COLUMNS_PER_ROUND: usize = 100;
@@ -176,7 +178,7 @@ fn build_lp(p: &Problem, master: &Master, bins: &[BinInfo], bin_index: &BTreeMap
     pb
 }
 
-fn configure(model: &mut Model, settings: &SolveSettings, seconds: f64) {
+pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f64) {
     model.make_quiet();
     model.set_option("threads", settings.threads.max(1) as i32);
     model.set_option("random_seed", 0);
@@ -215,6 +217,9 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // primal candidates: the LP rounded down (the replay's greedy repair places the rest), then
     // HiGHS's integer answer over the generated patterns when it finds one in the time left
     let mut candidates = vec![("lp-round-down".to_string(), pattern_values(&cg.values, round_down))];
+    let alone = single_pod_costs(p, &bins);
+    let pod_value: Vec<f64> = (0..p.classes.len()).map(|k| master.demand_dual(&cg.duals, k).max(0.0).min(alone[k])).map(|v| v.max(1e-6)).collect();
+    candidates.insert(0, ("lp-round-cover".to_string(), round_and_cover(&columns, &cg.values, offset, demand, &pod_value)));
     let mut lp = lp;
     for (i, a) in master.aux.iter().enumerate() {
         if matches!(a.kind, AuxKind::Unplaced(_)) {
@@ -222,7 +227,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             unsafe { highs_sys::Highs_changeColCost(lp.as_mut_ptr(), i as i32, a.cost) };
         }
     }
-    let dived = dive(lp, settings, offset, columns.len(), budget * 0.7, start);
+    let dived = dive(lp, settings, offset, columns.len(), budget * 0.6, start);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.1, "dive done");
     candidates.insert(0, ("lp-dive".to_string(), pattern_values(&dived.0, round_up)));
     let mip = build_lp(p, &master, &bins, &bin_index, &columns, true);
@@ -259,6 +264,8 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
 
 /// Where column generation ended.
 struct Generated {
+    /// Duals of the master rows in the last LP.
+    duals: Vec<f64>,
     iterations: usize,
     timed_out: bool,
     /// The last LP's column values (aux variables first, then patterns).
@@ -355,9 +362,9 @@ fn generate(
             if !found.is_empty() {
                 notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
             }
-            return Ok((Generated { iterations, values, objective, timed_out: out_of_time && !found.is_empty() }, solved.into()));
+            return Ok((Generated { duals, iterations, values, objective, timed_out: out_of_time && !found.is_empty() }, solved.into()));
         }
-        last = Some(Generated { iterations, values, objective, timed_out: true });
+        last = Some(Generated { duals: duals.clone(), iterations, values, objective, timed_out: true });
         let mut unsolved: highs::Model = solved.into();
         for (_, c) in found {
             let b = &bins[bin_index[&c.bin]];
@@ -407,57 +414,6 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
         }
     }
     best.into_iter().flatten().map(|(_, c)| c).collect()
-}
-
-/// Diving: fixes the lower bound of every pattern the LP already uses at least once, or when none is
-/// new, rounds up the most used fractional patterns, and re-solves from the previous basis, until the
-/// LP is integral or time is up. Returns the last LP's values (round them up: covering rows stay
-/// covered, and the replay drops surplus pods) and the number of steps.
-fn dive(mut model: highs::Model, settings: &SolveSettings, offset: usize, patterns: usize, until: f64, start: Instant) -> (Vec<f64>, usize) {
-    let mut fixed = vec![0.0f64; patterns];
-    let mut values: Vec<f64> = Vec::new();
-    let mut steps = 0;
-    while start.elapsed().as_secs_f64() < until {
-        steps += 1;
-        configure(&mut model, settings, settings.time_limit.as_secs_f64());
-        model.set_option("presolve", "off");
-        model.set_option("simplex_strategy", 1);
-        let Ok(solved) = model.try_solve() else { break };
-        if solved.status() != HighsModelStatus::Optimal {
-            break;
-        }
-        values = solved.get_solution().columns().to_vec();
-        model = solved.into();
-        let x = |j: usize| values.get(offset + j).copied().unwrap_or(0.0);
-        let mut changed = false;
-        for (j, f) in fixed.iter_mut().enumerate() {
-            let floor = (x(j) + 1e-6).floor();
-            if floor > *f {
-                *f = floor;
-                changed = true;
-                set_lower(&mut model, offset + j, floor);
-            }
-        }
-        let mut fractional: Vec<(usize, f64)> = (0..patterns).map(|j| (j, x(j) - (x(j) + 1e-6).floor())).filter(|&(_, fr)| fr > 1e-6).collect();
-        if fractional.is_empty() {
-            break;
-        }
-        if !changed {
-            fractional.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            for &(j, _) in fractional.iter().take((fractional.len() / 8).max(1)) {
-                fixed[j] = (x(j) - 1e-6).ceil();
-                set_lower(&mut model, offset + j, fixed[j]);
-            }
-        }
-    }
-    (values, steps)
-}
-
-fn set_lower(model: &mut highs::Model, col: usize, lower: f64) {
-    // SAFETY: the pointer comes from a live HiGHS model and `col` is one of its columns
-    unsafe {
-        highs_sys::Highs_changeColBounds(model.as_mut_ptr(), col as i32, lower, f64::INFINITY);
-    }
 }
 
 /// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.
@@ -531,14 +487,3 @@ pub fn replay<'p>(p: &'p Problem, chosen: &[(Column, u32)]) -> (State<'p>, Vec<(
     (state, left)
 }
 
-fn round_near(x: f64) -> f64 {
-    x.round()
-}
-
-fn round_up(x: f64) -> f64 {
-    (x - 1e-6).ceil()
-}
-
-fn round_down(x: f64) -> f64 {
-    (x + 1e-6).floor()
-}
