@@ -228,12 +228,15 @@ impl<'p> Greedy<'p> {
                 continue;
             }
             let pool = self.p.shapes[s].pool;
-            let candidates: Vec<(usize, usize)> = class
+            let mut candidates: Vec<(usize, usize)> = class
                 .offerings
                 .iter()
                 .copied()
                 .filter(|&(cs, co)| self.p.shapes[cs].pool == pool && self.domains.same(k, (cs, co), (s, o)) && self.state.can_open(cs, co))
                 .collect();
+            // cheapest first, so the offering that stands for the claim (the first survivor) and the
+            // domain a later topology-reading pod inherits do not depend on catalog order
+            candidates.sort_by(|a, b| self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost).then(a.cmp(b)));
             if !self.min_values_ok(&candidates) {
                 reason = UnschedulableReason::MinValues;
                 continue;

@@ -177,3 +177,101 @@ pub fn column_cost(bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
             .map(|&(k, n)| bin.classes.iter().find(|(c, _)| *c == k).map_or(0.0, |(_, pen)| pen * f64::from(n)))
             .sum::<f64>()
 }
+
+/// Exact bounded knapsack by depth-first branch and bound: the pattern of greatest total value
+/// (`value[k]` less the bin's penalty, per pod) under the same single-node rules as [`pack`]. Returns
+/// `None` when `max_nodes` search nodes did not settle it, so the caller knows the answer is not proven.
+pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], max_nodes: usize) -> Option<Vec<(usize, u32)>> {
+    let mut items: Vec<(usize, f64)> = bin
+        .classes
+        .iter()
+        .filter_map(|&(k, pen)| {
+            let w = value[k] - pen;
+            (w > 1e-9 && limit[k] > 0).then_some((k, w))
+        })
+        .collect();
+    let density = |&(k, w): &(usize, f64)| {
+        let size = p.classes[k].req.iter().zip(&bin.room).map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 }).fold(1e-6, f64::max);
+        w / size
+    };
+    items.sort_by(|a, b| density(b).total_cmp(&density(a)).then(a.0.cmp(&b.0)));
+    let dims = bin.room.len();
+    // suffix maxima of value per unit of each resource: room_d times that bounds what is left
+    let mut suffix = vec![vec![0.0f64; dims]; items.len() + 1];
+    for i in (0..items.len()).rev() {
+        let (k, w) = items[i];
+        for d in 0..dims {
+            let r = p.classes[k].req[d];
+            let per = if r > 0 { w / r as f64 } else { f64::INFINITY };
+            suffix[i][d] = suffix[i + 1][d].max(per);
+        }
+    }
+    let host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
+    let mut search = Search { p, rules, items: &items, suffix: &suffix, limit, best: 0.0, best_counts: vec![], counts: vec![], nodes: 0, max_nodes, blocked: vec![0; p.classes.len()] };
+    search.dive(0, bin.room.clone(), host_used, 0.0);
+    if search.nodes > search.max_nodes {
+        return None;
+    }
+    let mut out = search.best_counts;
+    out.sort();
+    Some(out)
+}
+
+struct Search<'a> {
+    p: &'a Problem,
+    rules: &'a NodeRules,
+    items: &'a [(usize, f64)],
+    suffix: &'a [Vec<f64>],
+    limit: &'a [u32],
+    best: f64,
+    best_counts: Vec<(usize, u32)>,
+    counts: Vec<(usize, u32)>,
+    nodes: usize,
+    max_nodes: usize,
+    /// How many chosen classes conflict with each class.
+    blocked: Vec<u32>,
+}
+
+impl Search<'_> {
+    fn dive(&mut self, i: usize, room: Vec<i64>, host_used: Vec<i64>, value: f64) {
+        self.nodes += 1;
+        if value > self.best + 1e-12 {
+            self.best = value;
+            self.best_counts = self.counts.clone();
+        }
+        if i == self.items.len() || self.nodes > self.max_nodes {
+            return;
+        }
+        let bound = room.iter().enumerate().map(|(d, &a)| a.max(0) as f64 * self.suffix[i][d]).fold(f64::INFINITY, f64::min);
+        if value + bound <= self.best + 1e-12 {
+            return;
+        }
+        let (k, w) = self.items[i];
+        let mut most = if self.blocked[k] > 0 { 0 } else { self.limit[k].min(self.rules.per_node_cap[k]) };
+        for (r, a) in self.p.classes[k].req.iter().zip(&room) {
+            if *r > 0 {
+                most = most.min((*a / *r).max(0) as u32);
+            }
+        }
+        for &hi in &self.rules.host_groups_of[k] {
+            most = most.min((self.rules.host_caps[hi].1 - host_used[hi]).max(0) as u32);
+        }
+        for n in (1..=most).rev() {
+            let left: Vec<i64> = room.iter().zip(&self.p.classes[k].req).map(|(a, r)| a - r * i64::from(n)).collect();
+            let mut used = host_used.clone();
+            for &hi in &self.rules.host_groups_of[k] {
+                used[hi] += i64::from(n);
+            }
+            for &j in &self.rules.conflicts_of[k] {
+                self.blocked[j] += 1;
+            }
+            self.counts.push((k, n));
+            self.dive(i + 1, left, used, value + w * f64::from(n));
+            self.counts.pop();
+            for &j in &self.rules.conflicts_of[k] {
+                self.blocked[j] -= 1;
+            }
+        }
+        self.dive(i + 1, room, host_used, value);
+    }
+}

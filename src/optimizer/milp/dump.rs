@@ -31,6 +31,8 @@ pub struct ModelSummary {
     pub bins: usize,
     /// The integer program's optimum as HiGHS reported it (what the `.lp`/`.mps` files solve to).
     pub mip_objective: Option<f64>,
+    /// How that integer solve ended; only `optimal` makes `mip_objective` the program's optimum.
+    pub mip_status: String,
 }
 
 pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {
@@ -62,7 +64,7 @@ pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {
     for r in &m.master.rows {
         *constraints.entry(r.kind.family().to_string()).or_default() += 1;
     }
-    ModelSummary { pod_classes, variables, constraints, bins: m.bins.len(), mip_objective: m.mip_objective }
+    ModelSummary { pod_classes, variables, constraints, bins: m.bins.len(), mip_objective: m.mip_objective, mip_status: m.mip_status.clone() }
 }
 
 /// Writes `<base>.lp` and `<base>.mps`.

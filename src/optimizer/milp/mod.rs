@@ -51,6 +51,8 @@ pub struct Model_ {
     pub columns: Vec<Column>,
     /// HiGHS's objective for the integer program over these columns, when it found a solution.
     pub mip_objective: Option<f64>,
+    /// How HiGHS's integer solve over these columns ended (`optimal`, `time-limit`, ...).
+    pub mip_status: String,
 }
 
 /// Bins the pricer considers: existing nodes and new offerings, dominated offerings dropped.
@@ -259,7 +261,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
         timed_out: cg.timed_out || status != "optimal",
         notes,
     };
-    Ok((answer, Model_ { bins, master, columns, mip_objective }))
+    Ok((answer, Model_ { bins, master, columns, mip_objective, mip_status: status.to_string() }))
 }
 
 /// Where column generation ended.
@@ -352,6 +354,16 @@ fn generate(
                 break;
             }
         }
+        // the greedy fill found nothing: ask the exact knapsack before calling the LP converged
+        if found.is_empty() {
+            for b in bins {
+                if let Some((rc, col)) = price_exact(p, rules, master, b, &duals, &demand) {
+                    if !seen.contains(&(col.bin, col.counts.clone())) {
+                        found.push((rc, col));
+                    }
+                }
+            }
+        }
         // the most improving patterns enter; the rest would mostly be priced out next round anyway
         found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.bin.cmp(&b.1.bin)));
         tracing::trace!(priced = found.len(), best = found.first().map(|f| f.0), "priced");
@@ -414,6 +426,26 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
         }
     }
     best.into_iter().flatten().map(|(_, c)| c).collect()
+}
+
+/// Search nodes the exact pricer may spend per bin before giving up on proving its answer.
+const EXACT_PRICING_NODES: usize = 20_000;
+
+/// Like [`price`] with the exact knapsack (when it settles within its node budget).
+fn price_exact(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32]) -> Option<(f64, Column)> {
+    let values = master.pod_values(p, b, duals);
+    let existing_host: Vec<(usize, i64)> = match b.bin {
+        Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
+        Bin::New { .. } => vec![],
+    };
+    let counts = columns::pack_exact(p, rules, b, &values, limit, &existing_host, EXACT_PRICING_NODES)?;
+    if counts.is_empty() {
+        return None;
+    }
+    let cost = column_cost(b, &counts);
+    let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
+    let rc = cost - master.bin_dual(p, b, duals) - gain;
+    (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
 }
 
 /// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.

@@ -50,7 +50,10 @@ pub fn dive(mut model: highs::Model, settings: &SolveSettings, offset: usize, pa
     let mut fixed = vec![0.0f64; patterns];
     let mut values: Vec<f64> = Vec::new();
     let mut steps = 0;
-    while start.elapsed().as_secs_f64() < until {
+    // every step fixes at least one more node, so this many steps always suffice; the cap keeps the
+    // dive from depending on the clock when the LP stalls
+    let max_steps = patterns + 1;
+    while start.elapsed().as_secs_f64() < until && steps < max_steps {
         steps += 1;
         configure(&mut model, settings, settings.time_limit.as_secs_f64());
         model.set_option("presolve", "off");

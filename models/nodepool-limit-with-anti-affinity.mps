@@ -1,0 +1,19 @@
+NAME        
+ROWS
+ N  Obj     
+ G  r0      
+ L  r1      
+COLUMNS
+    c0        Obj       1000
+    c0        r0        1
+    MARK0000  'MARKER'                 'INTORG'
+    c1        Obj       0.40000000000000002
+    c1        r0        1
+    c1        r1        2
+    MARK0001  'MARKER'                 'INTEND'
+RHS
+    RHS_V     r0        2
+    RHS_V     r1        3
+BOUNDS
+ LI BOUND     c1        0
+ENDATA
