@@ -9,16 +9,13 @@ COLUMNS
     c1        Obj       1000
     c1        r1        1
     MARK0000  'MARKER'                 'INTORG'
-    c2        Obj       0.5
+    c2        Obj       0.40000000000000002
     c2        r0        2
     c2        r1        1
     c3        Obj       0.40000000000000002
     c3        r0        2
     c4        Obj       0.40000000000000002
     c4        r1        1
-    c5        Obj       0.40000000000000002
-    c5        r0        2
-    c5        r1        1
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        2
@@ -27,5 +24,4 @@ BOUNDS
  LI BOUND     c2        0
  LI BOUND     c3        0
  LI BOUND     c4        0
- LI BOUND     c5        0
 ENDATA

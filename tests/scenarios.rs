@@ -250,7 +250,6 @@ fn prefer_no_schedule_taint_is_avoided_when_an_untainted_pool_fits() {
 }
 
 #[test]
-#[ignore = "reason: greedy baseline ignores PreferNoSchedule taints (Karpenter treats them as required before relaxing, W3) and picks pool a-soft-tainted by name order"]
 fn greedy_baseline_avoids_prefer_no_schedule_taint_like_karpenter() {
     let o = scenario("prefer-no-schedule-taint");
     let p = &o.greedy.plan;
@@ -453,7 +452,6 @@ fn zone_self_affinity_keeps_the_group_in_one_zone_and_milp_avoids_the_huge_node(
 // ------------------------------------------------------------------ minValues
 
 #[test]
-#[ignore = "reason: optimizer bug: milp ignores NodePool minValues (puts both app pods on one it-2 node with no other type left, and places default/strict in pool three-types whose minValues 3 cannot be met); greedy is right"]
 fn min_values_keeps_two_launchable_types_per_node() {
     let o = scenario("min-values");
     for s in o.both() {
@@ -542,7 +540,6 @@ fn milp_launches_small_spot_nodes_where_greedy_takes_one_big() {
 }
 
 #[test]
-#[ignore = "reason: optimizer weakness: the pricing knapsack (milp/columns.rs pack) is greedy by value density and never proposes the 2 batch + 3 helper pattern, so the MILP keeps greedy's $0.68 and reports status 'optimal' (gap 29%) although $0.51 exists"]
 fn milp_fixes_karpenters_imbalanced_packing() {
     let o = scenario("milp-imbalanced-packing");
     let m = &o.milp.plan;

@@ -215,7 +215,10 @@ impl<'p> Greedy<'p> {
         let mut reason = UnschedulableReason::NodepoolLimit;
         // representatives: the cheapest offering per domain of the keys this class's topology reads
         let mut reps: Vec<(usize, usize)> = class.offerings.clone();
-        reps.sort_by(|a, b| self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost).then(a.cmp(b)));
+        // Karpenter first treats PreferNoSchedule taints as NoSchedule and relaxes only if nothing else
+        // fits: pools whose soft taints the pod does not tolerate come last
+        let soft = |s: usize| crate::domain::labels::untolerated_soft_taints(&class.constraints.tolerations, &self.p.shapes[s].taints) > 0;
+        reps.sort_by(|a, b| soft(a.0).cmp(&soft(b.0)).then(self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost)).then(a.cmp(b)));
         let mut tried_domains = std::collections::BTreeSet::new();
         let keys = topology_keys(self.p, k);
         for (s, o) in reps {

@@ -41,3 +41,18 @@ pub fn downsize(p: &Problem, state: &mut State<'_>) -> usize {
     }
     changed
 }
+
+/// Whether every new node of a pool with minValues can still be launched from enough distinct
+/// values (its own offering and the alternatives that hold the same pods).
+pub fn min_values_hold(p: &Problem, state: &State<'_>) -> bool {
+    state.new_nodes().filter(|(_, n)| !n.placed.is_empty()).all(|(_, n)| {
+        let NodeKind::New { shape, offering } = n.kind else { return true };
+        let pool = &p.pools[p.shapes[shape].pool];
+        if pool.min_values.is_empty() {
+            return true;
+        }
+        let mut options = alternatives(p, n, &p.by_price, |_, _| false);
+        options.push((shape, offering));
+        super::extract::min_values_met(p, pool, &options)
+    })
+}

@@ -111,6 +111,11 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
                     let (replayed, rejected) = milp::replay(&p, chosen);
                     let (mut state, left) = greedy::repair(&p, replayed, &rejected);
                     improve::downsize(&p, &mut state);
+                    // the patterns do not model minValues; a plan that breaks it is not a candidate
+                    if !improve::min_values_hold(&p, &state) {
+                        tracing::debug!(origin, "candidate breaks minValues");
+                        continue;
+                    }
                     let s = score(&p, &state, &left);
                     tracing::debug!(origin, score = s, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), "candidate replayed");
                     if s < best_score - 1e-9 {
