@@ -31,7 +31,6 @@ use joiner::catalog::CapacityType;
 use joiner::optimizer::Strategy;
 use proptest::prelude::*;
 use proptest::strategy::Strategy as _;
-use proptest::test_runner::RngSeed;
 
 // ------------------------------------------------------------------ exhaustive search
 
@@ -514,20 +513,8 @@ fn tiny_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
         .prop_filter("at least two pods", |inst| inst.pods().len() >= 2)
 }
 
-/// `cases` cases from a fixed seed, so every run checks the same instances; `PROPTEST_CASES` and
-/// `PROPTEST_RNG_SEED` override both to explore further.
 fn config(cases: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    ProptestConfig {
-        cases: if std::env::var_os("PROPTEST_CASES").is_some() { default.cases } else { cases },
-        rng_seed: if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
-            default.rng_seed
-        } else {
-            RngSeed::Fixed(0x6272_7574_65)
-        },
-        failure_persistence: None,
-        ..default
-    }
+    proptest_config(cases, 0x6272_7574_65)
 }
 
 proptest! {

@@ -35,7 +35,6 @@ use joiner::optimizer::Strategy;
 use proptest::prelude::*;
 use proptest::sample::subsequence;
 use proptest::strategy::Strategy as _;
-use proptest::test_runner::RngSeed;
 
 const STRATEGIES: [Strategy; 2] = [Strategy::Greedy, Strategy::Milp];
 const CPU_M: [i64; 6] = [100, 250, 500, 1000, 1500, 2500];
@@ -131,20 +130,8 @@ fn permutation(n: usize, seed: u64) -> Vec<usize> {
     v
 }
 
-/// `cases` cases from a fixed seed, so every run checks the same instances; `PROPTEST_CASES` and
-/// `PROPTEST_RNG_SEED` override both to explore further.
 fn config(cases: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    ProptestConfig {
-        cases: if std::env::var_os("PROPTEST_CASES").is_some() { default.cases } else { cases },
-        rng_seed: if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
-            default.rng_seed
-        } else {
-            RngSeed::Fixed(0x6a6f_696e_6572)
-        },
-        failure_persistence: None,
-        ..default
-    }
+    proptest_config(cases, 0x6a6f_696e_6572)
 }
 
 // ------------------------------------------------------------------ the properties, as plain checks

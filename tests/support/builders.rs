@@ -437,3 +437,19 @@ pub fn summary(p: &Plan) -> String {
     );
     s
 }
+
+/// `cases` cases from a fixed seed, so every run checks the same instances; `PROPTEST_CASES` and
+/// `PROPTEST_RNG_SEED` override both to explore further.
+pub fn proptest_config(cases: u32, seed: u64) -> proptest::test_runner::Config {
+    let default = proptest::test_runner::Config::default();
+    proptest::test_runner::Config {
+        cases: if std::env::var_os("PROPTEST_CASES").is_some() { default.cases } else { cases },
+        rng_seed: if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
+            default.rng_seed
+        } else {
+            proptest::test_runner::RngSeed::Fixed(seed)
+        },
+        failure_persistence: None,
+        ..default
+    }
+}

@@ -344,7 +344,7 @@ fn generate(
         let mut found: Vec<(f64, Column)> = Vec::new();
         for i in 0..bins.len() {
             let b = &bins[(cursor + i) % bins.len()];
-            if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand) {
+            if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, false) {
                 if !seen.contains(&(col.bin, col.counts.clone())) {
                     found.push((rc, col));
                 }
@@ -357,7 +357,7 @@ fn generate(
         // the greedy fill found nothing: ask the exact knapsack before calling the LP converged
         if found.is_empty() {
             for b in bins {
-                if let Some((rc, col)) = price_exact(p, rules, master, b, &duals, &demand) {
+                if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, true) {
                     if !seen.contains(&(col.bin, col.counts.clone())) {
                         found.push((rc, col));
                     }
@@ -431,31 +431,20 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
 /// Search nodes the exact pricer may spend per bin before giving up on proving its answer.
 const EXACT_PRICING_NODES: usize = 20_000;
 
-/// Like [`price`] with the exact knapsack (when it settles within its node budget).
-fn price_exact(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32]) -> Option<(f64, Column)> {
-    let values = master.pod_values(p, b, duals);
-    let existing_host: Vec<(usize, i64)> = match b.bin {
-        Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
-        Bin::New { .. } => vec![],
-    };
-    let counts = columns::pack_exact(p, rules, b, &values, limit, &existing_host, EXACT_PRICING_NODES)?;
-    if counts.is_empty() {
-        return None;
-    }
-    let cost = column_cost(b, &counts);
-    let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
-    let rc = cost - master.bin_dual(p, b, duals) - gain;
-    (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
-}
-
 /// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.
-fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32]) -> Option<(f64, Column)> {
+/// `exact` asks the branch-and-bound knapsack instead of the greedy fill; it answers nothing when
+/// its node budget does not settle the bin.
+fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], exact: bool) -> Option<(f64, Column)> {
     let values = master.pod_values(p, b, duals);
     let existing_host: Vec<(usize, i64)> = match b.bin {
         Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
         Bin::New { .. } => vec![],
     };
-    let counts = pack(p, rules, b, &values, limit, &existing_host);
+    let counts = if exact {
+        columns::pack_exact(p, rules, b, &values, limit, &existing_host, EXACT_PRICING_NODES)?
+    } else {
+        pack(p, rules, b, &values, limit, &existing_host)
+    };
     if counts.is_empty() {
         return None;
     }
