@@ -46,7 +46,7 @@ pub fn alternatives(p: &Problem, node: &NodeState, order: &[(usize, usize)], eno
         let off = p.offering(s, o);
         if p.shapes[s].pool == pool
             && fits(&used, &off.alloc)
-            && node.placed.keys().all(|&k| p.classes[k].full_offerings.binary_search(&(s, o)).is_ok())
+            && node.placed.keys().all(|&k| p.compatible(k, (s, o)))
             && wanted.iter().all(|(k, v)| off.labels.get(*k) == *v)
         {
             out.push((s, o));

@@ -26,8 +26,8 @@ pub struct PodClass {
     pub req: Vec<i64>,
     /// (shape, offering) pairs worth using: compatible and not dominated (see [`super::menu`]).
     pub offerings: Vec<(usize, usize)>,
-    /// Every compatible (shape, offering) pair, dominated ones included, for fallback lists.
-    pub full_offerings: Vec<(usize, usize)>,
+    /// Index into [`Problem::label_groups`]: the offerings whose labels and taints this class accepts.
+    pub group: usize,
     /// Existing nodes this class may use.
     pub existing: Vec<usize>,
 }
@@ -99,6 +99,9 @@ pub struct Problem {
     pub weights: CostWeights,
     /// Pods that no offering or node can ever host, with the reason.
     pub rejected: Vec<Unschedulable>,
+    /// Distinct label compatibilities: sorted (shape, offering) lists whose labels and taints a class
+    /// accepts, before requests, host ports and dominance are looked at.
+    pub label_groups: Vec<Vec<(usize, usize)>>,
     /// Every (shape, offering), cheapest price first (fallback lists walk this).
     pub by_price: Vec<(usize, usize)>,
     /// Every (shape, offering), cheapest objective cost first.
@@ -114,9 +117,16 @@ impl Problem {
         let existing = existing_nodes(snapshot, &dims, catalog, &pools);
         let mut classes = group_classes(snapshot, &dims);
         let mut rejected = Vec::new();
-        let mut by_labels = BTreeMap::new();
+        let label_groups = label_groups(&mut classes, &shapes);
+        // dominated offerings are dropped before any per-class list is built (see `menu`)
+        let keys = Topology::build(snapshot, &classes, &shapes, &existing).keys();
+        let dropped = super::menu::dominated(&shapes, &pools, &label_groups, &keys, &classes, &snapshot.weights);
         for class in &mut classes {
-            class.offerings = compatible_offerings(&class.constraints, &class.req, &shapes, &mut by_labels);
+            class.offerings = label_groups[class.group]
+                .iter()
+                .copied()
+                .filter(|&(s, o)| !dropped[s][o] && offering_fits(&class.constraints, &class.req, &shapes[s].offerings[o]))
+                .collect();
             class.existing = compatible_existing(&class.constraints, &class.req, &existing);
         }
         let topology = Topology::build(snapshot, &classes, &shapes, &existing);
@@ -143,6 +153,7 @@ impl Problem {
             topology,
             weights: snapshot.weights.clone(),
             rejected,
+            label_groups,
             by_price: vec![],
             by_cost: vec![],
         };
@@ -155,7 +166,6 @@ impl Problem {
         let (by_price, by_cost) = (ranked(|o| o.price), ranked(|o| o.cost));
         problem.by_price = by_price;
         problem.by_cost = by_cost;
-        super::menu::prune(&mut problem);
         problem
     }
 
@@ -166,15 +176,13 @@ impl Problem {
     /// The objective's per-pod penalty for class `k` on a node with `labels` and `taints`:
     /// unsatisfied preferred node affinity and untolerated PreferNoSchedule taints.
     pub fn preference_penalty(&self, k: usize, labels: &Labels, taints: &[Taint]) -> f64 {
-        let c = &self.classes[k].constraints;
-        let unmet: i64 = c
-            .preferred_node_affinity
-            .iter()
-            .filter(|w| !w.term.iter().all(|r| r.matches(labels)))
-            .map(|w| i64::from(w.weight.max(0)))
-            .sum();
-        unmet as f64 * self.weights.preferred_node_affinity
-            + untolerated_soft_taints(&c.tolerations, taints) as f64 * self.weights.prefer_no_schedule
+        preference_penalty(&self.classes[k].constraints, &self.weights, labels, taints)
+    }
+
+    /// Whether class `k` may use offering `(s, o)` (dominated offerings included), for fallback lists.
+    pub fn compatible(&self, k: usize, (s, o): (usize, usize)) -> bool {
+        let c = &self.classes[k];
+        self.label_groups[c.group].binary_search(&(s, o)).is_ok() && offering_fits(&c.constraints, &c.req, self.offering(s, o))
     }
 
     pub fn total_pods(&self) -> usize {
@@ -376,7 +384,7 @@ fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
             // keep the full labels of one member so selectors evaluate as on the real pods
             constraints.labels = pods[0].labels.clone();
             let req = dense(&constraints.requests, dims);
-            PodClass { pods: pods.iter().map(|p| p.key()).collect(), constraints, req, offerings: vec![], full_offerings: vec![], existing: vec![] }
+            PodClass { pods: pods.iter().map(|p| p.key()).collect(), constraints, req, offerings: vec![], group: 0, existing: vec![] }
         })
         .collect();
     // Karpenter's order: cpu then memory descending; ties by the first pod's key for determinism
@@ -392,35 +400,45 @@ pub fn ports_conflict(a: &[HostPort], b: &[HostPort]) -> bool {
     a.iter().any(|x| b.iter().any(|y| x.conflicts(y)))
 }
 
+/// The per-pod penalty of a pod with constraints `c` on a node with `labels` and `taints`.
+pub fn preference_penalty(c: &PodConstraints, weights: &CostWeights, labels: &Labels, taints: &[Taint]) -> f64 {
+    let unmet: i64 = c
+        .preferred_node_affinity
+        .iter()
+        .filter(|w| !w.term.iter().all(|r| r.matches(labels)))
+        .map(|w| i64::from(w.weight.max(0)))
+        .sum();
+    unmet as f64 * weights.preferred_node_affinity + untolerated_soft_taints(&c.tolerations, taints) as f64 * weights.prefer_no_schedule
+}
+
 /// What decides label compatibility of a class with an offering; classes that differ only in requests
 /// share one label scan.
 type LabelKey = (Vec<crate::domain::Requirement>, crate::domain::NodeSelector, Vec<crate::domain::Toleration>);
 
-fn compatible_offerings(
-    c: &PodConstraints,
-    req: &[i64],
-    shapes: &[Shape],
-    by_labels: &mut BTreeMap<LabelKey, Vec<(usize, usize)>>,
-) -> Vec<(usize, usize)> {
-    let key = (c.node_selector.clone(), c.node_affinity.clone(), c.tolerations.clone());
-    let matching = by_labels.entry(key).or_insert_with(|| {
-        let mut out = Vec::new();
-        for (si, s) in shapes.iter().enumerate() {
-            if !tolerates_all(&c.tolerations, &s.taints) {
-                continue;
+/// Sets each class's label group and returns the groups' offering lists (sorted).
+fn label_groups(classes: &mut [PodClass], shapes: &[Shape]) -> Vec<Vec<(usize, usize)>> {
+    let mut ids: BTreeMap<LabelKey, usize> = BTreeMap::new();
+    let mut groups = Vec::new();
+    for class in classes.iter_mut() {
+        let c = &class.constraints;
+        let key = (c.node_selector.clone(), c.node_affinity.clone(), c.tolerations.clone());
+        class.group = *ids.entry(key).or_insert_with(|| {
+            let mut out = Vec::new();
+            for (si, s) in shapes.iter().enumerate() {
+                if tolerates_all(&c.tolerations, &s.taints) {
+                    out.extend((0..s.offerings.len()).filter(|&oi| c.node_matches(&s.offerings[oi].labels)).map(|oi| (si, oi)));
+                }
             }
-            out.extend((0..s.offerings.len()).filter(|&oi| c.node_matches(&s.offerings[oi].labels)).map(|oi| (si, oi)));
-        }
-        out
-    });
-    matching
-        .iter()
-        .copied()
-        .filter(|&(s, o)| {
-            let o = &shapes[s].offerings[o];
-            fits(req, &o.alloc) && !ports_conflict(&c.host_ports, &o.ds_ports)
-        })
-        .collect()
+            groups.push(out);
+            groups.len() - 1
+        });
+    }
+    groups
+}
+
+/// Whether a pod's requests fit an offering's room and its host ports are free of DaemonSet ports.
+fn offering_fits(c: &PodConstraints, req: &[i64], o: &ShapeOffering) -> bool {
+    fits(req, &o.alloc) && !ports_conflict(&c.host_ports, &o.ds_ports)
 }
 
 fn compatible_existing(c: &PodConstraints, req: &[i64], nodes: &[ExistingNode]) -> Vec<usize> {

@@ -89,6 +89,14 @@ fn spread_selects(ns: &str, sel: &LabelSelector, pod: &Pod) -> bool {
 }
 
 impl Topology {
+    /// Label keys whose value some rule compares across nodes (hostname excluded: unique per node).
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: BTreeSet<String> = self.spreads.iter().map(|g| g.key.clone()).collect();
+        keys.extend(self.affinities.iter().map(|r| r.key.clone()));
+        keys.remove(crate::domain::labels::HOSTNAME);
+        keys.into_iter().collect()
+    }
+
     pub fn build(snapshot: &ClusterSnapshot, classes: &[PodClass], shapes: &[Shape], existing: &[ExistingNode]) -> Topology {
         let node_labels: BTreeMap<&str, &crate::domain::Labels> =
             existing.iter().map(|n| (n.name.as_str(), &n.labels)).collect();
