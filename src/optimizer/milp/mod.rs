@@ -203,7 +203,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     }
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), bins = bins.len(), seeds = columns.len(), "master built");
     let mut notes = Vec::new();
-    let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * 0.4, start, &mut notes)?;
+    let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * 0.6, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
     let pattern_values = |values: &[f64], round: fn(f64) -> f64| -> Vec<(Column, u32)> {
@@ -229,9 +229,11 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             unsafe { highs_sys::Highs_changeColCost(lp.as_mut_ptr(), i as i32, a.cost) };
         }
     }
-    let dived = dive(lp, settings, offset, columns.len(), budget * 0.6, start);
+    let dived = dive(lp, settings, offset, columns.len(), budget * 0.8, start);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.1, "dive done");
-    candidates.insert(0, ("lp-dive".to_string(), pattern_values(&dived.0, round_up)));
+    // no dive step in the time left: the column-generation LP rounded up stands in for it
+    let dive_values = if dived.0.is_empty() { &cg.values } else { &dived.0 };
+    candidates.insert(0, ("lp-dive".to_string(), pattern_values(dive_values, round_up)));
     let mip = build_lp(p, &master, &bins, &bin_index, &columns, true);
     let mut model = mip.optimise(Sense::Minimise);
     configure(&mut model, settings, budget - start.elapsed().as_secs_f64());
