@@ -13,7 +13,8 @@ use clap::{Parser, Subcommand};
 #[command(name = "joiner", version, about = "Plans EC2 capacity for Kubernetes by mixed-integer optimization")]
 pub struct Cli {
     /// Log filter (tracing env-filter syntax).
-    #[arg(long, global = true, env = "JOINER_LOG", default_value = "warn")]
+    // the highs crate logs a warning for every solve stopped by its time limit, which joiner reports itself
+    #[arg(long, global = true, env = "JOINER_LOG", default_value = "warn,highs=error")]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Command,
