@@ -37,6 +37,8 @@ pub struct MilpAnswer {
     pub lp_objective: f64,
     /// Whether the time limit cut column generation or the integer solve short.
     pub timed_out: bool,
+    /// The converged pattern LP's value, when pricing proved convergence (see `Generated::bound`).
+    pub lp_bound: Option<f64>,
     pub status: String,
     pub variables: usize,
     pub constraints: usize,
@@ -261,6 +263,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
         iterations: cg.iterations,
         lp_objective: cg.objective,
         timed_out: cg.timed_out || status != "optimal",
+        lp_bound: cg.bound,
         notes,
     };
     Ok((answer, Model_ { bins, master, columns, mip_objective, mip_status: status.to_string() }))
@@ -268,6 +271,9 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
 
 /// Where column generation ended.
 struct Generated {
+    /// The LP value when exact pricing proved no improving pattern exists: then it bounds every plan
+    /// that places all pods (an unplaced pod costs at least as much as placing it alone here).
+    bound: Option<f64>,
     /// Duals of the master rows in the last LP.
     duals: Vec<f64>,
     iterations: usize,
@@ -344,9 +350,10 @@ fn generate(
         // partial pricing: bins in rotating order until enough improving patterns are found; only a
         // full pass that finds none ends the generation
         let mut found: Vec<(f64, Column)> = Vec::new();
+        let mut unsettled = false;
         for i in 0..bins.len() {
             let b = &bins[(cursor + i) % bins.len()];
-            if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, false) {
+            if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, false, &mut unsettled) {
                 if !seen.contains(&(col.bin, col.counts.clone())) {
                     found.push((rc, col));
                 }
@@ -357,14 +364,18 @@ fn generate(
             }
         }
         // the greedy fill found nothing: ask the exact knapsack before calling the LP converged
+        let mut certified = false;
         if found.is_empty() {
+            unsettled = false;
             for b in bins {
-                if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, true) {
+                if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, true, &mut unsettled) {
                     if !seen.contains(&(col.bin, col.counts.clone())) {
                         found.push((rc, col));
                     }
                 }
             }
+            // no bin has an improving pattern, proven: the LP is the optimum over all patterns
+            certified = found.is_empty() && !unsettled;
         }
         // the most improving patterns enter; the rest would mostly be priced out next round anyway
         found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.bin.cmp(&b.1.bin)));
@@ -376,9 +387,10 @@ fn generate(
             if !found.is_empty() {
                 notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
             }
-            return Ok((Generated { duals, iterations, values, objective, timed_out: out_of_time && !found.is_empty() }, solved.into()));
+            let bound = certified.then_some(objective);
+            return Ok((Generated { duals, iterations, values, objective, bound, timed_out: out_of_time && !found.is_empty() }, solved.into()));
         }
-        last = Some(Generated { duals: duals.clone(), iterations, values, objective, timed_out: true });
+        last = Some(Generated { duals: duals.clone(), iterations, values, objective, bound: None, timed_out: true });
         let mut unsolved: highs::Model = solved.into();
         for (_, c) in found {
             let b = &bins[bin_index[&c.bin]];
@@ -436,14 +448,16 @@ const EXACT_PRICING_NODES: usize = 20_000;
 /// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.
 /// `exact` asks the branch-and-bound knapsack instead of the greedy fill; it answers nothing when
 /// its node budget does not settle the bin.
-fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], exact: bool) -> Option<(f64, Column)> {
+fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], exact: bool, unsettled: &mut bool) -> Option<(f64, Column)> {
     let values = master.pod_values(p, b, duals);
     let existing_host: Vec<(usize, i64)> = match b.bin {
         Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
         Bin::New { .. } => vec![],
     };
     let counts = if exact {
-        columns::pack_exact(p, rules, b, &values, limit, &existing_host, EXACT_PRICING_NODES)?
+        let settled = columns::pack_exact(p, rules, b, &values, limit, &existing_host, EXACT_PRICING_NODES);
+        *unsettled |= settled.is_none();
+        settled?
     } else {
         pack(p, rules, b, &values, limit, &existing_host)
     };
