@@ -183,10 +183,10 @@ impl<'p> State<'p> {
 
     fn spread_ok(&self, k: usize, n: &NodeState) -> bool {
         self.rules.own_spreads[k].iter().map(|&gi| (gi, &self.p.topology.spreads[gi])).filter(|(_, g)| g.hard).all(|(gi, g)| {
-            let own = i64::from(g.members.contains(&k));
+            let own = i64::from(g.members.binary_search(&k).is_ok());
             if g.is_host() {
                 // a new hostname can always be created, so the global minimum is zero
-                let here: i64 = g.members.iter().map(|m| n.placed.get(m).copied().unwrap_or(0) as i64).sum::<i64>()
+                let here: i64 = n.placed.iter().filter(|(m, _)| g.members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum::<i64>()
                     + g.existing.get(n.hostname()).copied().unwrap_or(0);
                 return here + own <= g.max_skew;
             }
@@ -233,7 +233,7 @@ impl<'p> State<'p> {
         *n.placed.entry(k).or_insert(0) += 1;
         let host = n.hostname().to_string();
         for (gi, g) in self.p.topology.spreads.iter().enumerate() {
-            if g.members.contains(&k) {
+            if g.members.binary_search(&k).is_ok() {
                 let d = if g.is_host() { Some(host.clone()) } else { self.nodes[node].labels.get(&g.key).cloned() };
                 if let Some(d) = d {
                     *self.spread_counts[gi].entry(d).or_insert(0) += 1;
@@ -241,10 +241,10 @@ impl<'p> State<'p> {
             }
         }
         for (ri, r) in self.p.topology.affinities.iter().enumerate() {
-            if r.members.contains(&k) || r.owner == k {
+            if r.members.binary_search(&k).is_ok() || r.owner == k {
                 let d = if r.is_host() { Some(host.clone()) } else { self.nodes[node].labels.get(&r.key).cloned() };
                 if let Some(d) = d {
-                    if r.members.contains(&k) {
+                    if r.members.binary_search(&k).is_ok() {
                         *self.affinity_counts[ri].entry(d.clone()).or_insert(0) += 1;
                     }
                     if r.owner == k {

@@ -84,8 +84,8 @@ pub struct Master {
     demand_row: Vec<usize>,
     convexity_row: BTreeMap<usize, usize>,
     limit_rows: BTreeMap<usize, Vec<(usize, String)>>,
-    /// (key, domain) -> [(row, members)]
-    domain_rows: BTreeMap<(String, String), Vec<(usize, Vec<usize>)>>,
+    /// key -> domain -> [(row, members ascending)]
+    domain_rows: BTreeMap<String, BTreeMap<String, Vec<(usize, Vec<usize>)>>>,
 }
 
 impl Master {
@@ -137,10 +137,10 @@ impl Master {
                 let e = g.existing.get(d).copied().unwrap_or(0) as f64;
                 let low = self.row(RowKind::SpreadLow { group: gi, domain: d.clone() }, -e, f64::INFINITY);
                 self.aux[min_var].rows.push((low, -1.0));
-                self.domain_rows.entry((g.key.clone(), d.clone())).or_default().push((low, g.members.clone()));
+                self.domain_rows.entry(g.key.clone()).or_default().entry(d.clone()).or_default().push((low, g.members.clone()));
                 let high = self.row(RowKind::SpreadHigh { group: gi, domain: d.clone() }, f64::NEG_INFINITY, g.max_skew as f64 - e);
                 self.aux[min_var].rows.push((high, -1.0));
-                self.domain_rows.entry((g.key.clone(), d.clone())).or_default().push((high, g.members.clone()));
+                self.domain_rows.entry(g.key.clone()).or_default().entry(d.clone()).or_default().push((high, g.members.clone()));
                 if !g.hard {
                     self.aux.push(AuxVar {
                         kind: AuxKind::SpreadSlack { group: gi, domain: d.clone() },
@@ -169,18 +169,23 @@ impl Master {
                 for d in domains {
                     let cap = if r.running.contains_key(&d) { 0.0 } else { 1.0 };
                     let row = self.row(RowKind::AntiZone { rule: ri, domain: d.clone() }, f64::NEG_INFINITY, cap);
-                    self.domain_rows.entry((r.key.clone(), d)).or_default().push((row, r.members.clone()));
+                    self.domain_rows.entry(r.key.clone()).or_default().entry(d).or_default().push((row, r.members.clone()));
                 }
             } else if r.running.is_empty() {
                 let total: f64 = r.members.iter().map(|&k| p.classes[k].demand() as f64).sum();
                 let one = self.row(RowKind::AffinityOne { rule: ri }, f64::NEG_INFINITY, 1.0);
                 for d in domains {
                     let row = self.row(RowKind::AffinityZone { rule: ri, domain: d.clone() }, f64::NEG_INFINITY, 0.0);
-                    self.domain_rows.entry((r.key.clone(), d.clone())).or_default().push((row, r.members.clone()));
+                    self.domain_rows.entry(r.key.clone()).or_default().entry(d.clone()).or_default().push((row, r.members.clone()));
                     self.aux.push(AuxVar { kind: AuxKind::AffinityUse { rule: ri, domain: d }, cost: 0.0, lower: 0.0, upper: 1.0, integer: true, rows: vec![(row, -total), (one, 1.0)] });
                 }
             }
         }
+    }
+
+    /// The zone-like rows of the domains this bin's labels fall in.
+    fn rows_of<'a>(&'a self, bin: &'a BinInfo) -> impl Iterator<Item = &'a Vec<(usize, Vec<usize>)>> + 'a {
+        self.domain_rows.iter().filter_map(|(key, domains)| bin.labels.get(key).and_then(|d| domains.get(d)))
     }
 
     /// The rows a pattern touches, with coefficients.
@@ -196,12 +201,9 @@ impl Master {
                 }
             }
         }
-        for ((key, domain), rows) in &self.domain_rows {
-            if bin.labels.get(key) != Some(domain) {
-                continue;
-            }
+        for rows in self.rows_of(bin) {
             for (row, members) in rows {
-                let n: u32 = counts.iter().filter(|(k, _)| members.contains(k)).map(|(_, n)| n).sum();
+                let n: u32 = counts.iter().filter(|(k, _)| members.binary_search(k).is_ok()).map(|(_, n)| n).sum();
                 if n > 0 {
                     out.push((*row, f64::from(n)));
                 }
@@ -213,10 +215,7 @@ impl Master {
     /// Per-class value of one pod in `bin` under row duals (HiGHS sign convention: rc = c - y.a).
     pub fn pod_values(&self, p: &Problem, bin: &BinInfo, duals: &[f64]) -> Vec<f64> {
         let mut v: Vec<f64> = self.demand_row.iter().map(|&r| duals[r]).collect();
-        for ((key, domain), rows) in &self.domain_rows {
-            if bin.labels.get(key) != Some(domain) {
-                continue;
-            }
+        for rows in self.rows_of(bin) {
             for (row, members) in rows {
                 for &k in members {
                     v[k] += duals[*row];

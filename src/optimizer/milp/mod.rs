@@ -205,7 +205,11 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     }
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), bins = bins.len(), seeds = columns.len(), "master built");
     let mut notes = Vec::new();
-    let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * 0.6, start, &mut notes)?;
+    // HiGHS never found an integer answer over the patterns of a few hundred classes within seconds in
+    // our runs; there the time goes to column generation and the dive instead
+    let integer_solve = p.classes.len() <= MAX_CLASSES_FOR_INTEGER_SOLVE;
+    let (cg_share, dive_share) = if integer_solve { (0.6, 0.8) } else { (0.75, 1.0) };
+    let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * cg_share, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
     let pattern_values = |values: &[f64], round: fn(f64) -> f64| -> Vec<(Column, u32)> {
@@ -231,14 +235,57 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             unsafe { highs_sys::Highs_changeColCost(lp.as_mut_ptr(), i as i32, a.cost) };
         }
     }
-    let dived = dive(lp, settings, offset, columns.len(), budget * 0.8, start);
+    // a dive step re-solves with the real unplaced costs, far slower than a pricing round; start
+    // only when the time left for it is clearly enough
+    let dive_until = if budget * dive_share - start.elapsed().as_secs_f64() > 4.0 * cg.slowest_lp { budget * dive_share } else { 0.0 };
+    let dived = dive(lp, settings, offset, columns.len(), dive_until, start);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.1, "dive done");
     // no dive step in the time left: the column-generation LP rounded up stands in for it
     let dive_values = if dived.0.is_empty() { &cg.values } else { &dived.0 };
     candidates.insert(0, ("lp-dive".to_string(), pattern_values(dive_values, round_up)));
-    let mip = build_lp(p, &master, &bins, &bin_index, &columns, true);
+    let (status, mip_objective) = if integer_solve {
+        let (status, objective, chosen) = integer_solve_over(p, settings, &master, &bins, &bin_index, &columns, budget - start.elapsed().as_secs_f64(), &mut notes)?;
+        if let Some(values) = chosen {
+            candidates.insert(0, ("mip".to_string(), pattern_values(&values, round_near)));
+        }
+        (status, objective)
+    } else {
+        notes.push(format!("integer solve skipped: more than {MAX_CLASSES_FOR_INTEGER_SOLVE} pod classes"));
+        ("skipped", None)
+    };
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), status, "integer solve done");
+    let answer = MilpAnswer {
+        candidates,
+        status: status.to_string(),
+        variables: master.aux.len() + columns.len(),
+        constraints: master.rows.len(),
+        iterations: cg.iterations,
+        lp_objective: cg.objective,
+        timed_out: cg.timed_out || (status != "optimal" && status != "skipped"),
+        lp_bound: cg.bound,
+        notes,
+    };
+    Ok((answer, Model_ { bins, master, columns, mip_objective, mip_status: status.to_string() }))
+}
+
+/// Above this many pod classes the integer solve over the patterns is skipped.
+const MAX_CLASSES_FOR_INTEGER_SOLVE: usize = 300;
+
+/// HiGHS's integer program over the generated patterns: (status, objective, column values).
+#[allow(clippy::too_many_arguments)]
+fn integer_solve_over(
+    p: &Problem,
+    settings: &SolveSettings,
+    master: &Master,
+    bins: &[BinInfo],
+    bin_index: &BTreeMap<Bin, usize>,
+    columns: &[Column],
+    seconds: f64,
+    notes: &mut Vec<String>,
+) -> Result<(&'static str, Option<f64>, Option<Vec<f64>>), String> {
+    let mip = build_lp(p, master, bins, bin_index, columns, true);
     let mut model = mip.optimise(Sense::Minimise);
-    configure(&mut model, settings, budget - start.elapsed().as_secs_f64());
+    configure(&mut model, settings, seconds);
     model.set_option("mip_rel_gap", settings.gap);
     let solved = model.try_solve().map_err(|e| format!("highs mip: {e:?}"))?;
     let has_solution = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
@@ -250,27 +297,14 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             "time-limit-lp-rounding"
         }
     };
-    let mip_objective = has_solution.then(|| solved.objective_value());
-    if has_solution {
-        candidates.insert(0, ("mip".to_string(), pattern_values(solved.get_solution().columns(), round_near)));
-    }
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), status, "integer solve done");
-    let answer = MilpAnswer {
-        candidates,
-        status: status.to_string(),
-        variables: master.aux.len() + columns.len(),
-        constraints: master.rows.len(),
-        iterations: cg.iterations,
-        lp_objective: cg.objective,
-        timed_out: cg.timed_out || status != "optimal",
-        lp_bound: cg.bound,
-        notes,
-    };
-    Ok((answer, Model_ { bins, master, columns, mip_objective, mip_status: status.to_string() }))
+    let values = has_solution.then(|| solved.get_solution().columns().to_vec());
+    Ok((status, has_solution.then(|| solved.objective_value()), values))
 }
 
 /// Where column generation ended.
 struct Generated {
+    /// The longest single LP solve, seconds.
+    slowest_lp: f64,
     /// The LP value when exact pricing proved no improving pattern exists: then it bounds every plan
     /// that places all pods (an unplaced pod costs at least as much as placing it alone here).
     bound: Option<f64>,
@@ -322,6 +356,7 @@ fn generate(
     let mut iterations = 0;
     let mut history: Vec<f64> = Vec::new();
     let mut last: Option<Generated> = None;
+    let mut slowest_lp = 0.0f64;
     let mut cursor = 0;
     loop {
         iterations += 1;
@@ -341,6 +376,7 @@ fn generate(
             return Err(format!("column generation lp ended {:?}", solved.status()));
         }
         let lp_seconds = lp_start.elapsed().as_secs_f64();
+        slowest_lp = slowest_lp.max(lp_seconds);
         let solution = solved.get_solution();
         let duals = solution.dual_rows().to_vec();
         let values = solution.columns().to_vec();
@@ -388,9 +424,9 @@ fn generate(
                 notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
             }
             let bound = certified.then_some(objective);
-            return Ok((Generated { duals, iterations, values, objective, bound, timed_out: out_of_time && !found.is_empty() }, solved.into()));
+            return Ok((Generated { slowest_lp, duals, iterations, values, objective, bound, timed_out: out_of_time && !found.is_empty() }, solved.into()));
         }
-        last = Some(Generated { duals: duals.clone(), iterations, values, objective, bound: None, timed_out: true });
+        last = Some(Generated { slowest_lp, duals: duals.clone(), iterations, values, objective, bound: None, timed_out: true });
         let mut unsolved: highs::Model = solved.into();
         for (_, c) in found {
             let b = &bins[bin_index[&c.bin]];
