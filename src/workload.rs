@@ -5,7 +5,7 @@
 
 use crate::domain::labels::{HOSTNAME, ZONE};
 use crate::domain::{
-    ClusterSnapshot, Disruption, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
+    ClusterSnapshot, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
     Resources, TopologySpread, WhenUnsatisfiable,
 };
 
@@ -87,18 +87,7 @@ pub fn diverse(count: usize, seed: u64) -> ClusterSnapshot {
             pod(i, &app, &mut rng, kind)
         })
         .collect();
-    let nodepool = NodePool {
-        name: "default".into(),
-        weight: 0,
-        requirements: vec![],
-        labels: Labels::new(),
-        taints: vec![],
-        startup_taints: vec![],
-        limits: Resources::new(),
-        node_class: None,
-        expire_after: None,
-        disruption: Disruption::default(),
-    };
+    let nodepool = NodePool::unconstrained("default");
     ClusterSnapshot { pods, nodepools: vec![nodepool], ..Default::default() }
 }
 

@@ -80,6 +80,24 @@ pub struct NodePool {
     pub disruption: Disruption,
 }
 
+impl NodePool {
+    /// A NodePool with no requirements, labels, taints or limits: every offering of the catalog.
+    pub fn unconstrained(name: &str) -> NodePool {
+        NodePool {
+            name: name.into(),
+            weight: 0,
+            requirements: vec![],
+            labels: Labels::new(),
+            taints: vec![],
+            startup_taints: vec![],
+            limits: Resources::new(),
+            node_class: None,
+            expire_after: None,
+            disruption: Disruption::default(),
+        }
+    }
+}
+
 /// The kubelet settings of an EC2NodeClass that change allocatable.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubeletSettings {

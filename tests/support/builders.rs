@@ -13,7 +13,7 @@ use std::time::Duration;
 use joiner::catalog::{CapacityType, Catalog};
 use joiner::domain::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use joiner::domain::{
-    ClusterSnapshot, Disruption, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
+    ClusterSnapshot, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
     Requirement, Resources, TopologySpread, WhenUnsatisfiable,
 };
 use joiner::optimizer::{solve, Plan, SolveSettings, Strategy};
@@ -214,18 +214,7 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
 }
 
 fn nodepool() -> NodePool {
-    NodePool {
-        name: "default".into(),
-        weight: 0,
-        requirements: vec![],
-        labels: Labels::new(),
-        taints: vec![],
-        startup_taints: vec![],
-        limits: Resources::new(),
-        node_class: None,
-        expire_after: None,
-        disruption: Disruption::default(),
-    }
+    NodePool::unconstrained("default")
 }
 
 /// Explicit settings: a 5 s limit, an exact gap (so the MILP answer is the optimum over its patterns),
