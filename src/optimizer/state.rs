@@ -69,6 +69,8 @@ pub struct State<'p> {
     pub nodes: Vec<NodeState>,
     /// Per spread group: domain -> matching pods (running + placed).
     spread_counts: Vec<BTreeMap<String, i64>>,
+    /// Per spread group: the fewest matching pods in any eligible domain (kept up to date by `place`).
+    spread_min: Vec<i64>,
     /// Per affinity rule: domain -> member pods (running + placed).
     affinity_counts: Vec<BTreeMap<String, i64>>,
     /// Per affinity rule: domain -> pods of its owner class placed by this plan.
@@ -97,6 +99,7 @@ impl<'p> State<'p> {
             p,
             nodes,
             spread_counts: p.topology.spreads.iter().map(|g| g.existing.clone()).collect(),
+            spread_min: p.topology.spreads.iter().map(|g| eligible_min(g, &g.existing)).collect(),
             affinity_counts: p.topology.affinities.iter().map(|r| r.running.clone()).collect(),
             owner_counts: vec![BTreeMap::new(); p.topology.affinities.len()],
             rules: ClassRules::build(p),
@@ -192,7 +195,7 @@ impl<'p> State<'p> {
             }
             let Some(d) = n.labels.get(&g.key) else { return false };
             let counts = &self.spread_counts[gi];
-            let min = if g.min_is_zero() { 0 } else { g.eligible.iter().map(|e| counts.get(e).copied().unwrap_or(0)).min().unwrap_or(0) };
+            let min = if g.min_is_zero() { 0 } else { self.spread_min[gi] };
             counts.get(d).copied().unwrap_or(0) + own - min <= g.max_skew
         })
     }
@@ -202,7 +205,12 @@ impl<'p> State<'p> {
             let counts = &self.affinity_counts[ri];
             let domain = if r.is_host() { Some(n.hostname()) } else { n.labels.get(&r.key).map(String::as_str) };
             let Some(d) = domain else { return r.anti };
-            let here = counts.get(d).copied().unwrap_or(0);
+            // a hostname is one node: count its members from the node itself, not a map of every host
+            let here = if r.is_host() {
+                r.running.get(d).copied().unwrap_or(0) + n.placed.iter().filter(|(m, _)| r.members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum::<i64>()
+            } else {
+                counts.get(d).copied().unwrap_or(0)
+            };
             if r.anti {
                 return here == 0;
             }
@@ -217,8 +225,10 @@ impl<'p> State<'p> {
     /// Pods already placed whose anti-affinity selects class `k` keep it out of their domain.
     fn inverse_ok(&self, k: usize, n: &NodeState) -> bool {
         self.rules.repelled_by[k].iter().map(|&ri| (ri, &self.p.topology.affinities[ri])).all(|(ri, r)| {
-            let domain = if r.is_host() { Some(n.hostname()) } else { n.labels.get(&r.key).map(String::as_str) };
-            domain.is_none_or(|d| self.owner_counts[ri].get(d).copied().unwrap_or(0) == 0)
+            if r.is_host() {
+                return n.placed.get(&r.owner).is_none_or(|&c| c == 0);
+            }
+            n.labels.get(&r.key).is_none_or(|d| self.owner_counts[ri].get(d).copied().unwrap_or(0) == 0)
         })
     }
 
@@ -237,6 +247,9 @@ impl<'p> State<'p> {
                 let d = if g.is_host() { Some(host.clone()) } else { self.nodes[node].labels.get(&g.key).cloned() };
                 if let Some(d) = d {
                     *self.spread_counts[gi].entry(d).or_insert(0) += 1;
+                    if !g.is_host() {
+                        self.spread_min[gi] = eligible_min(g, &self.spread_counts[gi]);
+                    }
                 }
             }
         }
@@ -270,4 +283,8 @@ impl<'p> State<'p> {
     pub fn new_nodes(&self) -> impl Iterator<Item = (usize, &NodeState)> {
         self.nodes.iter().enumerate().filter(|(_, n)| matches!(n.kind, NodeKind::New { .. }))
     }
+}
+
+fn eligible_min(g: &super::topology::SpreadGroup, counts: &BTreeMap<String, i64>) -> i64 {
+    g.eligible.iter().map(|e| counts.get(e).copied().unwrap_or(0)).min().unwrap_or(0)
 }
