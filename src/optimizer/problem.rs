@@ -119,8 +119,10 @@ impl Problem {
         let mut rejected = Vec::new();
         let label_groups = label_groups(&mut classes, &shapes);
         // dominated offerings are dropped before any per-class list is built (see `menu`)
-        let keys = Topology::build(snapshot, &classes, &shapes, &existing).keys();
-        let dropped = super::menu::dominated(&shapes, &pools, &label_groups, &keys, &classes, &snapshot.weights);
+        // the topology reads only the classes' constraints, so this one build serves the menu's keys
+        // and the restriction below
+        let topology = Topology::build(snapshot, &classes, &shapes, &existing);
+        let dropped = super::menu::dominated(&shapes, &pools, &label_groups, &topology.keys(), &classes, &snapshot.weights);
         for class in &mut classes {
             class.offerings = label_groups[class.group]
                 .iter()
@@ -129,7 +131,6 @@ impl Problem {
                 .collect();
             class.existing = compatible_existing(&class.constraints, &class.req, &existing);
         }
-        let topology = Topology::build(snapshot, &classes, &shapes, &existing);
         for class in &mut classes {
             restrict_by_weight(class, &shapes, &pools);
         }

@@ -67,13 +67,14 @@ impl ClassRules {
 pub struct State<'p> {
     pub p: &'p Problem,
     pub nodes: Vec<NodeState>,
-    /// Per spread group: domain -> matching pods (running + placed).
+    /// Per zone-like spread group: domain -> matching pods (running + placed). Hostname groups keep
+    /// only their running counts here.
     spread_counts: Vec<BTreeMap<String, i64>>,
     /// Per spread group: the fewest matching pods in any eligible domain (kept up to date by `place`).
     spread_min: Vec<i64>,
     /// Per affinity rule: domain -> member pods (running + placed).
     affinity_counts: Vec<BTreeMap<String, i64>>,
-    /// Per affinity rule: domain -> pods of its owner class placed by this plan.
+    /// Per zone-like affinity rule: domain -> pods of its owner class placed by this plan.
     owner_counts: Vec<BTreeMap<String, i64>>,
     rules: ClassRules,
     /// Per pool: capacity of the nodes this plan launched.
@@ -242,14 +243,12 @@ impl<'p> State<'p> {
         n.ports.extend(self.p.classes[k].constraints.host_ports.iter().cloned());
         *n.placed.entry(k).or_insert(0) += 1;
         let host = n.hostname().to_string();
+        // hostname groups are counted from the node itself (`spread_ok`), so only zone-like ones here
         for (gi, g) in self.p.topology.spreads.iter().enumerate() {
-            if g.members.binary_search(&k).is_ok() {
-                let d = if g.is_host() { Some(host.clone()) } else { self.nodes[node].labels.get(&g.key).cloned() };
-                if let Some(d) = d {
+            if !g.is_host() && g.members.binary_search(&k).is_ok() {
+                if let Some(d) = self.nodes[node].labels.get(&g.key).cloned() {
                     *self.spread_counts[gi].entry(d).or_insert(0) += 1;
-                    if !g.is_host() {
-                        self.spread_min[gi] = eligible_min(g, &self.spread_counts[gi]);
-                    }
+                    self.spread_min[gi] = eligible_min(g, &self.spread_counts[gi]);
                 }
             }
         }
@@ -260,7 +259,8 @@ impl<'p> State<'p> {
                     if r.members.binary_search(&k).is_ok() {
                         *self.affinity_counts[ri].entry(d.clone()).or_insert(0) += 1;
                     }
-                    if r.owner == k {
+                    // hostname rules check the node's own pods (`inverse_ok`)
+                    if r.owner == k && !r.is_host() {
                         *self.owner_counts[ri].entry(d).or_insert(0) += 1;
                     }
                 }
