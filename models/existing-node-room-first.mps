@@ -11,6 +11,8 @@ COLUMNS
     c1        r1        1
     c2        Obj       0.40000000000000002
     c2        r0        1
+    c3        Obj       0.80000000000000004
+    c3        r0        3
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        3
@@ -18,4 +20,5 @@ RHS
 BOUNDS
  BV BOUND     c1      
  LI BOUND     c2        0
+ LI BOUND     c3        0
 ENDATA

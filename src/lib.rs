@@ -6,7 +6,9 @@
 //! synchronous and knows nothing of Kubernetes or AWS clients.
 
 pub mod catalog;
+pub mod disruption;
 pub mod domain;
 pub mod optimizer;
+pub mod scalein;
 pub mod snapshot;
 pub mod workload;

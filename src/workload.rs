@@ -72,6 +72,8 @@ fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
         deletion_cost: 0,
         do_not_disrupt: None,
         created: None,
+        started: None,
+        mirror: false,
     }
 }
 

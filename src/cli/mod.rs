@@ -1,8 +1,10 @@
-//! Subcommands: `solve`, `solve-dump`, `bench` and `catalog build`. Each reads its inputs, calls the
+//! Subcommands: `solve`, `solve-dump`, `consolidate`, `bench` and `catalog build`. Each reads its inputs, calls the
 //! pure decision core, and prints or writes the result; nothing here makes decisions.
 
 mod bench_cmd;
+mod bench_disruption_cmd;
 mod catalog_cmd;
+mod consolidate_cmd;
 mod solve_cmd;
 
 use std::process::ExitCode;
@@ -37,8 +39,12 @@ pub enum Command {
         #[arg(long)]
         out: std::path::PathBuf,
     },
+    /// Decide which running nodes to delete or replace (consolidation, emptiness, drift, expiry).
+    Consolidate(consolidate_cmd::ConsolidateArgs),
     /// Run the diverse-mix benchmark, MILP against greedy.
     Bench(bench_cmd::BenchArgs),
+    /// Run the scale-in benchmark, MILP consolidation against Karpenter's baseline.
+    BenchDisruption(bench_disruption_cmd::BenchDisruptionArgs),
     /// Build or inspect instance catalogs.
     #[command(subcommand)]
     Catalog(catalog_cmd::CatalogCommand),
@@ -53,6 +59,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Catalog(c) => catalog_cmd::run(c),
         Command::Bench(a) => bench_cmd::run(a),
+        Command::BenchDisruption(a) => bench_disruption_cmd::run(a),
+        Command::Consolidate(a) => consolidate_cmd::run(a),
         Command::Solve { args, output } => solve_cmd::solve(args, output),
         Command::SolveDump { args, out } => solve_cmd::dump(args, out),
     }

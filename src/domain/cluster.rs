@@ -24,6 +24,9 @@ pub struct Node {
     pub provider_id: Option<String>,
     pub created: Option<String>,
     pub annotations: Labels,
+    /// Has a deletionTimestamp.
+    #[serde(default)]
+    pub deleting: bool,
 }
 
 impl Node {
@@ -44,6 +47,24 @@ pub struct NodeClaim {
     pub capacity: Resources,
     pub allocatable: Resources,
     pub deleting: bool,
+    /// RFC 3339 creation time: expiration runs from here.
+    #[serde(default)]
+    pub created: Option<String>,
+    /// Condition `Initialized` is True.
+    #[serde(default)]
+    pub initialized: bool,
+    /// Condition `Drifted` is True (set by Karpenter for drift joiner cannot see, e.g. an AMI).
+    #[serde(default)]
+    pub drifted: bool,
+    /// `status.lastPodEventTime`: consolidateAfter runs from here.
+    #[serde(default)]
+    pub last_pod_event: Option<String>,
+    /// `spec.expireAfter` as written (`720h`, `Never`).
+    #[serde(default)]
+    pub expire_after: Option<String>,
+    /// The `karpenter.sh/nodepool-hash` annotation: the NodePool template hash it was launched from.
+    #[serde(default)]
+    pub nodepool_hash: Option<String>,
 }
 
 /// The disruption block of a NodePool, kept for the disruption decisions.
@@ -78,6 +99,10 @@ pub struct NodePool {
     pub node_class: Option<String>,
     pub expire_after: Option<String>,
     pub disruption: Disruption,
+    /// The `karpenter.sh/nodepool-hash` annotation: the hash of the current template. A NodeClaim
+    /// carrying another hash has drifted.
+    #[serde(default)]
+    pub hash: Option<String>,
 }
 
 impl NodePool {
@@ -94,6 +119,7 @@ impl NodePool {
             node_class: None,
             expire_after: None,
             disruption: Disruption::default(),
+            hash: None,
         }
     }
 }

@@ -119,6 +119,12 @@ pub struct Pod {
     pub do_not_disrupt: Option<String>,
     /// RFC 3339 creation time, for Karpenter's ordering tie-break.
     pub created: Option<String>,
+    /// RFC 3339 `status.startTime`: a `do-not-disrupt` duration runs from here.
+    #[serde(default)]
+    pub started: Option<String>,
+    /// A static pod's mirror (`kubernetes.io/config.mirror`): it cannot be evicted or rescheduled.
+    #[serde(default)]
+    pub mirror: bool,
 }
 
 impl Pod {
@@ -137,6 +143,17 @@ impl Pod {
     /// Unbound, not terminal, not terminating and not a DaemonSet pod: joiner must find it a node.
     pub fn is_pending(&self) -> bool {
         self.node_name.is_none() && !self.terminal && !self.terminating && !self.is_daemonset_pod()
+    }
+
+    /// Whether evicting it moves it elsewhere: bound, not terminal, not a DaemonSet or mirror pod.
+    /// Terminating pods are on their way out already (Karpenter keeps StatefulSet ones, which
+    /// come back under the same name).
+    pub fn is_reschedulable(&self) -> bool {
+        self.node_name.is_some()
+            && !self.terminal
+            && !self.is_daemonset_pod()
+            && !self.mirror
+            && (!self.terminating || self.owner_kind.as_deref() == Some("StatefulSet"))
     }
 
     /// Bound and still holding room on its node.

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::catalog::Catalog;
 use crate::domain::ClusterSnapshot;
 
-pub use plan::{Plan, SolverReport, Strategy, UnschedulableReason};
+pub use plan::{NewNode, OfferingRef, Plan, SolverReport, Strategy, UnschedulableReason};
 use problem::Problem;
 use state::State;
 
@@ -84,6 +84,28 @@ pub fn solve(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSett
 type Leftover = BTreeMap<usize, (usize, UnschedulableReason)>;
 
 pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Solved, OptimizerError> {
+    solve_seeded(snapshot, catalog, settings, &[])
+}
+
+/// Where a caller proposes to put pods: a node that exists, or an offering to launch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SeedTarget {
+    Existing(String),
+    New { nodepool: String, instance_type: String, zone: String, capacity_type: crate::catalog::CapacityType },
+}
+
+/// A node a caller proposes, `copies` times, with pods named by one pending member of their class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeedNode {
+    pub target: SeedTarget,
+    pub pods: Vec<(String, u32)>,
+    pub copies: u32,
+}
+
+/// [`solve_detailed`] with a caller's proposal as one more candidate plan: it is replayed through
+/// every rule like the MILP's own candidates and wins only if it scores best. Disruption decisions
+/// pass the selection model's placement this way.
+pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings, seed: &[SeedNode]) -> Result<Solved, OptimizerError> {
     settings.validate()?;
     let start = Instant::now();
     let p = Problem::build(snapshot, catalog);
@@ -99,8 +121,11 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay, bound and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => match milp::solve(&p, &milp_settings(settings, start), &greedy_state, &demand) {
-            Ok((answer, model)) => {
+            Ok((mut answer, model)) => {
                 notes.extend(answer.notes.iter().cloned());
+                if !seed.is_empty() {
+                    answer.candidates.insert(0, ("seed".to_string(), seed_columns(&p, seed)));
+                }
                 let mut best = (greedy_state, greedy_left, "greedy".to_string());
                 let mut best_score = score(&p, &best.0, &best.1);
                 for (i, (origin, chosen)) in answer.candidates.iter().enumerate() {
@@ -118,7 +143,8 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
                         continue;
                     }
                     let s = score(&p, &state, &left);
-                    tracing::debug!(origin, score = s, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), "candidate replayed");
+                    let planned: f64 = chosen.iter().map(|(c, n)| c.cost * f64::from(*n)).sum();
+                    tracing::debug!(origin, score = s, planned, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), "candidate replayed");
                     if s < best_score - 1e-9 {
                         best_score = s;
                         best = (state, left, origin.clone());
@@ -154,7 +180,7 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
     if let Some(b) = lp_bound.filter(|_| left.is_empty() && !soft_spread) {
         let b = (b * (1.0 - 1e-7) - 1e-7 * (1.0 + p.total_pods() as f64)).max(0.0);
         if b > lower_bound {
-            notes.push("lower bound from the converged pattern lp".into());
+            notes.push("lower bound from the pattern lp".into());
             lower_bound = b;
         }
     }
@@ -196,4 +222,40 @@ fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
         total += n.placed.iter().map(|(&k, &c)| c as f64 * p.preference_penalty(k, &n.labels, taints)).sum::<f64>();
     }
     total + left.values().map(|(c, _)| *c as f64 * p.weights.unschedulable_pod).sum::<f64>()
+}
+
+/// The caller's proposal as patterns of this problem; entries naming unknown pods, nodes or
+/// offerings are left out (the replay and repair place what they would have held).
+fn seed_columns(p: &Problem, seed: &[SeedNode]) -> Vec<(milp::columns::Column, u32)> {
+    use milp::columns::{Bin, Column};
+    let class_of: BTreeMap<&str, usize> = p.classes.iter().enumerate().flat_map(|(k, c)| c.pods.iter().map(move |pod| (pod.as_str(), k))).collect();
+    let mut out = Vec::new();
+    for s in seed {
+        let bin = match &s.target {
+            SeedTarget::Existing(name) => p.existing.iter().position(|e| &e.name == name).map(Bin::Existing),
+            SeedTarget::New { nodepool, instance_type, zone, capacity_type } => p.shapes.iter().enumerate().find_map(|(si, sh)| {
+                (p.pools[sh.pool].name == *nodepool && sh.instance_type == *instance_type)
+                    .then(|| sh.offerings.iter().position(|o| o.zone == *zone && o.capacity_type == *capacity_type))
+                    .flatten()
+                    .map(|oi| Bin::New { shape: si, offering: oi })
+            }),
+        };
+        let Some(bin) = bin else { continue };
+        let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
+        for (pod, n) in &s.pods {
+            if let Some(&k) = class_of.get(pod.as_str()) {
+                *counts.entry(k).or_default() += n;
+            }
+        }
+        if counts.is_empty() {
+            continue;
+        }
+        let (labels, taints, base) = match bin {
+            Bin::Existing(e) => (&p.existing[e].labels, &p.existing[e].taints, 0.0),
+            Bin::New { shape, offering } => (&p.offering(shape, offering).labels, &p.shapes[shape].taints, p.offering(shape, offering).cost),
+        };
+        let cost = base + counts.iter().map(|(&k, &n)| f64::from(n) * p.preference_penalty(k, labels, taints)).sum::<f64>();
+        out.push((Column { bin, counts: counts.into_iter().collect(), cost }, s.copies));
+    }
+    out
 }

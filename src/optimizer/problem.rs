@@ -75,6 +75,9 @@ pub struct ExistingNode {
     pub ports: Vec<HostPort>,
     pub pool: Option<usize>,
     pub price: f64,
+    /// What using this node costs in the objective: 0 for a node that stays whatever the plan, its
+    /// price when the question is whether to keep it (disruption's bounds).
+    pub keep_cost: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -330,6 +333,7 @@ fn existing_nodes(snapshot: &ClusterSnapshot, dims: &[String], catalog: &Catalog
                 ports,
                 pool: n.nodepool().and_then(|np| pools.iter().position(|p| p.name == np)),
                 price: node_price(n, catalog),
+                keep_cost: 0.0,
             }
         })
         .collect();

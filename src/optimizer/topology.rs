@@ -81,6 +81,8 @@ fn pseudo_pod(c: &PodConstraints) -> Pod {
         deletion_cost: 0,
         do_not_disrupt: None,
         created: None,
+        started: None,
+        mirror: false,
     }
 }
 

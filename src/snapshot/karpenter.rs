@@ -11,6 +11,9 @@ use serde::{Deserialize, Deserializer};
 
 use crate::domain::{KubeletSettings, Labels, NodeClaim, NodeClass, Quantity, Requirement, Resources, NODEPOOL};
 
+/// Karpenter's annotation holding a NodePool template's hash, on the NodePool and on its NodeClaims.
+pub(crate) const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
+
 use super::convert::{is_percentage, requirement, resources, FieldError, FieldResult};
 
 /// A scalar read as text. CRD fields typed int-or-string (`limits: {cpu: 1000}`) keep YAML
@@ -52,6 +55,8 @@ impl<'de> Deserialize<'de> for Text {
 pub(crate) struct Meta {
     pub name: Option<String>,
     pub labels: Option<Labels>,
+    pub annotations: Option<Labels>,
+    pub creation_timestamp: Option<String>,
     /// Only presence matters.
     pub deletion_timestamp: Option<IgnoredAny>,
 }
@@ -157,6 +162,15 @@ pub(crate) struct NodeClaimObject {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NodeClaimSpec {
     pub requirements: Option<Vec<RequirementSpec>>,
+    pub expire_after: Option<Text>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -167,6 +181,8 @@ pub(crate) struct NodeClaimStatus {
     pub provider_id: Option<String>,
     pub capacity: Option<QuantityMap>,
     pub allocatable: Option<QuantityMap>,
+    pub conditions: Option<Vec<Condition>>,
+    pub last_pod_event_time: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -213,7 +229,19 @@ pub(crate) fn convert_node_claim(obj: NodeClaimObject) -> FieldResult<NodeClaim>
     let labels = obj.metadata.labels.unwrap_or_default();
     let spec_reqs = obj.spec.as_ref().and_then(|s| s.requirements.as_deref());
     let status = obj.status.unwrap_or_default();
+    let condition = |t: &str| status.conditions.iter().flatten().any(|c| c.type_ == t && c.status == "True");
+    let (initialized, drifted) = (condition("Initialized"), condition("Drifted"));
+    let expire_after = obj.spec.as_ref().and_then(|s| s.expire_after.as_ref()).map(|t| t.0.clone());
+    if let Some(e) = expire_after.as_ref().filter(|e| !super::convert::is_karpenter_duration(e)) {
+        return Err(FieldError::new("spec.expireAfter", format!("malformed duration {e:?}")));
+    }
     Ok(NodeClaim {
+        initialized,
+        drifted,
+        expire_after,
+        created: obj.metadata.creation_timestamp.clone(),
+        last_pod_event: status.last_pod_event_time.clone(),
+        nodepool_hash: obj.metadata.annotations.as_ref().and_then(|a| a.get(NODEPOOL_HASH)).cloned(),
         name,
         nodepool: labels.get(NODEPOOL).cloned(),
         requirements: requirements(spec_reqs, "spec.requirements")?,

@@ -31,6 +31,7 @@ pub(crate) fn convert_node(node: core::Node) -> FieldResult<Node> {
         provider_id: spec.and_then(|s| s.provider_id.clone()).filter(|p| !p.is_empty()),
         created: meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
         annotations: meta.annotations.clone().unwrap_or_default(),
+        deleting: meta.deletion_timestamp.is_some(),
     })
 }
 

@@ -33,6 +33,7 @@ pub(crate) fn convert_nodepool(obj: NodePoolObject) -> FieldResult<NodePool> {
         node_class: tspec.node_class_ref.and_then(|r| r.name).filter(|n| !n.is_empty()),
         expire_after: Some(expire_after),
         disruption: disruption(spec.disruption.unwrap_or_default())?,
+        hash: obj.metadata.annotations.as_ref().and_then(|a| a.get(super::karpenter::NODEPOOL_HASH)).cloned(),
     })
 }
 

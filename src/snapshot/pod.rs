@@ -15,6 +15,7 @@ use super::scheduling;
 
 pub(crate) const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 pub(crate) const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+const MIRROR: &str = "kubernetes.io/config.mirror";
 
 /// Converts a v1 Pod.
 pub(crate) fn convert_pod(pod: core::Pod) -> FieldResult<Pod> {
@@ -42,6 +43,8 @@ pub(crate) fn convert_pod(pod: core::Pod) -> FieldResult<Pod> {
         deletion_cost: deletion_cost(annotations)?,
         do_not_disrupt: annotations.and_then(|a| a.get(DO_NOT_DISRUPT)).cloned(),
         created: meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+        started: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.to_string()),
+        mirror: annotations.is_some_and(|a| a.contains_key(MIRROR)),
     })
 }
 

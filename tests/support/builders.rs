@@ -210,6 +210,8 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
         deletion_cost: 0,
         do_not_disrupt: None,
         created: None,
+        started: None,
+        mirror: false,
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod bound;
 pub mod columns;
 pub mod dump;
+pub mod farley;
 pub mod master;
 pub mod primal;
 
@@ -66,7 +67,7 @@ pub fn bins(p: &Problem) -> Vec<BinInfo> {
             .map(|k| (k, p.preference_penalty(k, &n.labels, &n.taints)))
             .collect();
         if !classes.is_empty() {
-            out.push(BinInfo { bin: Bin::Existing(e), room: n.free.clone(), cost: 0.0, labels: n.labels.clone(), classes });
+            out.push(BinInfo { bin: Bin::Existing(e), room: n.free.clone(), cost: n.keep_cost, labels: n.labels.clone(), classes });
         }
     }
     let mut by_offering: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
@@ -187,6 +188,25 @@ pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f6
     model.set_option("threads", settings.threads.max(1) as i32);
     model.set_option("random_seed", 0);
     model.set_option("time_limit", seconds.max(0.05));
+}
+
+/// Column generation alone, for callers that only want the patterns and the LP's bound (the
+/// disruption model, the disruption bound): (patterns, certified bound if any).
+pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(Vec<Column>, Option<f64>), String> {
+    let start = Instant::now();
+    let rules = NodeRules::build(p);
+    let bins = bins(p);
+    let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
+    let master = Master::build(p, demand, &bins);
+    let mut columns = seed_columns(p, &rules, &bins, greedy);
+    for c in pure_columns(p, &rules, &bins, demand) {
+        if !columns.iter().any(|d| d.bin == c.bin && d.counts == c.counts) {
+            columns.push(c);
+        }
+    }
+    let mut notes = Vec::new();
+    let (cg, _) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes)?;
+    Ok((columns, cg.bound))
 }
 
 /// Column generation then the integer solve.
@@ -423,7 +443,9 @@ fn generate(
             if !found.is_empty() {
                 notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
             }
-            let bound = certified.then_some(objective);
+            // without a proof of convergence, Farley's ratio still certifies a (weaker) bound
+            let bound = if certified { Some(objective) } else { farley::ratio(p, rules, master, bins, &duals, &demand, |b, values| exact_gain(p, rules, b, values, &demand)).map(|r| objective / r) };
+            tracing::debug!(certified, objective, bound, "column generation bound");
             return Ok((Generated { slowest_lp, duals, iterations, values, objective, bound, timed_out: out_of_time && !found.is_empty() }, solved.into()));
         }
         last = Some(Generated { slowest_lp, duals: duals.clone(), iterations, values, objective, bound: None, timed_out: true });
@@ -441,8 +463,11 @@ fn generate(
 
 /// Per class, the cheapest bin that could take one of its pods (a little more, so placing wins ties).
 fn single_pod_costs(p: &Problem, bins: &[BinInfo]) -> Vec<f64> {
+    // existing nodes that stay anyway cost nothing, but their room is limited: pricing a pod at 0
+    // would let the LP leave every such pod "unplaced" for free and starve the pricing; only bins
+    // that cost something per node say what a pod alone costs
     let mut best = vec![f64::INFINITY; p.classes.len()];
-    for b in bins {
+    for b in bins.iter().filter(|b| b.cost > 0.0) {
         for &(k, pen) in &b.classes {
             best[k] = best[k].min(b.cost + pen);
         }
@@ -478,6 +503,23 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
     best.into_iter().flatten().map(|(_, c)| c).collect()
 }
 
+/// The most a pattern of `b` collects under `values`, when the exact knapsack settles it.
+fn exact_gain(p: &Problem, rules: &NodeRules, b: &BinInfo, values: &[f64], limit: &[u32]) -> Option<f64> {
+    let counts = columns::pack_exact(p, rules, b, values, limit, &existing_host(p, rules, b), FARLEY_EXACT_NODES)?;
+    Some(counts.iter().map(|&(k, n)| values[k].max(0.0) * f64::from(n)).sum())
+}
+
+fn existing_host(p: &Problem, rules: &NodeRules, b: &BinInfo) -> Vec<(usize, i64)> {
+    match b.bin {
+        Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
+        Bin::New { .. } => vec![],
+    }
+}
+
+/// Search nodes the Farley ratio's exact knapsack may spend per bin: it runs on every bin once, at
+/// the end, so it gets a tenth of the pricer's budget (the relaxations stand in when it gives up).
+const FARLEY_EXACT_NODES: usize = 2_000;
+
 /// Search nodes the exact pricer may spend per bin before giving up on proving its answer.
 const EXACT_PRICING_NODES: usize = 20_000;
 
@@ -486,10 +528,7 @@ const EXACT_PRICING_NODES: usize = 20_000;
 /// its node budget does not settle the bin.
 fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], exact: bool, unsettled: &mut bool) -> Option<(f64, Column)> {
     let values = master.pod_values(p, b, duals);
-    let existing_host: Vec<(usize, i64)> = match b.bin {
-        Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
-        Bin::New { .. } => vec![],
-    };
+    let existing_host = existing_host(p, rules, b);
     let counts = if exact {
         let settled = columns::pack_exact(p, rules, b, &values, limit, &existing_host, EXACT_PRICING_NODES);
         *unsettled |= settled.is_none();

@@ -1,0 +1,184 @@
+//! `joiner bench-disruption`: the scale-in benchmark (`joiner::scalein`) against the bundled catalog,
+//! joiner's MILP consolidation (one decision) and Karpenter's baseline (passes to a fixpoint) in the
+//! same run, as one table of cluster cost, lower bound, decision time and evictions, or as JSON.
+//! The clock is fixed at `joiner::scalein::NOW` so every run decides on the same inputs.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde::Serialize;
+
+use joiner::catalog::Catalog;
+use joiner::disruption::{self, baseline, timing, DisruptionSettings, DisruptionStrategy};
+use joiner::optimizer::problem::node_price;
+
+use super::solve_cmd::Output;
+
+#[derive(Debug, Args)]
+pub struct BenchDisruptionArgs {
+    /// Running nodes before consolidation.
+    #[arg(long, default_value_t = 500)]
+    pub nodes: usize,
+    /// Deployment pods left running after the load drop.
+    #[arg(long, default_value_t = 5000)]
+    pub pods: usize,
+    /// Fraction of the pods the drop removed: pods before = pods / (1 - drop).
+    #[arg(long, default_value_t = 0.6)]
+    pub drop: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Limit for each decision, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub time_limit: f64,
+    /// Baseline passes at most.
+    #[arg(long, default_value_t = 50)]
+    pub max_rounds: usize,
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: Output,
+}
+
+/// The benchmark's outcome, one field per table cell.
+#[derive(Debug, Serialize)]
+struct Report {
+    nodes: usize,
+    pods_after: usize,
+    drop: f64,
+    seed: u64,
+    now: String,
+    time_limit_s: f64,
+    nodes_before: usize,
+    cost_before_per_hour: f64,
+    joiner: Side,
+    baseline: Side,
+    /// joiner cost after / baseline cost after.
+    cost_ratio: f64,
+    /// joiner evictions / baseline evictions.
+    evictions_ratio: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Side {
+    nodes_after: usize,
+    cost_after_per_hour: f64,
+    /// Certified lower bound of the MILP's decision (joiner only).
+    lower_bound: Option<f64>,
+    /// (cost after - lower bound) / cost after (joiner only).
+    gap: Option<f64>,
+    seconds: f64,
+    rounds: usize,
+    pods_evicted: usize,
+    nodes_deleted: usize,
+    nodes_launched: usize,
+    status: String,
+}
+
+pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(args.nodes > 0, "--nodes must be at least 1");
+    anyhow::ensure!(args.drop.is_finite() && (0.0..=0.95).contains(&args.drop), "--drop must be in [0, 0.95]");
+    anyhow::ensure!(args.time_limit.is_finite() && args.time_limit > 0.0, "--time-limit must be a positive number of seconds");
+    anyhow::ensure!(args.max_rounds > 0, "--max-rounds must be at least 1");
+    let catalog = Catalog::bundled("us-east-1")?;
+    let snapshot = joiner::scalein::scale_in(args.nodes, args.pods, args.drop, args.seed, &catalog);
+    let running = snapshot.pods.iter().filter(|p| !p.is_daemonset_pod()).count();
+    anyhow::ensure!(
+        snapshot.nodes.len() == args.nodes && running == args.pods,
+        "{} nodes cannot hold {:.0} pods before the drop ({} nodes, {running} pods built); lower --pods or --drop",
+        args.nodes,
+        args.pods as f64 / (1.0 - args.drop),
+        snapshot.nodes.len()
+    );
+    let cost = |s: &joiner::domain::ClusterSnapshot| (s.nodes.iter().map(|n| node_price(n, &catalog)).sum::<f64>() * 1e6).round() / 1e6;
+    let mut settings = DisruptionSettings::new(timing::parse_timestamp(joiner::scalein::NOW)?);
+    settings.time_limit = Duration::from_secs_f64(args.time_limit);
+
+    let t = Instant::now();
+    let plan = disruption::consolidate(&snapshot, &catalog, &settings)?;
+    let joiner_s = t.elapsed().as_secs_f64();
+    let launched: usize = plan.actions.iter().map(|a| a.launch.len()).sum();
+    let joiner = Side {
+        nodes_after: snapshot.nodes.len() - plan.deleted_nodes() + launched,
+        cost_after_per_hour: plan.cost_after_per_hour,
+        lower_bound: Some(plan.lower_bound),
+        gap: Some((plan.cost_after_per_hour - plan.lower_bound) / plan.cost_after_per_hour.max(1e-9)),
+        seconds: joiner_s,
+        rounds: 1,
+        pods_evicted: plan.evictions(),
+        nodes_deleted: plan.deleted_nodes(),
+        nodes_launched: launched,
+        status: plan.solver.status.clone(),
+    };
+
+    settings.strategy = DisruptionStrategy::Baseline;
+    let t = Instant::now();
+    let (after, plans) = baseline::run_to_fixpoint(&snapshot, &catalog, &settings, args.max_rounds)?;
+    let baseline_s = t.elapsed().as_secs_f64();
+    let baseline = Side {
+        nodes_after: after.nodes.len(),
+        cost_after_per_hour: cost(&after),
+        lower_bound: None,
+        gap: None,
+        seconds: baseline_s,
+        rounds: plans.len(),
+        pods_evicted: plans.iter().map(|p| p.evictions()).sum(),
+        nodes_deleted: plans.iter().map(|p| p.deleted_nodes()).sum(),
+        nodes_launched: plans.iter().flat_map(|p| &p.actions).map(|a| a.launch.len()).sum(),
+        status: if plans.len() >= args.max_rounds { "max-rounds".into() } else { "fixpoint".into() },
+    };
+    let report = Report {
+        nodes: args.nodes,
+        pods_after: args.pods,
+        drop: args.drop,
+        seed: args.seed,
+        now: joiner::scalein::NOW.into(),
+        time_limit_s: args.time_limit,
+        nodes_before: snapshot.nodes.len(),
+        cost_before_per_hour: cost(&snapshot),
+        cost_ratio: joiner.cost_after_per_hour / baseline.cost_after_per_hour.max(1e-9),
+        evictions_ratio: joiner.pods_evicted as f64 / (baseline.pods_evicted.max(1)) as f64,
+        joiner,
+        baseline,
+    };
+    let mut out = std::io::stdout().lock();
+    match args.output {
+        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Output::Table => write!(out, "{}", table(&report))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report as one table: a row per measure, joiner and the baseline side by side.
+fn table(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let w = &mut s;
+    let pods_before = (r.pods_after as f64 / (1.0 - r.drop)).round();
+    let _ = writeln!(
+        w,
+        "scale-in: {} nodes, {pods_before:.0} -> {} deployment pods (drop {:.2}), seed {}, us-east-1, now {}, time limit {}s",
+        r.nodes, r.pods_after, r.drop, r.seed, r.now, r.time_limit_s
+    );
+    let (j, b) = (&r.joiner, &r.baseline);
+    let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    let per_saved = |side: &Side| side.pods_evicted as f64 / (r.cost_before_per_hour - side.cost_after_per_hour).max(1e-9);
+    let rows: [(&str, String, String, String); 12] = [
+        ("nodes before", r.nodes_before.to_string(), r.nodes_before.to_string(), String::new()),
+        ("nodes after", j.nodes_after.to_string(), b.nodes_after.to_string(), format!("{:.3}", j.nodes_after as f64 / b.nodes_after.max(1) as f64)),
+        ("cost before $/h", format!("{:.4}", r.cost_before_per_hour), format!("{:.4}", r.cost_before_per_hour), String::new()),
+        ("cost after $/h", format!("{:.4}", j.cost_after_per_hour), format!("{:.4}", b.cost_after_per_hour), format!("{:.3}", r.cost_ratio)),
+        ("lower bound $/h", opt(j.lower_bound, 4), opt(b.lower_bound, 4), String::new()),
+        ("gap (after-bound)/after", opt(j.gap.map(|g| g * 100.0), 2) + "%", "-".into(), String::new()),
+        ("decision seconds", format!("{:.3}", j.seconds), format!("{:.3}", b.seconds), format!("{:.3}", j.seconds / b.seconds.max(1e-9))),
+        ("rounds", j.rounds.to_string(), b.rounds.to_string(), String::new()),
+        ("pods evicted", j.pods_evicted.to_string(), b.pods_evicted.to_string(), format!("{:.3}", r.evictions_ratio)),
+        ("evictions per $/h saved", format!("{:.2}", per_saved(j)), format!("{:.2}", per_saved(b)), format!("{:.3}", per_saved(j) / per_saved(b).max(1e-9))),
+        ("nodes deleted / launched", format!("{} / {}", j.nodes_deleted, j.nodes_launched), format!("{} / {}", b.nodes_deleted, b.nodes_launched), String::new()),
+        ("status", j.status.clone(), b.status.clone(), String::new()),
+    ];
+    let _ = writeln!(w, "{:<26} {:>14} {:>14} {:>16}", "", "joiner (milp)", "baseline", "joiner/baseline");
+    for (name, a, c, ratio) in rows {
+        let _ = writeln!(w, "{name:<26} {a:>14} {c:>14} {ratio:>16}");
+    }
+    s
+}

@@ -1,0 +1,357 @@
+//! The MILP strategy end to end: the selection model picks the removals, the provisioning core plans
+//! the cluster they leave (re-checking every scheduling rule, and keeping a node whose pods would
+//! find no place), and the plan is cut into independent actions — nodes that share a replacement
+//! belong to one action. Actions that save less than `minSavings`, or replace spot with spot
+//! without enough cheaper spot types, are dropped. The lower bound is the aggregated provisioning
+//! bound over every candidate's pods with every candidate an optional, priced bin.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use crate::catalog::{CapacityType, Catalog};
+use crate::domain::ClusterSnapshot;
+use crate::optimizer::milp::{self, bins, bound};
+use crate::optimizer::state::State;
+use crate::optimizer::greedy;
+use crate::optimizer::problem::Problem;
+use crate::optimizer::{solve_seeded, NewNode, Plan, SeedNode, Strategy};
+
+use super::candidates::{allowed_disruptions, NodeInfo};
+use super::edit::without_nodes;
+use super::model::{self, Limits, Selection};
+use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, Move};
+use super::{cluster_cost, round6, unbound_on, without_pending, DisruptionError, DisruptionSettings, Reason, Triage};
+
+pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings, t: &Triage<'_>, start: Instant) -> Result<DisruptionPlan, DisruptionError> {
+    let budget = settings.time_limit.as_secs_f64();
+    let base = without_pending(snapshot);
+    let mut notes = Vec::new();
+    let pending = snapshot.pods.len() - base.pods.len();
+    if pending > 0 {
+        notes.push(format!("{pending} pending pods left to the provisioner"));
+    }
+    let mut forced: BTreeMap<String, Reason> = t.forced.iter().map(|(n, r)| (n.name.clone(), *r)).collect();
+    let home = home_of(snapshot, t.cands.nodes.iter().filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)));
+    let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.6, &mut notes);
+    let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
+    let seed = selection.as_ref().map(|s| s.seed.clone()).unwrap_or_default();
+    let mut blocked = t.blocked.clone();
+    // the provisioning core plans the cluster the removals leave; a node whose pods find no place
+    // stays, and so do the nodes of an action that does not pay, after which the rest is re-planned
+    // (their instance types come back into the catalog)
+    let mut actions;
+    loop {
+        let after_plan = replan(&base, catalog, settings, t, &home, &mut forced, &mut remove, &mut blocked, &seed, budget, start)?;
+        let reasons: BTreeMap<&str, Reason> =
+            forced.iter().map(|(n, r)| (n.as_str(), *r)).chain(remove.iter().map(|n| (n.as_str(), Reason::Underutilized))).collect();
+        actions = split(&after_plan, &home, &reasons, t, &mut notes);
+        let refused: Vec<String> = actions.iter().filter(|a| !worth_it(a, t, settings, &snapshot.weights, &mut blocked)).flat_map(|a| a.delete.clone()).collect();
+        if refused.is_empty() {
+            break;
+        }
+        for n in &refused {
+            remove.remove(n);
+        }
+    }
+    let cost_before = cluster_cost(snapshot, catalog);
+    let savings: f64 = actions.iter().map(|a| a.savings_per_hour).sum();
+    let lower_bound = lower_bound(&base, catalog, t, &forced, settings, (budget - start.elapsed().as_secs_f64()).max(budget * 0.1), &mut notes);
+    blocked.sort();
+    blocked.dedup();
+    let mut budgets = t.budgets.clone();
+    for a in &actions {
+        for node in &a.delete {
+            let pool = t.cands.find(node).map(|n| n.pool.as_str());
+            let reason = if a.reason == Reason::Expired { continue } else { a.reason };
+            if let Some(b) = budgets.iter_mut().find(|b| Some(b.nodepool.as_str()) == pool && b.reason == reason) {
+                b.planned += 1;
+            }
+        }
+    }
+    let (status, mip_gap, variables, constraints, classes) = match &selection {
+        Some(s) => (s.status.clone(), s.mip_gap, s.variables, s.constraints, s.classes),
+        None if t.open.is_empty() && t.forced.is_empty() => ("no-candidates".to_string(), None, 0, 0, 0),
+        None => ("feasible".to_string(), None, 0, 0, 0),
+    };
+    Ok(DisruptionPlan {
+        cost_before_per_hour: round6(cost_before),
+        cost_after_per_hour: round6(cost_before - savings),
+        savings_per_hour: round6(savings),
+        disruption_cost: round6(actions.iter().map(|a| a.disruption_cost).sum()),
+        lower_bound: (lower_bound.min(cost_before) * 1e6).floor() / 1e6,
+        actions,
+        blocked,
+        budgets,
+        fingerprint: String::new(),
+        solver: DisruptionReport {
+            status,
+            strategy: "milp".into(),
+            seconds: start.elapsed().as_secs_f64(),
+            candidates: t.open.len(),
+            pod_classes: classes,
+            variables,
+            constraints,
+            mip_gap,
+            notes,
+        },
+    })
+}
+
+/// Plans the cluster without the forced and removed nodes, keeping (and blocking) every node whose
+/// pods would find no place, until all displaced pods are placed.
+#[allow(clippy::too_many_arguments)]
+fn replan(
+    base: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &DisruptionSettings,
+    t: &Triage<'_>,
+    home: &BTreeMap<String, String>,
+    forced: &mut BTreeMap<String, Reason>,
+    remove: &mut BTreeSet<String>,
+    blocked: &mut Vec<Blocked>,
+    seed: &[SeedNode],
+    budget: f64,
+    start: Instant,
+) -> Result<Plan, DisruptionError> {
+    loop {
+        let gone: BTreeSet<String> = forced.keys().chain(remove.iter()).cloned().collect();
+        let after = without_nodes(base, &gone);
+        let types: BTreeSet<&str> = t.cands.nodes.iter().filter(|n| remove.contains(&n.name)).map(|n| n.instance_type.as_str()).collect();
+        let cat = without_types(catalog, &types);
+        let left = (budget * 0.8 - start.elapsed().as_secs_f64()).max(budget * 0.1);
+        let plan = solve_seeded(&after, &cat, &settings.solve(left, Strategy::Milp), seed)?.plan;
+        let mut changed = false;
+        for u in &plan.unschedulable {
+            let Some(node) = home.get(&u.pod) else { continue };
+            let drifted = forced.get(node) == Some(&Reason::Drifted);
+            if remove.remove(node) || (drifted && forced.remove(node).is_some()) {
+                blocked.push(Blocked { node: node.clone(), reason: format!("pod {} cannot be rescheduled: {}", u.pod, u.message) });
+                changed = true;
+            }
+        }
+        if !changed {
+            return Ok(plan);
+        }
+    }
+}
+
+/// Each reschedulable pod of `nodes`, keyed by pod, with its node.
+pub(crate) fn home_of<'a>(snapshot: &ClusterSnapshot, nodes: impl Iterator<Item = &'a NodeInfo>) -> BTreeMap<String, String> {
+    nodes.flat_map(|n| n.pods.iter().map(move |&p| (snapshot.pods[p].key(), n.name.clone()))).collect()
+}
+
+pub(crate) fn without_types(catalog: &Catalog, types: &BTreeSet<&str>) -> Catalog {
+    let mut out = catalog.clone();
+    out.instance_types.retain(|it| !types.contains(it.name.as_str()));
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn select(
+    base: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &DisruptionSettings,
+    t: &Triage<'_>,
+    forced: &BTreeMap<String, Reason>,
+    home: &BTreeMap<String, String>,
+    seconds: f64,
+    notes: &mut Vec<String>,
+) -> Option<Selection> {
+    if t.open.is_empty() {
+        return None;
+    }
+    let forced_names: BTreeSet<String> = forced.keys().cloned().collect();
+    let open: BTreeSet<String> = t.open.iter().map(|n| n.name.clone()).collect();
+    let without_forced = without_nodes(base, &forced_names);
+    let keep = unbound_on(&without_forced, &open);
+    let gone = without_nodes(&without_forced, &open);
+    // evictions the forced removals already take from each PodDisruptionBudget
+    let mut pdb_allowed = BTreeMap::new();
+    for (b, pdb) in base.pdbs.iter().enumerate() {
+        let forced_hits = base
+            .pods
+            .iter()
+            .filter(|p| p.namespace == pdb.namespace && pdb.selector.matches(&p.labels))
+            .filter(|p| home.get(&p.key()).is_some_and(|n| forced.contains_key(n)))
+            .count();
+        pdb_allowed.insert(b, allowed_disruptions(base, pdb).saturating_sub(forced_hits));
+    }
+    let open_home: BTreeMap<String, String> = home.iter().filter(|(_, n)| open.contains(*n)).map(|(p, n)| (p.clone(), n.clone())).collect();
+    let limits = Limits { budget: &t.underutilized, pdb_allowed: &pdb_allowed, settings: &settings.solve(seconds, Strategy::Milp) };
+    match model::select(&keep, &gone, catalog, &t.open, &open_home, &limits) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            notes.push(format!("selection model failed, nothing consolidated: {e}"));
+            None
+        }
+    }
+}
+
+/// Cuts the plan of the cluster after into actions: removed nodes that share a launched node form
+/// one action; empty removals form one Empty action.
+fn split(after: &Plan, home: &BTreeMap<String, String>, reasons: &BTreeMap<&str, Reason>, t: &Triage<'_>, notes: &mut Vec<String>) -> Vec<Action> {
+    let mut dest: BTreeMap<&str, &str> = BTreeMap::new();
+    for n in &after.nodes {
+        dest.extend(n.pods.iter().map(|p| (p.as_str(), n.id.as_str())));
+    }
+    for e in &after.existing {
+        dest.extend(e.pods.iter().map(|p| (p.as_str(), e.node.as_str())));
+    }
+    let launched: BTreeMap<&str, &NewNode> = after.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
+    // union-find over removed nodes, joined through the launched nodes their pods go to
+    let names: Vec<&str> = reasons.keys().copied().collect();
+    let mut parent: Vec<usize> = (0..names.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut owner_of_launch: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut moves: Vec<Vec<Move>> = vec![Vec::new(); names.len()];
+    for (pod, node) in home {
+        let Ok(i) = names.binary_search(&node.as_str()) else { continue };
+        // only an expired node's pod can be without a place (forceful): it goes back to pending
+        let Some(&to) = dest.get(pod.as_str()) else {
+            notes.push(format!("pod {pod} on expired node {node} has no place and will be pending"));
+            continue;
+        };
+        moves[i].push(Move { pod: pod.clone(), from: node.clone(), to: to.to_string() });
+        if launched.contains_key(to) {
+            let j = *owner_of_launch.entry(to).or_insert(i);
+            let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+            parent[a] = b;
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..names.len() {
+        groups.entry(root(&mut parent, i)).or_default().push(i);
+    }
+    let price = |n: &str| t.cands.find(n).map_or(0.0, |c| c.price);
+    let cost = |n: &str| t.cands.find(n).map_or(0.0, |c| c.disruption_cost);
+    let mut actions = Vec::new();
+    let mut empties = Vec::new();
+    for members in groups.into_values() {
+        let delete: Vec<String> = members.iter().map(|&i| names[i].to_string()).collect();
+        if members.iter().all(|&i| reasons[names[i]] == Reason::Empty) {
+            empties.extend(delete);
+            continue;
+        }
+        let mut launch: Vec<NewNode> = owner_of_launch.iter().filter(|(_, &i)| members.contains(&root(&mut parent, i))).map(|(id, _)| launched[id].clone()).collect();
+        launch.sort_by(|a, b| a.id.cmp(&b.id));
+        let reason = members.iter().map(|&i| reasons[names[i]]).max_by_key(|r| rank(*r)).unwrap_or(Reason::Underutilized);
+        let mut mv: Vec<Move> = members.iter().flat_map(|&i| moves[i].clone()).collect();
+        mv.sort();
+        actions.push(Action {
+            reason,
+            savings_per_hour: round6(delete.iter().map(|n| price(n)).sum::<f64>() - launch.iter().map(|n| n.price).sum::<f64>()),
+            disruption_cost: round6(delete.iter().map(|n| cost(n)).sum()),
+            delete,
+            launch,
+            moves: mv,
+        });
+    }
+    if !empties.is_empty() {
+        empties.sort();
+        actions.insert(0, Action {
+            reason: Reason::Empty,
+            savings_per_hour: round6(empties.iter().map(|n| price(n)).sum()),
+            disruption_cost: round6(empties.iter().map(|n| cost(n)).sum()),
+            delete: empties,
+            launch: vec![],
+            moves: vec![],
+        });
+    }
+    actions
+}
+
+fn rank(r: Reason) -> u8 {
+    match r {
+        Reason::Expired => 3,
+        Reason::Drifted => 2,
+        Reason::Underutilized => 1,
+        Reason::Empty => 0,
+    }
+}
+
+/// Consolidation actions must pay: at least `minSavings`, and a spot node goes to spot capacity only
+/// with enough cheaper spot types to choose from. Forced actions always stand.
+fn worth_it(a: &Action, t: &Triage<'_>, settings: &DisruptionSettings, w: &crate::domain::CostWeights, blocked: &mut Vec<Blocked>) -> bool {
+    if a.reason != Reason::Underutilized {
+        return true;
+    }
+    let mut refuse = |why: String| {
+        blocked.extend(a.delete.iter().map(|n| Blocked { node: n.clone(), reason: why.clone() }));
+        false
+    };
+    if a.savings_per_hour < w.min_savings {
+        return refuse(format!("replacing it saves ${:.4}/h, below minSavings ${}/h", a.savings_per_hour, w.min_savings));
+    }
+    let all_spot = a.delete.iter().all(|n| t.cands.find(n).is_some_and(|c| c.spot));
+    let removed: f64 = a.delete.iter().filter_map(|n| t.cands.find(n)).map(|c| c.price).sum();
+    for l in a.launch.iter().filter(|l| all_spot && l.capacity_type == CapacityType::Spot) {
+        let types: BTreeSet<&str> = std::iter::once((l.instance_type.as_str(), l.price))
+            .chain(l.fallbacks.iter().filter(|f| f.capacity_type == CapacityType::Spot).map(|f| (f.instance_type.as_str(), f.price)))
+            .filter(|(_, p)| *p < removed)
+            .map(|(n, _)| n)
+            .collect();
+        if types.len() < settings.spot_to_spot_min_types {
+            return refuse(format!("spot-to-spot replacement needs {} cheaper spot types, found {}", settings.spot_to_spot_min_types, types.len()));
+        }
+    }
+    true
+}
+
+/// Fixed nodes' prices plus a bound over every consolidation candidate's and forced node's pods,
+/// where each candidate is an optional bin at its price and new offerings are open at their price
+/// (no spot-risk surcharge, no preference penalties: this bounds dollars, not the objective). The
+/// larger of the aggregated LP and, when pricing proved it converged, the pattern LP.
+fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, forced: &BTreeMap<String, Reason>, settings: &DisruptionSettings, seconds: f64, notes: &mut Vec<String>) -> f64 {
+    let forced_names: BTreeSet<String> = forced.keys().cloned().collect();
+    let open: BTreeSet<String> = t.open.iter().map(|n| n.name.clone()).collect();
+    let snap = unbound_on(&without_nodes(base, &forced_names), &open);
+    let mut p = Problem::build(&snap, catalog);
+    for shape in &mut p.shapes {
+        for o in &mut shape.offerings {
+            o.cost = o.price;
+        }
+    }
+    p.weights.preferred_node_affinity = 0.0;
+    p.weights.prefer_no_schedule = 0.0;
+    p.weights.schedule_anyway_skew = 0.0;
+    p.weights.preferred_pod_affinity = 0.0;
+    p.weights.preferred_pod_anti_affinity = 0.0;
+    for n in &mut p.existing {
+        if open.contains(&n.name) {
+            n.keep_cost = n.price;
+        }
+    }
+    let fixed: f64 = snap.nodes.iter().filter(|n| !open.contains(&n.name)).map(|n| crate::optimizer::problem::node_price(n, catalog)).sum();
+    let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+    if demand.iter().all(|&d| d == 0) {
+        return fixed;
+    }
+    let start = Instant::now();
+    let mut best = match bound::lower_bound(&p, &bins(&p), &demand, seconds.max(1.0)) {
+        Ok(v) => v,
+        Err(e) => {
+            notes.push(format!("no aggregated bound: {e}"));
+            0.0
+        }
+    };
+    // the pattern LP, priced to convergence, is tighter: it keeps pods whole
+    let left = seconds - start.elapsed().as_secs_f64();
+    if left > 0.2 {
+        let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
+        let (greedy_state, _) = greedy::place_all(&p, State::new(&p), &todo);
+        if let Ok((_, Some(b))) = milp::columns_and_bound(&p, &settings.solve(left, Strategy::Milp), &greedy_state, &demand) {
+            let b = (b * (1.0 - 1e-7) - 1e-7 * (1.0 + p.total_pods() as f64)).max(0.0);
+            if b > best {
+                notes.push("lower bound from the pattern lp".into());
+                best = b;
+            }
+        }
+    }
+    fixed + best
+}

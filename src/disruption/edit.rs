@@ -1,0 +1,149 @@
+//! Snapshots edited the way carrying out a decision would change the cluster: nodes deleted (their
+//! pods pending again), new nodes registered (with their DaemonSet pods) and pods bound. The
+//! disruption model reasons about "the cluster after", the Karpenter baseline applies its commands
+//! one by one, and benchmarks replay plans, all through these functions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::Catalog;
+use crate::domain::labels::{tolerates_all, HOSTNAME, INSTANCE_TYPE};
+use crate::domain::{ClusterSnapshot, Node, NodeClaim, Pod, Quantity, Resources};
+use crate::optimizer::{NewNode, Plan};
+
+use super::plan::DisruptionPlan;
+
+/// The snapshot once `nodes` are gone: the nodes and their claims are removed, pods that would be
+/// rescheduled become pending (unbound), and the rest of their pods (DaemonSet, mirror) vanish.
+pub fn without_nodes(snapshot: &ClusterSnapshot, nodes: &BTreeSet<String>) -> ClusterSnapshot {
+    let mut out = snapshot.clone();
+    out.nodes.retain(|n| !nodes.contains(&n.name));
+    out.node_claims.retain(|c| c.node_name.as_ref().is_none_or(|n| !nodes.contains(n)));
+    out.pods.retain_mut(|p| match p.node_name.as_ref().filter(|n| nodes.contains(*n)) {
+        None => true,
+        Some(_) if p.is_reschedulable() => {
+            p.node_name = None;
+            true
+        }
+        Some(_) => false,
+    });
+    out
+}
+
+/// The snapshot once a provisioning plan is carried out: every new node is registered (named
+/// `{prefix}{id}`) with a NodeClaim and its DaemonSet pods, and every placed pod is bound.
+pub fn with_plan(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &Plan, prefix: &str, now: &str) -> ClusterSnapshot {
+    let mut out = snapshot.clone();
+    let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    for n in &plan.nodes {
+        let name = format!("{prefix}{}", n.id);
+        register(&mut out, catalog, n, &name, now);
+        names.insert(&n.id, name);
+    }
+    let mut target: BTreeMap<&str, &str> = BTreeMap::new();
+    for n in &plan.nodes {
+        target.extend(n.pods.iter().map(|p| (p.as_str(), names[n.id.as_str()].as_str())));
+    }
+    for e in &plan.existing {
+        target.extend(e.pods.iter().map(|p| (p.as_str(), e.node.as_str())));
+    }
+    bind(&mut out, &target);
+    out
+}
+
+/// The snapshot once every action of a disruption plan is carried out.
+pub fn with_disruption(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &DisruptionPlan, prefix: &str, now: &str) -> ClusterSnapshot {
+    let deleted: BTreeSet<String> = plan.actions.iter().flat_map(|a| a.delete.iter().cloned()).collect();
+    let mut out = without_nodes(snapshot, &deleted);
+    let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    for n in plan.actions.iter().flat_map(|a| &a.launch) {
+        let name = format!("{prefix}{}", n.id);
+        register(&mut out, catalog, n, &name, now);
+        names.insert(&n.id, name);
+    }
+    let mut target: BTreeMap<&str, &str> = BTreeMap::new();
+    for m in plan.actions.iter().flat_map(|a| &a.moves) {
+        target.insert(&m.pod, names.get(m.to.as_str()).map_or(m.to.as_str(), String::as_str));
+    }
+    bind(&mut out, &target);
+    out
+}
+
+fn bind(snapshot: &mut ClusterSnapshot, target: &BTreeMap<&str, &str>) {
+    for pod in &mut snapshot.pods {
+        if let Some(node) = target.get(pod.key().as_str()) {
+            pod.node_name = Some(node.to_string());
+        }
+    }
+}
+
+/// Adds a launched node as a ready, initialized Node with its NodeClaim and DaemonSet pods.
+fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &NewNode, name: &str, now: &str) {
+    let pool = snapshot.nodepools.iter().find(|p| p.name == n.nodepool);
+    let kubelet = pool.and_then(|p| snapshot.node_class(p.node_class.as_deref())).map(|c| c.kubelet.clone());
+    let it = catalog.instance_types.iter().find(|t| t.name == n.instance_type);
+    let capacity = it.map(|t| t.capacity(kubelet.as_ref())).unwrap_or_default();
+    let allocatable: Resources = match it {
+        Some(t) => t.allocatable(kubelet.as_ref()),
+        None => n.allocatable.iter().filter_map(|(k, v)| Quantity::parse(v).ok().map(|q| (k.clone(), q))).collect(),
+    };
+    let mut labels = n.labels.clone();
+    labels.insert(HOSTNAME.to_string(), name.to_string());
+    labels.insert(INSTANCE_TYPE.to_string(), n.instance_type.clone());
+    let taints = pool.map(|p| p.taints.clone()).unwrap_or_default();
+    for ds in &snapshot.daemonsets {
+        if ds.pod.node_matches(&labels) && tolerates_all(&ds.pod.tolerations, &taints) {
+            snapshot.pods.push(daemon_pod(ds, name));
+        }
+    }
+    snapshot.node_claims.push(NodeClaim {
+        name: name.to_string(),
+        nodepool: Some(n.nodepool.clone()),
+        labels: labels.clone(),
+        requirements: vec![],
+        node_name: Some(name.to_string()),
+        provider_id: None,
+        capacity: capacity.clone(),
+        allocatable: allocatable.clone(),
+        deleting: false,
+        created: Some(now.to_string()),
+        initialized: true,
+        drifted: false,
+        last_pod_event: Some(now.to_string()),
+        expire_after: None,
+        nodepool_hash: pool.and_then(|p| p.hash.clone()),
+    });
+    snapshot.nodes.push(Node {
+        name: name.to_string(),
+        labels,
+        taints,
+        capacity,
+        allocatable,
+        unschedulable: false,
+        ready: true,
+        provider_id: None,
+        created: Some(now.to_string()),
+        annotations: Default::default(),
+        deleting: false,
+    });
+}
+
+fn daemon_pod(ds: &crate::domain::DaemonSet, node: &str) -> Pod {
+    Pod {
+        namespace: ds.namespace.clone(),
+        name: format!("{}-{node}", ds.name),
+        uid: String::new(),
+        labels: ds.pod.labels.clone(),
+        constraints: ds.pod.clone(),
+        node_name: Some(node.to_string()),
+        terminal: false,
+        terminating: false,
+        owner_kind: Some("DaemonSet".into()),
+        owner_name: Some(ds.name.clone()),
+        priority: 0,
+        deletion_cost: 0,
+        do_not_disrupt: None,
+        created: None,
+        started: None,
+        mirror: false,
+    }
+}
