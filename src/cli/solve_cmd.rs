@@ -54,6 +54,7 @@ impl SolveArgs {
             gap: self.gap,
             threads: self.threads,
             max_fallbacks: self.max_fallbacks,
+            lower_bound: true,
         };
         s.validate()?;
         Ok(s)

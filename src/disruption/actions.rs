@@ -23,7 +23,8 @@ use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, Move};
 use super::{cluster_cost, round6, unbound_on, without_pending, DisruptionError, DisruptionSettings, Reason, Triage};
 
 pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings, t: &Triage<'_>, start: Instant) -> Result<DisruptionPlan, DisruptionError> {
-    let budget = settings.time_limit.as_secs_f64();
+    // a margin for what runs after the last timed phase (actions, fingerprint)
+    let budget = settings.time_limit.as_secs_f64() * 0.9;
     let base = without_pending(snapshot);
     let mut notes = Vec::new();
     let pending = snapshot.pods.len() - base.pods.len();
@@ -32,8 +33,11 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     }
     let mut forced: BTreeMap<String, Reason> = t.forced.iter().map(|(n, r)| (n.name.clone(), *r)).collect();
     let home = home_of(snapshot, t.cands.nodes.iter().filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)));
-    let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.6, &mut notes);
+    // the bound first: it needs a fixed share of the time, and depends only on the triage
+    let lower_bound = lower_bound(&base, catalog, t, settings, budget * 0.2, &mut notes);
+    let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.35, &mut notes);
     let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), "selection done");
     let seed = selection.as_ref().map(|s| s.seed.clone()).unwrap_or_default();
     let mut blocked = t.blocked.clone();
     // the provisioning core plans the cluster the removals leave; a node whose pods find no place
@@ -53,9 +57,9 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
             remove.remove(n);
         }
     }
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), actions = actions.len(), "re-solve done");
     let cost_before = cluster_cost(snapshot, catalog);
     let savings: f64 = actions.iter().map(|a| a.savings_per_hour).sum();
-    let lower_bound = lower_bound(&base, catalog, t, &forced, settings, (budget - start.elapsed().as_secs_f64()).max(budget * 0.1), &mut notes);
     blocked.sort();
     blocked.dedup();
     let mut budgets = t.budgets.clone();
@@ -118,7 +122,8 @@ fn replan(
         let after = without_nodes(base, &gone);
         let types: BTreeSet<&str> = t.cands.nodes.iter().filter(|n| remove.contains(&n.name)).map(|n| n.instance_type.as_str()).collect();
         let cat = without_types(catalog, &types);
-        let left = (budget * 0.8 - start.elapsed().as_secs_f64()).max(budget * 0.1);
+        // the re-solve spends about a third of its limit again on building, replaying and fallbacks
+        let left = ((budget - start.elapsed().as_secs_f64()) * 0.7).max(budget * 0.1);
         let plan = solve_seeded(&after, &cat, &settings.solve(left, Strategy::Milp), seed)?.plan;
         let mut changed = false;
         for u in &plan.unschedulable {
@@ -307,9 +312,12 @@ fn worth_it(a: &Action, t: &Triage<'_>, settings: &DisruptionSettings, w: &crate
 /// where each candidate is an optional bin at its price and new offerings are open at their price
 /// (no spot-risk surcharge, no preference penalties: this bounds dollars, not the objective). The
 /// larger of the aggregated LP and, when pricing proved it converged, the pattern LP.
-fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, forced: &BTreeMap<String, Reason>, settings: &DisruptionSettings, seconds: f64, notes: &mut Vec<String>) -> f64 {
-    let forced_names: BTreeSet<String> = forced.keys().cloned().collect();
-    let open: BTreeSet<String> = t.open.iter().map(|n| n.name.clone()).collect();
+fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, settings: &DisruptionSettings, seconds: f64, notes: &mut Vec<String>) -> f64 {
+    // only expiry removes a node for sure; an empty or drifted node may yet be kept, so it is an
+    // optional bin like any consolidation candidate
+    let forced_names: BTreeSet<String> = t.forced.iter().filter(|(_, r)| *r == Reason::Expired).map(|(n, _)| n.name.clone()).collect();
+    let open: BTreeSet<String> =
+        t.open.iter().map(|n| n.name.clone()).chain(t.forced.iter().filter(|(_, r)| *r != Reason::Expired).map(|(n, _)| n.name.clone())).collect();
     let snap = unbound_on(&without_nodes(base, &forced_names), &open);
     let mut p = Problem::build(&snap, catalog);
     for shape in &mut p.shapes {
@@ -333,7 +341,8 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, forced
         return fixed;
     }
     let start = Instant::now();
-    let mut best = match bound::lower_bound(&p, &bins(&p), &demand, seconds.max(1.0)) {
+    tracing::debug!(seconds, "bound problem built");
+    let mut best = match bound::lower_bound(&p, &bins(&p), &demand, seconds.max(0.3)) {
         Ok(v) => v,
         Err(e) => {
             notes.push(format!("no aggregated bound: {e}"));

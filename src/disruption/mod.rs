@@ -80,6 +80,8 @@ impl DisruptionSettings {
             gap: self.gap,
             threads: self.threads,
             max_fallbacks: self.max_fallbacks,
+            // disruption reports its own bound; the provisioning bound of a sub-problem is not needed
+            lower_bound: false,
         }
     }
 }

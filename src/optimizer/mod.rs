@@ -37,11 +37,14 @@ pub struct SolveSettings {
     pub threads: u32,
     /// How many fallback offerings each new node lists.
     pub max_fallbacks: usize,
+    /// Whether to compute the certified lower bound (callers that only want the placement, such as
+    /// the disruption re-solve and Karpenter's scheduling simulation, skip it).
+    pub lower_bound: bool,
 }
 
 impl Default for SolveSettings {
     fn default() -> Self {
-        SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs(10), gap: 0.01, threads: 1, max_fallbacks: 20 }
+        SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs(10), gap: 0.01, threads: 1, max_fallbacks: 20, lower_bound: true }
     }
 }
 
@@ -166,18 +169,22 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "plan chosen");
     let placed: Vec<u32> = (0..p.classes.len()).map(|k| state.placed_of(k) as u32).collect();
     let bins = model.as_ref().map_or_else(|| milp::bins(&p), |m| m.bins.clone());
-    let mut lower_bound = match milp::bound::lower_bound(&p, &bins, &placed, settings.time_limit.as_secs_f64().max(5.0)) {
-        Ok(b) => b,
-        Err(e) => {
-            notes.push(format!("no lower bound: {e}"));
-            0.0
+    let mut lower_bound = if !settings.lower_bound {
+        0.0
+    } else {
+        match milp::bound::lower_bound(&p, &bins, &placed, settings.time_limit.as_secs_f64().max(5.0)) {
+            Ok(b) => b,
+            Err(e) => {
+                notes.push(format!("no lower bound: {e}"));
+                0.0
+            }
         }
     };
     // the converged pattern LP bounds plans that place every pod of the model; it also charges
     // ScheduleAnyway skew, which the plan's objective does not, so it is not used when any applies.
     // Columns priced out at -1e-7 may each leave that much on the table: step down by it per pod.
     let soft_spread = p.topology.spreads.iter().any(|g| !g.hard);
-    if let Some(b) = lp_bound.filter(|_| left.is_empty() && !soft_spread) {
+    if let Some(b) = lp_bound.filter(|_| settings.lower_bound && left.is_empty() && !soft_spread) {
         let b = (b * (1.0 - 1e-7) - 1e-7 * (1.0 + p.total_pods() as f64)).max(0.0);
         if b > lower_bound {
             notes.push("lower bound from the pattern lp".into());
