@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{CapacityType, Catalog, InstanceType};
+use crate::workload::Rng;
 use crate::domain::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, OS, ZONE};
 use crate::domain::{
     Budget, ClusterSnapshot, DaemonSet, Disruption, LabelSelector, Labels, Node, NodeClaim, NodeClass, NodePool,
@@ -44,27 +45,12 @@ const NAMESPACE: &str = "default";
 /// The benchmark's fixed clock, RFC 3339: every time in the snapshot lies before it.
 pub const NOW: &str = "2026-11-30T12:00:00Z";
 
-/// SplitMix64: benchmarks need repeatability, not statistics.
-struct Rng(u64);
+/// Kubernetes' random pod-name suffix.
+trait Suffix {
+    fn suffix(&mut self, len: usize) -> String;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Kubernetes' random-suffix alphabet.
+impl Suffix for Rng {
     fn suffix(&mut self, len: usize) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         (0..len).map(|_| ALPHABET[self.below(ALPHABET.len())] as char).collect()
@@ -273,21 +259,10 @@ fn daemonset() -> DaemonSet {
 fn daemon_pod(ds: &DaemonSet, node: &str) -> Pod {
     Pod {
         namespace: ds.namespace.clone(),
-        name: format!("{}-{node}", ds.name),
-        uid: String::new(),
-        labels: ds.pod.labels.clone(),
-        constraints: ds.pod.clone(),
         node_name: Some(node.to_string()),
-        terminal: false,
-        terminating: false,
-        owner_kind: Some("DaemonSet".into()),
-        owner_name: Some(ds.name.clone()),
-        priority: 0,
-        deletion_cost: 0,
-        do_not_disrupt: None,
         created: Some("2026-11-28T12:00:00Z".into()),
         started: Some("2026-11-28T12:00:05Z".into()),
-        mirror: false,
+        ..Pod::new(format!("{}-{node}", ds.name), ds.pod.clone()).owned_by("DaemonSet", &ds.name)
     }
 }
 

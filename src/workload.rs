@@ -14,11 +14,12 @@ const MEMORY_MIB: [i64; 6] = [100, 256, 512, 1024, 2048, 4096];
 /// Deployments per constrained kind, so constraints are shared by groups of pods as in real clusters.
 const GROUPS: usize = 10;
 
-/// A small deterministic generator (SplitMix64); benchmarks need repeatability, not statistics.
-struct Rng(u64);
+/// A small deterministic generator (SplitMix64) shared by the benchmark generators: benchmarks need
+/// repeatability across runs and versions, not statistics.
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -26,8 +27,17 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[(self.next() % items.len() as u64) as usize]
+    pub(crate) fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
+    }
+
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// Uniform in [0, 1).
+    pub(crate) fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -57,24 +67,7 @@ fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
         4 => c.pod_anti_affinity.push(term(HOSTNAME)),
         _ => {}
     }
-    Pod {
-        namespace: "default".into(),
-        name: format!("{app}-{i}"),
-        uid: format!("uid-{i:06}"),
-        labels,
-        constraints: c,
-        node_name: None,
-        terminal: false,
-        terminating: false,
-        owner_kind: Some("ReplicaSet".into()),
-        owner_name: Some(app.into()),
-        priority: 0,
-        deletion_cost: 0,
-        do_not_disrupt: None,
-        created: None,
-        started: None,
-        mirror: false,
-    }
+    Pod { namespace: "default".into(), uid: format!("uid-{i:06}"), labels, ..Pod::new(format!("{app}-{i}"), c).owned_by("ReplicaSet", app) }
 }
 
 /// `count` pending pods of the diverse mix and one unconstrained NodePool.

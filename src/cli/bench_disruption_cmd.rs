@@ -35,6 +35,10 @@ pub struct BenchDisruptionArgs {
     /// Baseline passes at most.
     #[arg(long, default_value_t = 50)]
     pub max_rounds: usize,
+    /// Overrides the cost weight `podEviction` ($/h-equivalent per evicted pod): higher values make
+    /// joiner trade savings for fewer evictions.
+    #[arg(long)]
+    pub pod_eviction: Option<f64>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: Output,
 }
@@ -80,7 +84,11 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.time_limit.is_finite() && args.time_limit > 0.0, "--time-limit must be a positive number of seconds");
     anyhow::ensure!(args.max_rounds > 0, "--max-rounds must be at least 1");
     let catalog = Catalog::bundled("us-east-1")?;
-    let snapshot = joiner::scalein::scale_in(args.nodes, args.pods, args.drop, args.seed, &catalog);
+    let mut snapshot = joiner::scalein::scale_in(args.nodes, args.pods, args.drop, args.seed, &catalog);
+    if let Some(w) = args.pod_eviction {
+        anyhow::ensure!(w.is_finite() && w >= 0.0, "--pod-eviction must be a non-negative number");
+        snapshot.weights.pod_eviction = w;
+    }
     let running = snapshot.pods.iter().filter(|p| !p.is_daemonset_pod()).count();
     anyhow::ensure!(
         snapshot.nodes.len() == args.nodes && running == args.pods,

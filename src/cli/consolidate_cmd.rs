@@ -2,28 +2,19 @@
 //! print the disruption plan as JSON or a table.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 
-use joiner::catalog::Catalog;
 use joiner::disruption::{self, timing, DisruptionPlan, DisruptionSettings, DisruptionStrategy};
 
-use super::solve_cmd::Output;
+use super::solve_cmd::{InputArgs, Output};
 
 #[derive(Debug, Args)]
 pub struct ConsolidateArgs {
-    /// Cluster snapshot: a YAML stream of Kubernetes objects (`kubectl get ... -o yaml`).
-    #[arg(long, env = "JOINER_SNAPSHOT")]
-    pub snapshot: PathBuf,
-    /// Catalog JSON file (docs/catalog.md); overrides --region.
-    #[arg(long, env = "JOINER_CATALOG")]
-    pub catalog: Option<PathBuf>,
-    /// Bundled catalog to use when --catalog is not given.
-    #[arg(long, env = "JOINER_REGION", default_value = "us-east-1")]
-    pub region: String,
+    #[command(flatten)]
+    pub input: InputArgs,
     #[arg(long, value_enum, default_value = "milp")]
     pub strategy: DisruptionStrategy,
     /// The decision's clock (RFC 3339): budgets' schedules, consolidateAfter, expireAfter and
@@ -65,14 +56,7 @@ impl ConsolidateArgs {
 
 pub fn run(args: ConsolidateArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
-    let snapshot = joiner::snapshot::load_snapshot(&args.snapshot)?;
-    for w in &snapshot.warnings {
-        tracing::warn!("{w}");
-    }
-    let catalog = match &args.catalog {
-        Some(path) => Catalog::from_file(path)?,
-        None => Catalog::bundled(&args.region)?,
-    };
+    let (snapshot, catalog) = args.input.load()?;
     let plan = disruption::consolidate(&snapshot, &catalog, &settings)?;
     let mut out = std::io::stdout().lock();
     match args.output {

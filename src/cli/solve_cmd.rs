@@ -18,8 +18,9 @@ pub enum Output {
     Table,
 }
 
+/// The decision inputs every command reads: a snapshot and a catalog.
 #[derive(Debug, Args)]
-pub struct SolveArgs {
+pub struct InputArgs {
     /// Cluster snapshot: a YAML stream of Kubernetes objects (`kubectl get ... -o yaml`).
     #[arg(long, env = "JOINER_SNAPSHOT")]
     pub snapshot: PathBuf,
@@ -29,6 +30,26 @@ pub struct SolveArgs {
     /// Bundled catalog to use when --catalog is not given.
     #[arg(long, env = "JOINER_REGION", default_value = "us-east-1")]
     pub region: String,
+}
+
+impl InputArgs {
+    pub fn load(&self) -> anyhow::Result<(joiner::domain::ClusterSnapshot, Catalog)> {
+        let snapshot = joiner::snapshot::load_snapshot(&self.snapshot)?;
+        for w in &snapshot.warnings {
+            tracing::warn!("{w}");
+        }
+        let catalog = match &self.catalog {
+            Some(path) => Catalog::from_file(path)?,
+            None => Catalog::bundled(&self.region)?,
+        };
+        Ok((snapshot, catalog))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct SolveArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
     #[arg(long, value_enum, default_value = "milp")]
     pub strategy: Strategy,
     /// Solver wall-clock limit in seconds.
@@ -61,15 +82,7 @@ impl SolveArgs {
     }
 
     pub fn load(&self) -> anyhow::Result<(joiner::domain::ClusterSnapshot, Catalog)> {
-        let snapshot = joiner::snapshot::load_snapshot(&self.snapshot)?;
-        for w in &snapshot.warnings {
-            tracing::warn!("{w}");
-        }
-        let catalog = match &self.catalog {
-            Some(path) => Catalog::from_file(path)?,
-            None => Catalog::bundled(&self.region)?,
-        };
-        Ok((snapshot, catalog))
+        self.input.load()
     }
 }
 

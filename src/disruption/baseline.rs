@@ -420,24 +420,8 @@ mod tests {
     fn pod(name: &str, cpu_m: i64, node: &str) -> Pod {
         let requests = Resources::new().with("cpu", Quantity::from_milli(cpu_m)).with("memory", Quantity::from_mib(512)).with("pods", Quantity::from_units(1));
         let labels: Labels = [("app".to_string(), name.to_string())].into();
-        Pod {
-            namespace: "default".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            labels: labels.clone(),
-            constraints: PodConstraints { namespace: "default".into(), labels, requests, ..Default::default() },
-            node_name: Some(node.into()),
-            terminal: false,
-            terminating: false,
-            owner_kind: Some("ReplicaSet".into()),
-            owner_name: Some(name.into()),
-            priority: 0,
-            deletion_cost: 0,
-            do_not_disrupt: None,
-            created: None,
-            started: None,
-            mirror: false,
-        }
+        let constraints = PodConstraints { namespace: "default".into(), labels, requests, ..Default::default() };
+        Pod { uid: format!("uid-{name}"), node_name: Some(node.into()), ..Pod::new(name, constraints).owned_by("ReplicaSet", name) }
     }
 
     fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> ClusterSnapshot {

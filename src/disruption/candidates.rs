@@ -223,23 +223,12 @@ mod tests {
     use crate::domain::{LabelSelector, PodConstraints, PodDisruptionBudget};
 
     fn pod(name: &str, node: Option<&str>) -> Pod {
+        let constraints = PodConstraints { namespace: "default".into(), labels: [("app".to_string(), "web".to_string())].into(), ..Default::default() };
         Pod {
-            namespace: "default".into(),
-            name: name.into(),
-            uid: String::new(),
-            labels: [("app".to_string(), "web".to_string())].into(),
-            constraints: PodConstraints::default(),
             node_name: node.map(str::to_string),
-            terminal: false,
-            terminating: false,
-            owner_kind: Some("ReplicaSet".into()),
-            owner_name: None,
-            priority: 0,
-            deletion_cost: 0,
-            do_not_disrupt: None,
             created: Some("2026-11-30T10:00:00Z".into()),
             started: Some("2026-11-30T11:00:00Z".into()),
-            mirror: false,
+            ..Pod::new(name, constraints).owned_by("ReplicaSet", "web")
         }
     }
 

@@ -128,22 +128,5 @@ fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &NewNode, name
 }
 
 fn daemon_pod(ds: &crate::domain::DaemonSet, node: &str) -> Pod {
-    Pod {
-        namespace: ds.namespace.clone(),
-        name: format!("{}-{node}", ds.name),
-        uid: String::new(),
-        labels: ds.pod.labels.clone(),
-        constraints: ds.pod.clone(),
-        node_name: Some(node.to_string()),
-        terminal: false,
-        terminating: false,
-        owner_kind: Some("DaemonSet".into()),
-        owner_name: Some(ds.name.clone()),
-        priority: 0,
-        deletion_cost: 0,
-        do_not_disrupt: None,
-        created: None,
-        started: None,
-        mirror: false,
-    }
+    Pod { namespace: ds.namespace.clone(), node_name: Some(node.to_string()), ..Pod::new(format!("{}-{node}", ds.name), ds.pod.clone()).owned_by("DaemonSet", &ds.name) }
 }

@@ -128,6 +128,36 @@ pub struct Pod {
 }
 
 impl Pod {
+    /// A pod built in code (benchmarks, simulated clusters, tests): namespace and labels from its
+    /// constraints, unbound, unowned, everything else at Kubernetes' defaults.
+    pub fn new(name: impl Into<String>, constraints: PodConstraints) -> Pod {
+        Pod {
+            namespace: constraints.namespace.clone(),
+            name: name.into(),
+            uid: String::new(),
+            labels: constraints.labels.clone(),
+            constraints,
+            node_name: None,
+            terminal: false,
+            terminating: false,
+            owner_kind: None,
+            owner_name: None,
+            priority: 0,
+            deletion_cost: 0,
+            do_not_disrupt: None,
+            created: None,
+            started: None,
+            mirror: false,
+        }
+    }
+
+    /// The same pod with a controller owner.
+    pub fn owned_by(mut self, kind: &str, name: &str) -> Pod {
+        self.owner_kind = Some(kind.to_string());
+        self.owner_name = Some(name.to_string());
+        self
+    }
+
     pub fn key(&self) -> PodKey {
         format!("{}/{}", self.namespace, self.name)
     }

@@ -66,24 +66,7 @@ pub struct Topology {
 }
 
 fn pseudo_pod(c: &PodConstraints) -> Pod {
-    Pod {
-        namespace: c.namespace.clone(),
-        name: String::new(),
-        uid: String::new(),
-        labels: c.labels.clone(),
-        constraints: PodConstraints::default(),
-        node_name: None,
-        terminal: false,
-        terminating: false,
-        owner_kind: None,
-        owner_name: None,
-        priority: 0,
-        deletion_cost: 0,
-        do_not_disrupt: None,
-        created: None,
-        started: None,
-        mirror: false,
-    }
+    Pod { namespace: c.namespace.clone(), labels: c.labels.clone(), ..Pod::new(String::new(), PodConstraints::default()) }
 }
 
 fn spread_selects(ns: &str, sel: &LabelSelector, pod: &Pod) -> bool {

@@ -195,24 +195,7 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
         constraints.node_selector.push(Requirement::in_values(ZONE, &[z.as_str()]));
     }
     let name = key.strip_prefix("default/").unwrap_or(key).to_string();
-    Pod {
-        namespace: "default".into(),
-        uid: format!("uid-{name}"),
-        name,
-        labels,
-        constraints,
-        node_name: None,
-        terminal: false,
-        terminating: false,
-        owner_kind: Some("ReplicaSet".into()),
-        owner_name: Some(c.name.clone()),
-        priority: 0,
-        deletion_cost: 0,
-        do_not_disrupt: None,
-        created: None,
-        started: None,
-        mirror: false,
-    }
+    Pod { namespace: "default".into(), uid: format!("uid-{name}"), labels, ..Pod::new(name, constraints).owned_by("ReplicaSet", &c.name) }
 }
 
 fn nodepool() -> NodePool {

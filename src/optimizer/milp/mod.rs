@@ -190,10 +190,17 @@ pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f6
     model.set_option("time_limit", seconds.max(0.05));
 }
 
-/// Column generation alone, for callers that only want the patterns and the LP's bound (the
-/// disruption model, the disruption bound): (patterns, certified bound if any).
-pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(Vec<Column>, Option<f64>), String> {
-    let start = Instant::now();
+/// What column generation starts from: the single-node rules, the bins, the master's rows and the
+/// seed patterns (greedy's nodes and one single-class pattern per class).
+struct Setup {
+    rules: NodeRules,
+    bins: Vec<BinInfo>,
+    bin_index: BTreeMap<Bin, usize>,
+    master: Master,
+    columns: Vec<Column>,
+}
+
+fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32]) -> Setup {
     let rules = NodeRules::build(p);
     let bins = bins(p);
     let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
@@ -204,6 +211,14 @@ pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'
             columns.push(c);
         }
     }
+    Setup { rules, bins, bin_index, master, columns }
+}
+
+/// Column generation alone, for callers that only want the patterns and the LP's bound (the
+/// disruption model, the disruption bound): (patterns, certified bound if any).
+pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(Vec<Column>, Option<f64>), String> {
+    let start = Instant::now();
+    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand);
     let mut notes = Vec::new();
     let (cg, _) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes)?;
     Ok((columns, cg.bound))
@@ -213,16 +228,7 @@ pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'
 pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(MilpAnswer, Model_), String> {
     let start = Instant::now();
     let budget = settings.time_limit.as_secs_f64();
-    let rules = NodeRules::build(p);
-    let bins = bins(p);
-    let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
-    let master = Master::build(p, demand, &bins);
-    let mut columns = seed_columns(p, &rules, &bins, greedy);
-    for c in pure_columns(p, &rules, &bins, demand) {
-        if !columns.iter().any(|d| d.bin == c.bin && d.counts == c.counts) {
-            columns.push(c);
-        }
-    }
+    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), bins = bins.len(), seeds = columns.len(), "master built");
     let mut notes = Vec::new();
     // HiGHS never found an integer answer over the patterns of a few hundred classes within seconds in
