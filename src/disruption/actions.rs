@@ -34,7 +34,7 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     let mut forced: BTreeMap<String, Reason> = t.forced.iter().map(|(n, r)| (n.name.clone(), *r)).collect();
     let home = home_of(snapshot, t.cands.nodes.iter().filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)));
     // the bound first: it needs a fixed share of the time, and depends only on the triage
-    let lower_bound = lower_bound(&base, catalog, t, settings, budget * 0.2, &mut notes);
+    let lower_bound = lower_bound(&base, catalog, t, &home, settings, budget * 0.2, &mut notes);
     let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.35, &mut notes);
     let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), "selection done");
@@ -76,6 +76,16 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
         Some(s) => (s.status.clone(), s.mip_gap, s.variables, s.constraints, s.classes),
         None if t.open.is_empty() && t.forced.is_empty() => ("no-candidates".to_string(), None, 0, 0, 0),
         None => ("feasible".to_string(), None, 0, 0, 0),
+    };
+    // "optimal" is a certified claim, as for provisioning: the hourly cost after is within the gap
+    // target of the lower bound; a selection model that closed its own gap is only "feasible"
+    let after = cost_before - savings;
+    let certified = after <= 0.0 || (after - lower_bound.min(cost_before)) / after <= settings.gap + 1e-9;
+    let status = match status.as_str() {
+        "no-candidates" => status,
+        _ if certified => "optimal".to_string(),
+        "optimal" => "feasible".to_string(),
+        _ => status,
     };
     Ok(DisruptionPlan {
         cost_before_per_hour: round6(cost_before),
@@ -312,7 +322,7 @@ fn worth_it(a: &Action, t: &Triage<'_>, settings: &DisruptionSettings, w: &crate
 /// where each candidate is an optional bin at its price and new offerings are open at their price
 /// (no spot-risk surcharge, no preference penalties: this bounds dollars, not the objective). The
 /// larger of the aggregated LP and, when pricing proved it converged, the pattern LP.
-fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, settings: &DisruptionSettings, seconds: f64, notes: &mut Vec<String>) -> f64 {
+fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: &BTreeMap<String, String>, settings: &DisruptionSettings, seconds: f64, notes: &mut Vec<String>) -> f64 {
     // only expiry removes a node for sure; an empty or drifted node may yet be kept, so it is an
     // optional bin like any consolidation candidate
     let forced_names: BTreeSet<String> = t.forced.iter().filter(|(_, r)| *r == Reason::Expired).map(|(n, _)| n.name.clone()).collect();
@@ -349,7 +359,20 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, settin
             0.0
         }
     };
-    // the pattern LP, priced to convergence, is tighter: it keeps pods whole
+    // the pattern LP is tighter: it keeps pods whole, and a kept node keeps its own pods (the
+    // aggregated LP above may not assume that: it has no way to put them back where they are)
+    let class_of: BTreeMap<&str, usize> = p.classes.iter().enumerate().flat_map(|(k, c)| c.pods.iter().map(move |pod| (pod.as_str(), k))).collect();
+    let mut own: BTreeMap<&str, BTreeMap<usize, u32>> = BTreeMap::new();
+    for (pod, node) in home {
+        if let Some(&k) = class_of.get(pod.as_str()) {
+            *own.entry(node.as_str()).or_default().entry(k).or_default() += 1;
+        }
+    }
+    for n in &mut p.existing {
+        if let Some(m) = own.get(n.name.as_str()) {
+            n.home = m.iter().map(|(&k, &c)| (k, c)).collect();
+        }
+    }
     let left = seconds - start.elapsed().as_secs_f64();
     if left > 0.2 {
         let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();

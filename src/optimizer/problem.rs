@@ -78,6 +78,9 @@ pub struct ExistingNode {
     /// What using this node costs in the objective: 0 for a node that stays whatever the plan, its
     /// price when the question is whether to keep it (disruption's bounds).
     pub keep_cost: f64,
+    /// Pods (class, count) that every pattern of this node must hold: a node that is kept keeps its
+    /// own pods (disruption's bounds); `free` still counts their room as free.
+    pub home: Vec<(usize, u32)>,
 }
 
 #[derive(Debug, Clone)]
@@ -334,6 +337,7 @@ fn existing_nodes(snapshot: &ClusterSnapshot, dims: &[String], catalog: &Catalog
                 pool: n.nodepool().and_then(|np| pools.iter().position(|p| p.name == np)),
                 price: node_price(n, catalog),
                 keep_cost: 0.0,
+                home: vec![],
             }
         })
         .collect();

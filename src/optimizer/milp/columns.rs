@@ -33,6 +33,20 @@ pub struct BinInfo {
     pub labels: crate::domain::Labels,
     /// Classes that may use this bin, with their per-pod preference penalty here.
     pub classes: Vec<(usize, f64)>,
+    /// Pods every pattern of this bin holds besides what the pricer packs into `room` (an existing
+    /// node's own pods when keeping it means keeping them).
+    pub preload: Vec<(usize, u32)>,
+}
+
+impl BinInfo {
+    /// `counts` with the preload added (classes ascending).
+    pub fn with_preload(&self, counts: &[(usize, u32)]) -> Vec<(usize, u32)> {
+        let mut all: std::collections::BTreeMap<usize, u32> = counts.iter().copied().collect();
+        for &(k, n) in &self.preload {
+            *all.entry(k).or_default() += n;
+        }
+        all.into_iter().collect()
+    }
 }
 
 /// Single-node rules, precomputed per class.

@@ -19,7 +19,8 @@ pub fn ratio(p: &Problem, rules: &NodeRules, master: &Master, bins: &[BinInfo], 
     let mut r: f64 = 1.0;
     for b in bins {
         let values = master.pod_values(p, b, duals);
-        let fixed = master.bin_dual(p, b, duals);
+        // the preload is in every pattern of the bin: its value is fixed like the bin's own duals
+        let fixed = master.bin_dual(p, b, duals) + b.preload.iter().map(|&(k, n)| values[k] * f64::from(n)).sum::<f64>();
         if b.cost > 1e-12 {
             // penalties only raise a pattern's cost, so leaving them out keeps the ratio safe
             let fractional = collect_bound(p, rules, b, |k, _| values[k], limit);

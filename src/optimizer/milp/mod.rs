@@ -66,8 +66,15 @@ pub fn bins(p: &Problem) -> Vec<BinInfo> {
             .filter(|&k| p.classes[k].existing.contains(&e))
             .map(|k| (k, p.preference_penalty(k, &n.labels, &n.taints)))
             .collect();
-        if !classes.is_empty() {
-            out.push(BinInfo { bin: Bin::Existing(e), room: n.free.clone(), cost: n.keep_cost, labels: n.labels.clone(), classes });
+        // a node that must keep its own pods offers only the room they leave
+        let mut room = n.free.clone();
+        for &(k, c) in &n.home {
+            for (r, q) in room.iter_mut().zip(&p.classes[k].req) {
+                *r = (*r - q * i64::from(c)).max(0);
+            }
+        }
+        if !classes.is_empty() || !n.home.is_empty() {
+            out.push(BinInfo { bin: Bin::Existing(e), room, cost: n.keep_cost, labels: n.labels.clone(), classes, preload: n.home.clone() });
         }
     }
     let mut by_offering: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
@@ -81,7 +88,7 @@ pub fn bins(p: &Problem) -> Vec<BinInfo> {
         .map(|((s, o), ks)| {
             let off = p.offering(s, o);
             let classes = ks.into_iter().map(|k| (k, p.preference_penalty(k, &off.labels, &p.shapes[s].taints))).collect();
-            BinInfo { bin: Bin::New { shape: s, offering: o }, room: off.alloc.clone(), cost: off.cost, labels: off.labels.clone(), classes }
+            BinInfo { bin: Bin::New { shape: s, offering: o }, room: off.alloc.clone(), cost: off.cost, labels: off.labels.clone(), classes, preload: vec![] }
         })
         .collect();
     prune_dominated(p, &mut news);
@@ -148,7 +155,7 @@ fn seed_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], greedy: &State
         let counts: Vec<(usize, u32)> = n.placed.iter().map(|(&k, &c)| (k, c as u32)).collect();
         // a pruned greedy offering maps onto a dominating bin of the same group when one holds the pods
         let info = bins.iter().find(|b| b.bin == bin).or_else(|| bins.iter().find(|b| valid(p, rules, b, &counts) && same_group(p, &b.bin, &bin)));
-        if let Some(b) = info {
+        if let Some(b) = info.filter(|b| b.preload.is_empty()) {
             if valid(p, rules, b, &counts) {
                 out.push(Column { bin: b.bin, cost: column_cost(b, &counts), counts });
             }
@@ -206,6 +213,8 @@ fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32]) -> Setup {
     let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
     let master = Master::build(p, demand, &bins);
     let mut columns = seed_columns(p, &rules, &bins, greedy);
+    // a bin with a preload starts with the pattern "its own pods and nothing else"
+    columns.extend(bins.iter().filter(|b| !b.preload.is_empty()).map(|b| Column { bin: b.bin, counts: b.preload.clone(), cost: column_cost(b, &b.preload) }));
     for c in pure_columns(p, &rules, &bins, demand) {
         if !columns.iter().any(|d| d.bin == c.bin && d.counts == c.counts) {
             columns.push(c);
@@ -484,7 +493,7 @@ fn single_pod_costs(p: &Problem, bins: &[BinInfo]) -> Vec<f64> {
 /// One pattern per class: as many of its pods as fit on the bin with the lowest cost per pod.
 fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]) -> Vec<Column> {
     let mut best: Vec<Option<(f64, Column)>> = vec![None; p.classes.len()];
-    for b in bins {
+    for b in bins.iter().filter(|b| b.preload.is_empty()) {
         for &(k, pen) in &b.classes {
             let req = &p.classes[k].req;
             let mut n = demand[k].min(rules.per_node_cap[k]);
@@ -512,7 +521,8 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
 /// The most a pattern of `b` collects under `values`, when the exact knapsack settles it.
 fn exact_gain(p: &Problem, rules: &NodeRules, b: &BinInfo, values: &[f64], limit: &[u32]) -> Option<f64> {
     let counts = columns::pack_exact(p, rules, b, values, limit, &existing_host(p, rules, b), FARLEY_EXACT_NODES)?;
-    Some(counts.iter().map(|&(k, n)| values[k].max(0.0) * f64::from(n)).sum())
+    // the preload's value is counted by the caller with the bin's fixed part
+    Some(counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum())
 }
 
 fn existing_host(p: &Problem, rules: &NodeRules, b: &BinInfo) -> Vec<(usize, i64)> {
@@ -542,9 +552,10 @@ fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[
     } else {
         pack(p, rules, b, &values, limit, &existing_host)
     };
-    if counts.is_empty() {
+    if counts.is_empty() && b.preload.is_empty() {
         return None;
     }
+    let counts = if b.preload.is_empty() { counts } else { b.with_preload(&counts) };
     let cost = column_cost(b, &counts);
     let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
     let rc = cost - master.bin_dual(p, b, duals) - gain;
