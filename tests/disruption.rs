@@ -544,3 +544,38 @@ fn fifty_nodes_pack_into_twenty_or_fewer_and_beat_baseline() {
 }
 
 
+
+/// The fingerprint covers what the plan acts on: a change on a deleted node (a new pod there) changes
+/// it, a change on a node the plan does not touch does not, and the same inputs give the same value.
+#[test]
+fn fingerprint_changes_only_with_the_inputs_the_plan_acts_on() {
+    let (snapshot, catalog) = load("three-nodes-to-one");
+    let plan = run_on("three-nodes-to-one", snapshot.clone(), catalog.clone()).plan;
+    assert_eq!(plan.fingerprint.len(), 64, "sha-256 hex");
+    let again = consolidate(&snapshot, &catalog, &settings(DisruptionStrategy::Milp)).unwrap();
+    assert_eq!(plan.fingerprint, again.fingerprint, "same inputs, same fingerprint");
+    let deleted = plan.actions[0].delete[0].clone();
+    let mut touched = snapshot.clone();
+    let mut extra = touched.pods.iter().find(|p| p.node_name.as_deref() == Some(deleted.as_str())).expect("a pod on the deleted node").clone();
+    extra.name.push_str("-new");
+    touched.pods.push(extra);
+    assert_ne!(joiner::disruption::fingerprint::of(&touched, &catalog, &plan), plan.fingerprint, "a new pod on a deleted node");
+    let mut elsewhere = snapshot.clone();
+    elsewhere.nodes.push(joiner::domain::Node { name: "unrelated".into(), ..snapshot.nodes[0].clone() });
+    assert_eq!(joiner::disruption::fingerprint::of(&elsewhere, &catalog, &plan), plan.fingerprint, "a node the plan does not touch");
+}
+
+/// Applying a plan gives a cluster with the deleted nodes gone, every moved pod bound where the plan
+/// said and the launched nodes registered; consolidating that cluster again finds nothing to save.
+#[test]
+fn applying_a_plan_leaves_nothing_more_to_consolidate() {
+    let (snapshot, catalog) = load("beat-baseline-fifty-nodes-into-twenty");
+    let plan = run_on("beat-baseline-fifty-nodes-into-twenty", snapshot.clone(), catalog.clone()).plan;
+    let after = joiner::disruption::edit::with_disruption(&snapshot, &catalog, &plan, "applied-", NOW);
+    let deleted = deleted(&plan);
+    assert!(after.nodes.iter().all(|n| !deleted.contains(&n.name)));
+    assert_eq!(after.nodes.len(), snapshot.nodes.len() - deleted.len() + launches(&plan).len());
+    assert!(after.pods.iter().filter(|p| !p.is_daemonset_pod()).all(|p| p.node_name.is_some()), "every pod bound");
+    let second = consolidate(&after, &catalog, &settings(DisruptionStrategy::Milp)).unwrap();
+    assert!(second.savings_per_hour < 0.05 * plan.savings_per_hour, "second pass still saves {}: {}", second.savings_per_hour, summary(&second));
+}

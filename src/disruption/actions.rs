@@ -37,7 +37,7 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     let lower_bound = lower_bound(&base, catalog, t, &home, settings, budget * 0.2, &mut notes);
     let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.35, &mut notes);
     let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), "selection done");
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), status = selection.as_ref().map(|s| s.status.clone()), mip_gap = selection.as_ref().and_then(|s| s.mip_gap), "selection done");
     let seed = selection.as_ref().map(|s| s.seed.clone()).unwrap_or_default();
     let mut blocked = t.blocked.clone();
     // the provisioning core plans the cluster the removals leave; a node whose pods find no place

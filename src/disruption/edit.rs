@@ -130,3 +130,24 @@ fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &NewNode, name
 fn daemon_pod(ds: &crate::domain::DaemonSet, node: &str) -> Pod {
     Pod { namespace: ds.namespace.clone(), node_name: Some(node.to_string()), ..Pod::new(format!("{}-{node}", ds.name), ds.pod.clone()).owned_by("DaemonSet", &ds.name) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::PodConstraints;
+
+    #[test]
+    fn deleting_a_node_makes_its_pods_pending_and_drops_its_daemon_pods() {
+        let on = |name: &str, node: &str, owner: &str| Pod { node_name: Some(node.into()), ..Pod::new(name, PodConstraints::default()).owned_by(owner, "x") };
+        let node = |name: &str| Node { name: name.into(), labels: Default::default(), taints: vec![], capacity: Resources::new(), allocatable: Resources::new(), unschedulable: false, ready: true, provider_id: None, created: None, annotations: Default::default(), deleting: false };
+        let snap = ClusterSnapshot {
+            nodes: vec![node("a"), node("b")],
+            pods: vec![on("web-1", "a", "ReplicaSet"), on("agent-a", "a", "DaemonSet"), on("web-2", "b", "ReplicaSet")],
+            ..ClusterSnapshot::default()
+        };
+        let after = without_nodes(&snap, &["a".to_string()].into());
+        assert_eq!(after.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["b"]);
+        let pods: Vec<(&str, Option<&str>)> = after.pods.iter().map(|p| (p.name.as_str(), p.node_name.as_deref())).collect();
+        assert_eq!(pods, [("web-1", None), ("web-2", Some("b"))]);
+    }
+}
