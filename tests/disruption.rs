@@ -579,3 +579,31 @@ fn applying_a_plan_leaves_nothing_more_to_consolidate() {
     let second = consolidate(&after, &catalog, &settings(DisruptionStrategy::Milp)).unwrap();
     assert!(second.savings_per_hour < 0.05 * plan.savings_per_hour, "second pass still saves {}: {}", second.savings_per_hour, summary(&second));
 }
+
+/// Karpenter D5: a spot node is replaced by spot capacity only when enough cheaper spot instance types
+/// could be launched (`spot_to_spot_min_types`, Karpenter's 15). The replace-expensive-node fixture is
+/// turned into a spot-only pool with a spot node.
+#[test]
+fn spot_to_spot_replacement_needs_enough_cheaper_spot_types() {
+    let (mut snapshot, catalog) = load("replace-expensive-node");
+    for r in &mut snapshot.nodepools[0].requirements {
+        if r.key == "karpenter.sh/capacity-type" {
+            *r = joiner::domain::Requirement::in_values("karpenter.sh/capacity-type", &["spot"]);
+        }
+    }
+    for n in &mut snapshot.nodes {
+        n.labels.insert("karpenter.sh/capacity-type".into(), "spot".into());
+    }
+    let node = snapshot.nodes[0].name.clone();
+    let decide = |min_types: usize| {
+        let mut s = settings(DisruptionStrategy::Milp);
+        s.spot_to_spot_min_types = min_types;
+        consolidate(&snapshot, &catalog, &s).unwrap()
+    };
+    let flexible = decide(1);
+    assert_eq!(deleted(&flexible), set(&[&node]), "{}", summary(&flexible));
+    assert!(launches(&flexible).iter().all(|l| l.capacity_type == CapacityType::Spot), "{}", summary(&flexible));
+    let rigid = decide(1000);
+    assert!(deleted(&rigid).is_empty(), "{}", summary(&rigid));
+    assert!(blocked_reason(&rigid, &node).is_some_and(|r| r.contains("spot-to-spot")), "{}", summary(&rigid));
+}
