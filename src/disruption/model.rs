@@ -264,11 +264,22 @@ fn add_pdb_rows(pb: &mut RowProblem, snapshot: &ClusterSnapshot, candidates: &[&
 
 /// A node is never replaced by its own instance type: launching type t needs every candidate of type t kept.
 fn add_same_type_rows(pb: &mut RowProblem, p: &Problem, candidates: &[&NodeInfo], y: &[highs::Col], x: &[highs::Col], patterns: &[Pattern]) {
-    let big = p.total_pods().max(1) as f64;
+    // more nodes of one type than it takes to hold every pod are never useful: that count is the
+    // big-M, far tighter than the number of pods (a weak M leaves the LP free to keep y near 0)
+    let need = |s: usize| -> f64 {
+        let alloc = &p.shapes[s].offerings[0].alloc;
+        let most = (0..p.dims.len())
+            .filter(|&d| alloc[d] > 0)
+            .map(|d| p.classes.iter().map(|c| c.demand() as f64 * c.req[d].max(0) as f64).sum::<f64>() / alloc[d] as f64)
+            .fold(1.0, f64::max);
+        most.ceil()
+    };
     for (c, &yc) in candidates.iter().zip(y) {
-        let same: Vec<highs::Col> = patterns.iter().zip(x).filter(|((_, _, s, _), _)| p.shapes[*s].instance_type == c.instance_type).map(|(_, col)| *col).collect();
-        if !same.is_empty() {
-            let mut f: Vec<(highs::Col, f64)> = same.into_iter().map(|col| (col, 1.0)).collect();
+        let same: Vec<(highs::Col, usize)> =
+            patterns.iter().zip(x).filter(|((_, _, s, _), _)| p.shapes[*s].instance_type == c.instance_type).map(|((_, _, s, _), col)| (*col, *s)).collect();
+        if let Some(&(_, s)) = same.first() {
+            let big = need(s);
+            let mut f: Vec<(highs::Col, f64)> = same.into_iter().map(|(col, _)| (col, 1.0)).collect();
             f.push((yc, -big));
             pb.add_row(..=0.0, f);
         }
