@@ -24,7 +24,7 @@ use super::{cluster_cost, round6, unbound_on, without_pending, DisruptionError, 
 
 pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings, t: &Triage<'_>, start: Instant) -> Result<DisruptionPlan, DisruptionError> {
     // a margin for what runs after the last timed phase (actions, fingerprint)
-    let budget = settings.time_limit.as_secs_f64() * 0.9;
+    let budget = settings.time_limit.as_secs_f64() * 0.85;
     let base = without_pending(snapshot);
     let mut notes = Vec::new();
     let pending = snapshot.pods.len() - base.pods.len();
@@ -34,8 +34,8 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     let mut forced: BTreeMap<String, Reason> = t.forced.iter().map(|(n, r)| (n.name.clone(), *r)).collect();
     let home = home_of(snapshot, t.cands.nodes.iter().filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)));
     // the bound first: it needs a fixed share of the time, and depends only on the triage
-    let lower_bound = lower_bound(&base, catalog, t, &home, settings, budget * 0.2, &mut notes);
-    let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.35, &mut notes);
+    let lower_bound = lower_bound(&base, catalog, t, &home, settings, budget * 0.15, &mut notes);
+    let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.4, &mut notes);
     let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), status = selection.as_ref().map(|s| s.status.clone()), mip_gap = selection.as_ref().and_then(|s| s.mip_gap), "selection done");
     let seed = selection.as_ref().map(|s| s.seed.clone()).unwrap_or_default();
