@@ -607,3 +607,20 @@ fn spot_to_spot_replacement_needs_enough_cheaper_spot_types() {
     assert!(deleted(&rigid).is_empty(), "{}", summary(&rigid));
     assert!(blocked_reason(&rigid, &node).is_some_and(|r| r.contains("spot-to-spot")), "{}", summary(&rigid));
 }
+
+/// The decision does not depend on the order objects come in: the snapshot with its nodes, pods and
+/// NodeClaims reversed gets a plan of the same cost after and the same deleted nodes.
+#[test]
+fn plans_do_not_depend_on_object_order() {
+    for name in ["three-nodes-to-one", "beat-baseline-cpu-nodes-to-memory-types", "pdb-blocks-one-node", "empty-nodes-budget-30-percent", "zone-spread-replacement"] {
+        let (snapshot, catalog) = load(name);
+        let plan = run_on(name, snapshot.clone(), catalog.clone()).plan;
+        let mut reversed = snapshot;
+        reversed.nodes.reverse();
+        reversed.pods.reverse();
+        reversed.node_claims.reverse();
+        let other = run_on(name, reversed, catalog).plan;
+        assert!((plan.cost_after_per_hour - other.cost_after_per_hour).abs() < 1e-6, "{name}: {} vs {}", summary(&plan), summary(&other));
+        assert_eq!(deleted(&plan), deleted(&other), "{name}");
+    }
+}
