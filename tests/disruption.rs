@@ -624,3 +624,14 @@ fn plans_do_not_depend_on_object_order() {
         assert_eq!(deleted(&plan), deleted(&other), "{name}");
     }
 }
+
+/// A cluster with nothing pending is planned without calling the solver on an empty model: the
+/// provisioning plan is empty and certified, not a solver failure.
+#[test]
+fn nothing_pending_is_an_empty_optimal_plan() {
+    let (snapshot, catalog) = load("three-nodes-to-one");
+    assert!(snapshot.pending_pods().next().is_none());
+    let plan = joiner::optimizer::solve(&snapshot, &catalog, &joiner::optimizer::SolveSettings::default()).unwrap();
+    assert!(plan.nodes.is_empty() && plan.unschedulable.is_empty());
+    assert_eq!(plan.solver.status, "optimal", "{:?}", plan.solver);
+}

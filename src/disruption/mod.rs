@@ -213,5 +213,6 @@ pub(crate) fn cluster_cost(snapshot: &ClusterSnapshot, catalog: &Catalog) -> f64
 }
 
 pub(crate) fn round6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
+    // + 0.0 turns a rounded -0.0 into 0.0, which prints without a sign
+    (x * 1e6).round() / 1e6 + 0.0
 }

@@ -121,6 +121,8 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     let mut lp_bound: Option<f64> = None;
     let (state, left, status, model, vars, rows) = match settings.strategy {
         Strategy::Greedy => (greedy_state, greedy_left, "greedy".to_string(), None, 0, 0),
+        // nothing to place: an empty model is not worth a solver call (HiGHS calls it an error)
+        Strategy::Milp if p.classes.is_empty() => (greedy_state, greedy_left, "feasible".to_string(), None, 0, 0),
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay, bound and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => match milp::solve(&p, &milp_settings(settings, start), &greedy_state, &demand) {

@@ -226,6 +226,9 @@ fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32]) -> Setup {
 /// Column generation alone, for callers that only want the patterns and the LP's bound (the
 /// disruption model, the disruption bound): (patterns, certified bound if any).
 pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(Vec<Column>, Option<f64>), String> {
+    if demand.iter().all(|&d| d == 0) {
+        return Ok((vec![], Some(0.0)));
+    }
     let start = Instant::now();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand);
     let mut notes = Vec::new();
