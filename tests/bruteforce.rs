@@ -514,7 +514,7 @@ fn tiny_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
 }
 
 fn config(cases: u32) -> ProptestConfig {
-    proptest_config(cases, 0x6272_7574_65)
+    proptest_config(cases, 0x62_7275_7465)
 }
 
 proptest! {

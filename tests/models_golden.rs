@@ -297,7 +297,7 @@ fn recorded_objective(name: &str, json: &Value) -> Result<(f64, &'static str), S
 fn mps_optimum_matches_recorded_objective() {
     let mut failures = Vec::new();
     let names = dumped_scenarios();
-    for name in names.iter().cloned() {
+    for name in names.iter() {
         let json = read_json(&models_dir().join(format!("{name}.json")));
         // the plan's status certifies the plan against the lower bound; what HiGHS proved about the
         // integer program it was given is the model's own status
@@ -319,7 +319,7 @@ fn mps_optimum_matches_recorded_objective() {
                 continue;
             }
         };
-        let (recorded, source) = match recorded_objective(&name, &json) {
+        let (recorded, source) = match recorded_objective(name, &json) {
             Ok(r) => r,
             Err(e) => {
                 failures.push(format!("{name}: no recorded objective: {e}"));

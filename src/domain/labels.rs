@@ -303,7 +303,7 @@ mod tests {
         let any = Toleration { key: None, exists: true, value: String::new(), effect: None };
         assert!(exact.tolerates(&taint) && any.tolerates(&taint) && !wrong.tolerates(&taint));
         let soft = Taint { key: "x".into(), value: String::new(), effect: TaintEffect::PreferNoSchedule };
-        assert!(tolerates_all(&[], &[soft.clone()]));
+        assert!(tolerates_all(&[], std::slice::from_ref(&soft)));
         assert_eq!(untolerated_soft_taints(&[], &[soft]), 1);
     }
 }

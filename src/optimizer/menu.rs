@@ -28,7 +28,9 @@ pub fn dominated(shapes: &[Shape], pools: &[PoolInfo], label_groups: &[Vec<Offer
     }
     let mut interned: HashMap<Vec<usize>, usize> = HashMap::new();
     let mut lists: Vec<Vec<usize>> = Vec::new();
-    let mut groups: BTreeMap<(usize, Vec<Option<&String>>), Vec<(Offering, usize)>> = BTreeMap::new();
+    // (pool, the values of the topology keys) -> offerings with their label group
+    type GroupKey<'a> = (usize, Vec<Option<&'a String>>);
+    let mut groups: BTreeMap<GroupKey, Vec<(Offering, usize)>> = BTreeMap::new();
     for (s, shape) in shapes.iter().enumerate() {
         let pool = &pools[shape.pool];
         if pool.remaining.is_some() || !pool.min_values.is_empty() {

@@ -179,7 +179,9 @@ fn merge_classes(p: &Problem, bins: &[BinInfo], kept: &[usize], demand: &[u32], 
             of_class[k].push((i, pen.to_bits()));
         }
     }
-    let mut merged: BTreeMap<(Vec<i64>, Vec<(usize, u64)>, Option<usize>), Group> = BTreeMap::new();
+    // (requests, (bin, penalty bits), clique): what the bound cannot tell apart
+    type MergeKey = (Vec<i64>, Vec<(usize, u64)>, Option<usize>);
+    let mut merged: BTreeMap<MergeKey, Group> = BTreeMap::new();
     for (k, list) in of_class.into_iter().enumerate() {
         if demand[k] == 0 {
             continue;

@@ -84,13 +84,13 @@ impl NodeRules {
                 }
             }
         }
-        for a in 0..n {
+        for (a, cap_a) in cap.iter_mut().enumerate() {
             let pa = &p.classes[a].constraints.host_ports;
             if pa.is_empty() {
                 continue;
             }
             if ports_conflict(pa, pa) {
-                cap[a] = cap[a].min(1);
+                *cap_a = (*cap_a).min(1);
             }
             for b in a + 1..n {
                 if ports_conflict(pa, &p.classes[b].constraints.host_ports) {
@@ -214,10 +214,10 @@ pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], 
     let mut suffix = vec![vec![0.0f64; dims]; items.len() + 1];
     for i in (0..items.len()).rev() {
         let (k, w) = items[i];
-        for d in 0..dims {
-            let r = p.classes[k].req[d];
+        let (head, tail) = suffix.split_at_mut(i + 1);
+        for ((slot, next), &r) in head[i].iter_mut().zip(&tail[0]).zip(&p.classes[k].req) {
             let per = if r > 0 { w / r as f64 } else { f64::INFINITY };
-            suffix[i][d] = suffix[i + 1][d].max(per);
+            *slot = next.max(per);
         }
     }
     let host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();

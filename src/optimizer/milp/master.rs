@@ -78,6 +78,9 @@ pub struct AuxVar {
     pub rows: Vec<(usize, f64)>,
 }
 
+/// Rows of one topology domain: (row, member classes ascending).
+type DomainRows = Vec<(usize, Vec<usize>)>;
+
 pub struct Master {
     pub rows: Vec<RowDef>,
     pub aux: Vec<AuxVar>,
@@ -85,7 +88,7 @@ pub struct Master {
     convexity_row: BTreeMap<usize, usize>,
     limit_rows: BTreeMap<usize, Vec<(usize, String)>>,
     /// key -> domain -> [(row, members ascending)]
-    domain_rows: BTreeMap<String, BTreeMap<String, Vec<(usize, Vec<usize>)>>>,
+    domain_rows: BTreeMap<String, BTreeMap<String, DomainRows>>,
 }
 
 impl Master {

@@ -309,6 +309,9 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
 /// Above this many pod classes the integer solve over the patterns is skipped.
 const MAX_CLASSES_FOR_INTEGER_SOLVE: usize = 300;
 
+/// (status, objective, column values) of an integer solve.
+type IntegerSolve = (&'static str, Option<f64>, Option<Vec<f64>>);
+
 /// HiGHS's integer program over the generated patterns: (status, objective, column values).
 #[allow(clippy::too_many_arguments)]
 fn integer_solve_over(
@@ -320,7 +323,7 @@ fn integer_solve_over(
     columns: &[Column],
     seconds: f64,
     notes: &mut Vec<String>,
-) -> Result<(&'static str, Option<f64>, Option<Vec<f64>>), String> {
+) -> Result<IntegerSolve, String> {
     let mip = build_lp(p, master, bins, bin_index, columns, true);
     let mut model = mip.optimise(Sense::Minimise);
     configure(&mut model, settings, seconds);
@@ -545,6 +548,7 @@ const EXACT_PRICING_NODES: usize = 20_000;
 /// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.
 /// `exact` asks the branch-and-bound knapsack instead of the greedy fill; it answers nothing when
 /// its node budget does not settle the bin.
+#[allow(clippy::too_many_arguments)]
 fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], exact: bool, unsettled: &mut bool) -> Option<(f64, Column)> {
     let values = master.pod_values(p, b, duals);
     let existing_host = existing_host(p, rules, b);
