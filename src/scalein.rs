@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{CapacityType, Catalog, InstanceType};
+use crate::disruption::edit;
 use crate::workload::Rng;
 use crate::domain::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, OS, ZONE};
 use crate::domain::{
@@ -257,13 +258,7 @@ fn daemonset() -> DaemonSet {
 }
 
 fn daemon_pod(ds: &DaemonSet, node: &str) -> Pod {
-    Pod {
-        namespace: ds.namespace.clone(),
-        node_name: Some(node.to_string()),
-        created: Some("2026-11-28T12:00:00Z".into()),
-        started: Some("2026-11-28T12:00:05Z".into()),
-        ..Pod::new(format!("{}-{node}", ds.name), ds.pod.clone()).owned_by("DaemonSet", &ds.name)
-    }
+    Pod { created: Some("2026-11-28T12:00:00Z".into()), started: Some("2026-11-28T12:00:05Z".into()), ..edit::daemon_pod(ds, node) }
 }
 
 fn nodepool() -> NodePool {
@@ -314,24 +309,7 @@ fn register(snapshot: &mut ClusterSnapshot, p: &Placed, zones: &[String], region
     // launched over the two days before `NOW`, with pod events up to just before it
     let created = format!("2026-11-{:02}T{:02}:{:02}:00Z", 28 + rng.below(2), rng.below(24), rng.below(60));
     let claim_name = format!("default-{}", rng.suffix(5));
-    snapshot.node_claims.push(NodeClaim {
-        name: claim_name,
-        nodepool: Some("default".into()),
-        labels: labels.clone(),
-        requirements: vec![],
-        node_name: Some(name.to_string()),
-        provider_id: provider_id.clone(),
-        capacity: p.it.capacity(None),
-        allocatable: p.it.allocatable(None),
-        deleting: false,
-        created: Some(created.clone()),
-        initialized: true,
-        drifted: false,
-        last_pod_event: Some("2026-11-30T11:30:00Z".into()),
-        expire_after: Some("720h".into()),
-        nodepool_hash: None,
-    });
-    snapshot.nodes.push(Node {
+    let node = Node {
         name: name.to_string(),
         labels,
         taints: vec![],
@@ -343,7 +321,14 @@ fn register(snapshot: &mut ClusterSnapshot, p: &Placed, zones: &[String], region
         created: Some(created),
         annotations: BTreeMap::new(),
         deleting: false,
+    };
+    snapshot.node_claims.push(NodeClaim {
+        name: claim_name,
+        last_pod_event: Some("2026-11-30T11:30:00Z".into()),
+        expire_after: Some("720h".into()),
+        ..edit::claim_for(&node, "default", None)
     });
+    snapshot.nodes.push(node);
 }
 
 #[cfg(test)]

@@ -7,22 +7,20 @@
 //!
 //! Run with `cargo test --release --test disruption`.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use joiner::catalog::{CapacityType, Catalog};
+use joiner::catalog::Catalog;
 use joiner::disruption::timing::parse_timestamp;
 use joiner::disruption::{consolidate, DisruptionPlan, DisruptionSettings, DisruptionStrategy, Reason};
 use joiner::domain::ClusterSnapshot;
 use joiner::snapshot::load_snapshot;
 
+use common::{catalog_name, manifest_dir, CapacityType, EPS};
+
 const NOW: &str = "2026-11-30T12:00:00Z";
-const EPS: f64 = 1e-6;
-
-fn manifest_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn fixture_path(name: &str) -> PathBuf {
     manifest_dir().join("fixtures/disruption").join(format!("{name}.yaml"))
 }
@@ -30,12 +28,7 @@ fn fixture_path(name: &str) -> PathBuf {
 /// The catalog a fixture names in its `# catalog: NAME` header line (`us-east-1` is the bundled one).
 fn catalog_for(name: &str) -> Catalog {
     let text = std::fs::read_to_string(fixture_path(name)).expect("fixture readable");
-    let cat = text
-        .lines()
-        .take_while(|l| l.starts_with('#'))
-        .find_map(|l| l.strip_prefix("# catalog:"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| panic!("{name}: no `# catalog:` header"));
+    let cat = catalog_name(&text).unwrap_or_else(|| panic!("{name}: no `# catalog:` header"));
     if cat == "us-east-1" {
         return Catalog::bundled("us-east-1").expect("bundled us-east-1");
     }

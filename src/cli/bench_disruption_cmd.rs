@@ -12,7 +12,6 @@ use serde::Serialize;
 
 use joiner::catalog::Catalog;
 use joiner::disruption::{self, baseline, timing, DisruptionSettings, DisruptionStrategy};
-use joiner::optimizer::problem::node_price;
 
 use super::solve_cmd::Output;
 
@@ -97,7 +96,7 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
         args.pods as f64 / (1.0 - args.drop),
         snapshot.nodes.len()
     );
-    let cost = |s: &joiner::domain::ClusterSnapshot| (s.nodes.iter().map(|n| node_price(n, &catalog)).sum::<f64>() * 1e6).round() / 1e6;
+    let cost = |s: &joiner::domain::ClusterSnapshot| (disruption::cluster_cost(s, &catalog) * 1e6).round() / 1e6;
     let mut settings = DisruptionSettings::new(timing::parse_timestamp(joiner::scalein::NOW)?);
     settings.time_limit = Duration::from_secs_f64(args.time_limit);
 

@@ -20,7 +20,7 @@ use super::candidates::{allowed_disruptions, NodeInfo};
 use super::edit::without_nodes;
 use super::model::{self, Limits, Selection};
 use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, Move};
-use super::{cluster_cost, round6, unbound_on, without_pending, DisruptionError, DisruptionSettings, Reason, Triage};
+use super::{assemble, cheaper_spot_types, cluster_cost, delete_only, round6, unbound_on, without_pending, DisruptionError, DisruptionSettings, Reason, Triage};
 
 pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings, t: &Triage<'_>, start: Instant) -> Result<DisruptionPlan, DisruptionError> {
     // a margin for what runs after the last timed phase (actions, fingerprint)
@@ -60,18 +60,6 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), actions = actions.len(), "re-solve done");
     let cost_before = cluster_cost(snapshot, catalog);
     let savings: f64 = actions.iter().map(|a| a.savings_per_hour).sum();
-    blocked.sort();
-    blocked.dedup();
-    let mut budgets = t.budgets.clone();
-    for a in &actions {
-        for node in &a.delete {
-            let pool = t.cands.find(node).map(|n| n.pool.as_str());
-            let reason = if a.reason == Reason::Expired { continue } else { a.reason };
-            if let Some(b) = budgets.iter_mut().find(|b| Some(b.nodepool.as_str()) == pool && b.reason == reason) {
-                b.planned += 1;
-            }
-        }
-    }
     let (status, mip_gap, variables, constraints, classes) = match &selection {
         Some(s) => (s.status.clone(), s.mip_gap, s.variables, s.constraints, s.classes),
         None if t.open.is_empty() && t.forced.is_empty() => ("no-candidates".to_string(), None, 0, 0, 0),
@@ -87,28 +75,18 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
         "optimal" => "feasible".to_string(),
         _ => status,
     };
-    Ok(DisruptionPlan {
-        cost_before_per_hour: round6(cost_before),
-        cost_after_per_hour: round6(cost_before - savings),
-        savings_per_hour: round6(savings),
-        disruption_cost: round6(actions.iter().map(|a| a.disruption_cost).sum()),
-        lower_bound: (lower_bound.min(cost_before) * 1e6).floor() / 1e6,
-        actions,
-        blocked,
-        budgets,
-        fingerprint: String::new(),
-        solver: DisruptionReport {
-            status,
-            strategy: "milp".into(),
-            seconds: start.elapsed().as_secs_f64(),
-            candidates: t.open.len(),
-            pod_classes: classes,
-            variables,
-            constraints,
-            mip_gap,
-            notes,
-        },
-    })
+    let solver = DisruptionReport {
+        status,
+        strategy: "milp".into(),
+        seconds: start.elapsed().as_secs_f64(),
+        candidates: t.open.len(),
+        pod_classes: classes,
+        variables,
+        constraints,
+        mip_gap,
+        notes,
+    };
+    Ok(assemble(cost_before, t, actions, blocked, lower_bound, solver))
 }
 
 /// Plans the cluster without the forced and removed nodes, keeping (and blocking) every node whose
@@ -205,13 +183,7 @@ fn select(
 /// Cuts the plan of the cluster after into actions: removed nodes that share a launched node form
 /// one action; empty removals form one Empty action.
 fn split(after: &Plan, home: &BTreeMap<String, String>, reasons: &BTreeMap<&str, Reason>, t: &Triage<'_>, notes: &mut Vec<String>) -> Vec<Action> {
-    let mut dest: BTreeMap<&str, &str> = BTreeMap::new();
-    for n in &after.nodes {
-        dest.extend(n.pods.iter().map(|p| (p.as_str(), n.id.as_str())));
-    }
-    for e in &after.existing {
-        dest.extend(e.pods.iter().map(|p| (p.as_str(), e.node.as_str())));
-    }
+    let dest = after.destinations();
     let launched: BTreeMap<&str, &NewNode> = after.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
     // union-find over removed nodes, joined through the launched nodes their pods go to
     let names: Vec<&str> = reasons.keys().copied().collect();
@@ -246,11 +218,11 @@ fn split(after: &Plan, home: &BTreeMap<String, String>, reasons: &BTreeMap<&str,
     let price = |n: &str| t.cands.find(n).map_or(0.0, |c| c.price);
     let cost = |n: &str| t.cands.find(n).map_or(0.0, |c| c.disruption_cost);
     let mut actions = Vec::new();
-    let mut empties = Vec::new();
+    let mut empties: Vec<&NodeInfo> = Vec::new();
     for members in groups.into_values() {
         let delete: Vec<String> = members.iter().map(|&i| names[i].to_string()).collect();
         if members.iter().all(|&i| reasons[names[i]] == Reason::Empty) {
-            empties.extend(delete);
+            empties.extend(delete.iter().filter_map(|n| t.cands.find(n)));
             continue;
         }
         let mut launch: Vec<NewNode> = owner_of_launch.iter().filter(|(_, &i)| members.contains(&root(&mut parent, i))).map(|(id, _)| launched[id].clone()).collect();
@@ -268,15 +240,7 @@ fn split(after: &Plan, home: &BTreeMap<String, String>, reasons: &BTreeMap<&str,
         });
     }
     if !empties.is_empty() {
-        empties.sort();
-        actions.insert(0, Action {
-            reason: Reason::Empty,
-            savings_per_hour: round6(empties.iter().map(|n| price(n)).sum()),
-            disruption_cost: round6(empties.iter().map(|n| cost(n)).sum()),
-            delete: empties,
-            launch: vec![],
-            moves: vec![],
-        });
+        actions.insert(0, delete_only(Reason::Empty, &empties));
     }
     actions
 }
@@ -306,13 +270,9 @@ fn worth_it(a: &Action, t: &Triage<'_>, settings: &DisruptionSettings, w: &crate
     let all_spot = a.delete.iter().all(|n| t.cands.find(n).is_some_and(|c| c.spot));
     let removed: f64 = a.delete.iter().filter_map(|n| t.cands.find(n)).map(|c| c.price).sum();
     for l in a.launch.iter().filter(|l| all_spot && l.capacity_type == CapacityType::Spot) {
-        let types: BTreeSet<&str> = std::iter::once((l.instance_type.as_str(), l.price))
-            .chain(l.fallbacks.iter().filter(|f| f.capacity_type == CapacityType::Spot).map(|f| (f.instance_type.as_str(), f.price)))
-            .filter(|(_, p)| *p < removed)
-            .map(|(n, _)| n)
-            .collect();
-        if types.len() < settings.spot_to_spot_min_types {
-            return refuse(format!("spot-to-spot replacement needs {} cheaper spot types, found {}", settings.spot_to_spot_min_types, types.len()));
+        let found = cheaper_spot_types(l, removed);
+        if found < settings.spot_to_spot_min_types {
+            return refuse(format!("spot-to-spot replacement needs {} cheaper spot types, found {found}", settings.spot_to_spot_min_types));
         }
     }
     true
@@ -361,18 +321,7 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
     };
     // the pattern LP is tighter: it keeps pods whole, and a kept node keeps its own pods (the
     // aggregated LP above may not assume that: it has no way to put them back where they are)
-    let class_of: BTreeMap<&str, usize> = p.classes.iter().enumerate().flat_map(|(k, c)| c.pods.iter().map(move |pod| (pod.as_str(), k))).collect();
-    let mut own: BTreeMap<&str, BTreeMap<usize, u32>> = BTreeMap::new();
-    for (pod, node) in home {
-        if let Some(&k) = class_of.get(pod.as_str()) {
-            *own.entry(node.as_str()).or_default().entry(k).or_default() += 1;
-        }
-    }
-    for n in &mut p.existing {
-        if let Some(m) = own.get(n.name.as_str()) {
-            n.home = m.iter().map(|(&k, &c)| (k, c)).collect();
-        }
-    }
+    p.set_home(home);
     let left = seconds - start.elapsed().as_secs_f64();
     if left > 0.2 {
         let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();

@@ -26,7 +26,7 @@ use super::actions::without_types;
 use super::candidates::NodeInfo;
 use super::edit::{with_disruption, with_plan, without_nodes};
 use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, Move};
-use super::{cluster_cost, consolidate, round6, without_pending, DisruptionError, DisruptionSettings, DisruptionStrategy, Reason, Triage};
+use super::{assemble, cheaper_spot_types, cluster_cost, consolidate, delete_only, round6, without_pending, DisruptionError, DisruptionSettings, DisruptionStrategy, Reason, Triage};
 
 /// Karpenter caps multi-node consolidation at this many candidates.
 const MAX_MULTI: usize = 100;
@@ -103,15 +103,7 @@ impl<'s, 'a> Pass<'s, 'a> {
         if !empty.is_empty() {
             let names: BTreeSet<String> = empty.iter().map(|n| n.name.clone()).collect();
             self.work = without_nodes(&self.work, &names);
-            let delete: Vec<String> = names.into_iter().collect();
-            self.actions.push(Action {
-                reason: Reason::Empty,
-                savings_per_hour: round6(empty.iter().map(|n| n.price).sum()),
-                disruption_cost: round6(empty.iter().map(|n| n.disruption_cost).sum()),
-                delete,
-                launch: vec![],
-                moves: vec![],
-            });
+            self.actions.push(delete_only(Reason::Empty, &empty));
             self.notes.push(format!("emptiness: {} empty nodes deleted in one command", empty.len()));
         }
         Ok(())
@@ -250,11 +242,10 @@ impl<'s, 'a> Pass<'s, 'a> {
         }
         l.fallbacks.retain(|f| f.price < limit && !types.contains(f.instance_type.as_str()));
         if nodes.iter().all(|n| n.spot) && l.capacity_type == CapacityType::Spot {
-            let spot: BTreeSet<&str> = std::iter::once(l.instance_type.as_str())
-                .chain(l.fallbacks.iter().filter(|f| f.capacity_type == CapacityType::Spot).map(|f| f.instance_type.as_str()))
-                .collect();
-            if spot.len() < self.settings.spot_to_spot_min_types {
-                return Ok(Err(format!("spot-to-spot needs {} cheaper spot types, found {}", self.settings.spot_to_spot_min_types, spot.len())));
+            // the launch and the fallbacks kept above are all below `limit`
+            let found = cheaper_spot_types(l, limit);
+            if found < self.settings.spot_to_spot_min_types {
+                return Ok(Err(format!("spot-to-spot needs {} cheaper spot types, found {found}", self.settings.spot_to_spot_min_types)));
             }
         }
         Ok(Ok(sim))
@@ -290,13 +281,7 @@ impl<'s, 'a> Pass<'s, 'a> {
             n.id = format!("{tag}{}", n.id);
             n.labels.insert(HOSTNAME.to_string(), n.id.clone());
         }
-        let mut dest: BTreeMap<&str, &str> = BTreeMap::new();
-        for n in &sim.plan.nodes {
-            dest.extend(n.pods.iter().map(|p| (p.as_str(), n.id.as_str())));
-        }
-        for e in &sim.plan.existing {
-            dest.extend(e.pods.iter().map(|p| (p.as_str(), e.node.as_str())));
-        }
+        let dest = sim.plan.destinations();
         // a pod that found no place gets no move: it is left pending for the provisioner
         let moves: Vec<Move> = sim.home.iter().filter_map(|(pod, from)| dest.get(pod.as_str()).map(|to| Move { pod: pod.clone(), from: from.clone(), to: to.to_string() })).collect();
         let mut delete: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
@@ -318,42 +303,20 @@ impl<'s, 'a> Pass<'s, 'a> {
         });
     }
 
-    fn finish(mut self, snapshot: &ClusterSnapshot) -> DisruptionPlan {
-        let cost_before = cluster_cost(snapshot, self.catalog);
-        let savings: f64 = self.actions.iter().map(|a| a.savings_per_hour).sum();
-        let mut budgets = self.t.budgets.clone();
-        for a in self.actions.iter().filter(|a| a.reason != Reason::Expired) {
-            for node in &a.delete {
-                let pool = self.t.cands.find(node).map(|n| n.pool.as_str());
-                if let Some(b) = budgets.iter_mut().find(|b| Some(b.nodepool.as_str()) == pool && b.reason == a.reason) {
-                    b.planned += 1;
-                }
-            }
-        }
-        self.blocked.sort();
-        self.blocked.dedup();
-        DisruptionPlan {
-            cost_before_per_hour: round6(cost_before),
-            cost_after_per_hour: round6(cost_before - savings),
-            savings_per_hour: round6(savings),
-            disruption_cost: round6(self.actions.iter().map(|a| a.disruption_cost).sum()),
-            lower_bound: 0.0,
-            actions: self.actions,
-            blocked: self.blocked,
-            budgets,
-            fingerprint: String::new(),
-            solver: DisruptionReport {
-                status: "baseline".into(),
-                strategy: "baseline".into(),
-                seconds: self.start.elapsed().as_secs_f64(),
-                candidates: self.t.open.len(),
-                pod_classes: 0,
-                variables: 0,
-                constraints: 0,
-                mip_gap: None,
-                notes: self.notes,
-            },
-        }
+    fn finish(self, snapshot: &ClusterSnapshot) -> DisruptionPlan {
+        let solver = DisruptionReport {
+            status: "baseline".into(),
+            strategy: "baseline".into(),
+            seconds: self.start.elapsed().as_secs_f64(),
+            candidates: self.t.open.len(),
+            pod_classes: 0,
+            variables: 0,
+            constraints: 0,
+            mip_gap: None,
+            notes: self.notes,
+        };
+        // the baseline proves nothing about how far it is from the best plan
+        assemble(cluster_cost(snapshot, self.catalog), self.t, self.actions, self.blocked, 0.0, solver)
     }
 }
 

@@ -33,20 +33,8 @@ pub fn without_nodes(snapshot: &ClusterSnapshot, nodes: &BTreeSet<String>) -> Cl
 /// `{prefix}{id}`) with a NodeClaim and its DaemonSet pods, and every placed pod is bound.
 pub fn with_plan(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &Plan, prefix: &str, now: &str) -> ClusterSnapshot {
     let mut out = snapshot.clone();
-    let mut names: BTreeMap<&str, String> = BTreeMap::new();
-    for n in &plan.nodes {
-        let name = format!("{prefix}{}", n.id);
-        register(&mut out, catalog, n, &name, now);
-        names.insert(&n.id, name);
-    }
-    let mut target: BTreeMap<&str, &str> = BTreeMap::new();
-    for n in &plan.nodes {
-        target.extend(n.pods.iter().map(|p| (p.as_str(), names[n.id.as_str()].as_str())));
-    }
-    for e in &plan.existing {
-        target.extend(e.pods.iter().map(|p| (p.as_str(), e.node.as_str())));
-    }
-    bind(&mut out, &target);
+    let names = register_all(&mut out, catalog, &plan.nodes, prefix, now);
+    bind(&mut out, plan.destinations().into_iter(), &names);
     out
 }
 
@@ -54,21 +42,26 @@ pub fn with_plan(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &Plan, pre
 pub fn with_disruption(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &DisruptionPlan, prefix: &str, now: &str) -> ClusterSnapshot {
     let deleted: BTreeSet<String> = plan.actions.iter().flat_map(|a| a.delete.iter().cloned()).collect();
     let mut out = without_nodes(snapshot, &deleted);
-    let mut names: BTreeMap<&str, String> = BTreeMap::new();
-    for n in plan.actions.iter().flat_map(|a| &a.launch) {
-        let name = format!("{prefix}{}", n.id);
-        register(&mut out, catalog, n, &name, now);
-        names.insert(&n.id, name);
-    }
-    let mut target: BTreeMap<&str, &str> = BTreeMap::new();
-    for m in plan.actions.iter().flat_map(|a| &a.moves) {
-        target.insert(&m.pod, names.get(m.to.as_str()).map_or(m.to.as_str(), String::as_str));
-    }
-    bind(&mut out, &target);
+    let launched: Vec<NewNode> = plan.actions.iter().flat_map(|a| a.launch.iter().cloned()).collect();
+    let names = register_all(&mut out, catalog, &launched, prefix, now);
+    bind(&mut out, plan.actions.iter().flat_map(|a| &a.moves).map(|m| (m.pod.as_str(), m.to.as_str())), &names);
     out
 }
 
-fn bind(snapshot: &mut ClusterSnapshot, target: &BTreeMap<&str, &str>) {
+/// Registers every launched node as `{prefix}{id}`; returns id -> node name.
+fn register_all(snapshot: &mut ClusterSnapshot, catalog: &Catalog, nodes: &[NewNode], prefix: &str, now: &str) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for n in nodes {
+        let name = format!("{prefix}{}", n.id);
+        register(snapshot, catalog, n, &name, now);
+        names.insert(n.id.clone(), name);
+    }
+    names
+}
+
+/// Binds pods to their targets: a launched node's id (renamed through `names`) or an existing node.
+fn bind<'a>(snapshot: &mut ClusterSnapshot, targets: impl Iterator<Item = (&'a str, &'a str)>, names: &BTreeMap<String, String>) {
+    let target: BTreeMap<&str, &str> = targets.map(|(pod, to)| (pod, names.get(to).map_or(to, String::as_str))).collect();
     for pod in &mut snapshot.pods {
         if let Some(node) = target.get(pod.key().as_str()) {
             pod.node_name = Some(node.to_string());
@@ -95,24 +88,7 @@ fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &NewNode, name
             snapshot.pods.push(daemon_pod(ds, name));
         }
     }
-    snapshot.node_claims.push(NodeClaim {
-        name: name.to_string(),
-        nodepool: Some(n.nodepool.clone()),
-        labels: labels.clone(),
-        requirements: vec![],
-        node_name: Some(name.to_string()),
-        provider_id: None,
-        capacity: capacity.clone(),
-        allocatable: allocatable.clone(),
-        deleting: false,
-        created: Some(now.to_string()),
-        initialized: true,
-        drifted: false,
-        last_pod_event: Some(now.to_string()),
-        expire_after: None,
-        nodepool_hash: pool.and_then(|p| p.hash.clone()),
-    });
-    snapshot.nodes.push(Node {
+    let node = Node {
         name: name.to_string(),
         labels,
         taints,
@@ -124,10 +100,34 @@ fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &NewNode, name
         created: Some(now.to_string()),
         annotations: Default::default(),
         deleting: false,
-    });
+    };
+    snapshot.node_claims.push(claim_for(&node, &n.nodepool, pool.and_then(|p| p.hash.clone())));
+    snapshot.nodes.push(node);
 }
 
-fn daemon_pod(ds: &crate::domain::DaemonSet, node: &str) -> Pod {
+/// The NodeClaim Karpenter keeps for a node it launched: initialized, last pod event at creation.
+pub(crate) fn claim_for(node: &Node, nodepool: &str, nodepool_hash: Option<String>) -> NodeClaim {
+    NodeClaim {
+        name: node.name.clone(),
+        nodepool: Some(nodepool.to_string()),
+        labels: node.labels.clone(),
+        requirements: vec![],
+        node_name: Some(node.name.clone()),
+        provider_id: node.provider_id.clone(),
+        capacity: node.capacity.clone(),
+        allocatable: node.allocatable.clone(),
+        deleting: false,
+        created: node.created.clone(),
+        initialized: true,
+        drifted: false,
+        last_pod_event: node.created.clone(),
+        expire_after: None,
+        nodepool_hash,
+    }
+}
+
+/// The pod a DaemonSet runs on `node`.
+pub(crate) fn daemon_pod(ds: &crate::domain::DaemonSet, node: &str) -> Pod {
     Pod { namespace: ds.namespace.clone(), node_name: Some(node.to_string()), ..Pod::new(format!("{}-{node}", ds.name), ds.pod.clone()).owned_by("DaemonSet", &ds.name) }
 }
 

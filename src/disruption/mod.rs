@@ -207,8 +207,60 @@ pub(crate) fn unbound_on(snapshot: &ClusterSnapshot, nodes: &BTreeSet<String>) -
     out
 }
 
+/// The plan for `actions`: cost figures, the budgets they use (expiry is not budgeted), blocks
+/// sorted once. `lower_bound` is capped at the cost before and floored to the printed precision.
+pub(crate) fn assemble(cost_before: f64, t: &Triage<'_>, actions: Vec<Action>, mut blocked: Vec<Blocked>, lower_bound: f64, solver: DisruptionReport) -> DisruptionPlan {
+    let savings: f64 = actions.iter().map(|a| a.savings_per_hour).sum();
+    let mut budgets = t.budgets.clone();
+    for a in actions.iter().filter(|a| a.reason != Reason::Expired) {
+        for node in &a.delete {
+            let pool = t.cands.find(node).map(|n| n.pool.as_str());
+            if let Some(b) = budgets.iter_mut().find(|b| Some(b.nodepool.as_str()) == pool && b.reason == a.reason) {
+                b.planned += 1;
+            }
+        }
+    }
+    blocked.sort();
+    blocked.dedup();
+    DisruptionPlan {
+        cost_before_per_hour: round6(cost_before),
+        cost_after_per_hour: round6(cost_before - savings),
+        savings_per_hour: round6(savings),
+        disruption_cost: round6(actions.iter().map(|a| a.disruption_cost).sum()),
+        lower_bound: (lower_bound.min(cost_before) * 1e6).floor() / 1e6,
+        actions,
+        blocked,
+        budgets,
+        fingerprint: String::new(),
+        solver,
+    }
+}
+
+/// One action deleting `nodes` with no replacement (all empty nodes go in one, as in Karpenter).
+pub(crate) fn delete_only(reason: Reason, nodes: &[&NodeInfo]) -> Action {
+    let mut delete: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+    delete.sort();
+    Action {
+        reason,
+        savings_per_hour: round6(nodes.iter().map(|n| n.price).sum()),
+        disruption_cost: round6(nodes.iter().map(|n| n.disruption_cost).sum()),
+        delete,
+        launch: vec![],
+        moves: vec![],
+    }
+}
+
+/// Distinct spot instance types cheaper than `below` that a launch could use: itself and its
+/// fallbacks. Karpenter replaces spot with spot only when there are enough of them.
+pub(crate) fn cheaper_spot_types(launch: &crate::optimizer::NewNode, below: f64) -> usize {
+    use crate::catalog::CapacityType::Spot;
+    let own = (launch.capacity_type == Spot).then_some((launch.instance_type.as_str(), launch.price));
+    let fallbacks = launch.fallbacks.iter().filter(|f| f.capacity_type == Spot).map(|f| (f.instance_type.as_str(), f.price));
+    own.into_iter().chain(fallbacks).filter(|(_, p)| *p < below).map(|(n, _)| n).collect::<BTreeSet<&str>>().len()
+}
+
 /// Hourly price of every node in the snapshot.
-pub(crate) fn cluster_cost(snapshot: &ClusterSnapshot, catalog: &Catalog) -> f64 {
+pub fn cluster_cost(snapshot: &ClusterSnapshot, catalog: &Catalog) -> f64 {
     snapshot.nodes.iter().map(|n| crate::optimizer::problem::node_price(n, catalog)).sum()
 }
 

@@ -58,18 +58,12 @@ pub fn select(
 ) -> Result<Selection, String> {
     let start = Instant::now();
     let budget = limits.settings.time_limit.as_secs_f64();
-    let ph = Problem::build(keep, catalog);
+    let mut ph = Problem::build(keep, catalog);
+    // each candidate's own pods per class, and the room they leave when it is kept
+    ph.set_home(home);
     let patterns = new_node_patterns(gone, catalog, &ph, limits.settings, budget * 0.3)?;
-    let class_of: BTreeMap<&str, usize> = ph.classes.iter().enumerate().flat_map(|(k, c)| c.pods.iter().map(move |p| (p.as_str(), k))).collect();
     let existing_of: BTreeMap<&str, usize> = ph.existing.iter().enumerate().map(|(e, n)| (n.name.as_str(), e)).collect();
     let cand_e: Vec<usize> = candidates.iter().filter_map(|c| existing_of.get(c.name.as_str()).copied()).collect();
-    // own[e][k]: pods of class k that live on candidate e
-    let mut own: BTreeMap<usize, BTreeMap<usize, u32>> = BTreeMap::new();
-    for (pod, node) in home {
-        if let (Some(&k), Some(&e)) = (class_of.get(pod.as_str()), existing_of.get(node.as_str())) {
-            *own.entry(e).or_default().entry(k).or_default() += 1;
-        }
-    }
     let mut pb = RowProblem::default();
     // columns first (RowProblem adds rows over existing columns)
     let y: Vec<highs::Col> = candidates
@@ -79,7 +73,7 @@ pub fn select(
     let mut z: Vec<(usize, usize, highs::Col)> = Vec::new(); // (class, existing, col)
     for (k, class) in ph.classes.iter().enumerate() {
         for &e in &class.existing {
-            let room = room_if_kept(&ph, e, own.get(&e));
+            let room = ph.room_after_home(e);
             let fit = ph.classes[k].req.iter().zip(&room).filter(|(r, _)| **r > 0).map(|(r, f)| (f / r).max(0)).min().unwrap_or(i64::MAX);
             let upper = fit.min(class.demand() as i64);
             if upper > 0 {
@@ -95,7 +89,7 @@ pub fn select(
     for (k, class) in ph.classes.iter().enumerate() {
         let mut f: Vec<(highs::Col, f64)> = vec![(u[k], 1.0)];
         for (i, &e) in cand_e.iter().enumerate() {
-            if let Some(&c) = own.get(&e).and_then(|m| m.get(&k)) {
+            if let Some(&(_, c)) = ph.existing[e].home.iter().find(|(kk, _)| *kk == k) {
                 f.push((y[i], f64::from(c)));
             }
         }
@@ -107,7 +101,7 @@ pub fn select(
         }
         pb.add_row(class.demand() as f64.., f);
     }
-    add_room_rows(&mut pb, &ph, &cand_e, &y, &z, &own);
+    add_room_rows(&mut pb, &ph, &cand_e, &y, &z);
     add_budget_rows(&mut pb, candidates, &y, limits.budget);
     add_pdb_rows(&mut pb, keep, candidates, &y, home, limits.pdb_allowed);
     add_same_type_rows(&mut pb, &ph, candidates, &y, &x, &patterns);
@@ -163,17 +157,6 @@ fn placement(ph: &Problem, values: &[f64], z: &[(usize, usize, highs::Col)], x: 
     out
 }
 
-/// Room a candidate keeps for other pods once its own are back: free room less its pods' requests.
-fn room_if_kept(p: &Problem, e: usize, own: Option<&BTreeMap<usize, u32>>) -> Vec<i64> {
-    let mut room = p.existing[e].free.clone();
-    for (&k, &c) in own.into_iter().flatten() {
-        for (r, q) in room.iter_mut().zip(&p.classes[k].req) {
-            *r -= q * i64::from(c);
-        }
-    }
-    room
-}
-
 /// Node patterns (counts per class of `ph`, cost, shape) for new nodes, from the provisioning column
 /// generation on the snapshot with every candidate gone.
 type Pattern = (Vec<(usize, u32)>, f64, usize, usize);
@@ -189,7 +172,7 @@ fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, se
     let cg = SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs_f64(seconds.max(0.2)), ..settings.clone() };
     let (columns, _) = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand)?;
     // the same pods group into the same classes in both problems; map through a member's key
-    let in_h: BTreeMap<&str, usize> = ph.classes.iter().enumerate().flat_map(|(k, c)| c.pods.iter().map(move |p| (p.as_str(), k))).collect();
+    let in_h = ph.class_of_pods();
     let map: Vec<Option<usize>> = pg.classes.iter().map(|c| in_h.get(c.pods[0].as_str()).copied()).collect();
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
@@ -206,13 +189,13 @@ fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, se
     Ok(out)
 }
 
-fn add_room_rows(pb: &mut RowProblem, p: &Problem, cand_e: &[usize], y: &[highs::Col], z: &[(usize, usize, highs::Col)], own: &BTreeMap<usize, BTreeMap<usize, u32>>) {
+fn add_room_rows(pb: &mut RowProblem, p: &Problem, cand_e: &[usize], y: &[highs::Col], z: &[(usize, usize, highs::Col)]) {
     let mut by_node: BTreeMap<usize, Vec<(usize, highs::Col)>> = BTreeMap::new();
     for &(k, e, col) in z {
         by_node.entry(e).or_default().push((k, col));
     }
     for (e, list) in by_node {
-        let room = room_if_kept(p, e, own.get(&e));
+        let room = p.room_after_home(e);
         let keep = cand_e.iter().position(|&c| c == e).map(|i| y[i]);
         for (d, &r) in room.iter().enumerate() {
             let mut f: Vec<(highs::Col, f64)> = list.iter().filter(|(k, _)| p.classes[*k].req[d] > 0).map(|&(k, col)| (col, p.classes[k].req[d] as f64 / 1000.0)).collect();

@@ -237,7 +237,7 @@ fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
 /// offerings are left out (the replay and repair place what they would have held).
 fn seed_columns(p: &Problem, seed: &[SeedNode]) -> Vec<(milp::columns::Column, u32)> {
     use milp::columns::{Bin, Column};
-    let class_of: BTreeMap<&str, usize> = p.classes.iter().enumerate().flat_map(|(k, c)| c.pods.iter().map(move |pod| (pod.as_str(), k))).collect();
+    let class_of = p.class_of_pods();
     let mut out = Vec::new();
     for s in seed {
         let bin = match &s.target {

@@ -195,6 +195,40 @@ impl Problem {
     pub fn total_pods(&self) -> usize {
         self.classes.iter().map(PodClass::demand).sum()
     }
+
+    /// Each pending pod's class, by pod key.
+    pub fn class_of_pods(&self) -> BTreeMap<&str, usize> {
+        self.classes.iter().enumerate().flat_map(|(k, c)| c.pods.iter().map(move |pod| (pod.as_str(), k))).collect()
+    }
+
+    /// Sets each existing node's `home` from `home` (pod key -> node name): its pods per class.
+    pub fn set_home(&mut self, home: &BTreeMap<String, String>) {
+        let class_of = self.class_of_pods();
+        let mut own: BTreeMap<&str, BTreeMap<usize, u32>> = BTreeMap::new();
+        for (pod, node) in home {
+            if let Some(&k) = class_of.get(pod.as_str()) {
+                *own.entry(node.as_str()).or_default().entry(k).or_default() += 1;
+            }
+        }
+        let own: BTreeMap<String, Vec<(usize, u32)>> = own.into_iter().map(|(n, m)| (n.to_string(), m.into_iter().collect())).collect();
+        for n in &mut self.existing {
+            if let Some(h) = own.get(&n.name) {
+                n.home = h.clone();
+            }
+        }
+    }
+
+    /// The room an existing node offers once its `home` pods are back on it (never below zero).
+    pub fn room_after_home(&self, e: usize) -> Vec<i64> {
+        let n = &self.existing[e];
+        let mut room = n.free.clone();
+        for &(k, c) in &n.home {
+            for (r, q) in room.iter_mut().zip(&self.classes[k].req) {
+                *r = (*r - q * i64::from(c)).max(0);
+            }
+        }
+        room
+    }
 }
 
 /// Resource names any pending pod requests, cpu/memory/pods first.

@@ -67,12 +67,7 @@ pub fn bins(p: &Problem) -> Vec<BinInfo> {
             .map(|k| (k, p.preference_penalty(k, &n.labels, &n.taints)))
             .collect();
         // a node that must keep its own pods offers only the room they leave
-        let mut room = n.free.clone();
-        for &(k, c) in &n.home {
-            for (r, q) in room.iter_mut().zip(&p.classes[k].req) {
-                *r = (*r - q * i64::from(c)).max(0);
-            }
-        }
+        let room = p.room_after_home(e);
         if !classes.is_empty() || !n.home.is_empty() {
             out.push(BinInfo { bin: Bin::Existing(e), room, cost: n.keep_cost, labels: n.labels.clone(), classes, preload: n.home.clone() });
         }
