@@ -6,9 +6,11 @@
 //! synchronous and knows nothing of Kubernetes or AWS clients.
 
 pub mod catalog;
+pub mod cloud;
 pub mod disruption;
 pub mod domain;
 pub mod optimizer;
 pub mod scalein;
+pub mod sim;
 pub mod snapshot;
 pub mod workload;

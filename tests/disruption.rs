@@ -573,12 +573,9 @@ fn applying_a_plan_leaves_nothing_more_to_consolidate() {
     assert!(second.savings_per_hour < 0.05 * plan.savings_per_hour, "second pass still saves {}: {}", second.savings_per_hour, summary(&second));
 }
 
-/// Karpenter D5: a spot node is replaced by spot capacity only when enough cheaper spot instance types
-/// could be launched (`spot_to_spot_min_types`, Karpenter's 15). The replace-expensive-node fixture is
-/// turned into a spot-only pool with a spot node.
-#[test]
-fn spot_to_spot_replacement_needs_enough_cheaper_spot_types() {
-    let (mut snapshot, catalog) = load("replace-expensive-node");
+/// A fixture with its first NodePool restricted to spot and every node relabelled spot.
+fn spot_only(name: &'static str) -> (ClusterSnapshot, Catalog) {
+    let (mut snapshot, catalog) = load(name);
     for r in &mut snapshot.nodepools[0].requirements {
         if r.key == "karpenter.sh/capacity-type" {
             *r = joiner::domain::Requirement::in_values("karpenter.sh/capacity-type", &["spot"]);
@@ -587,6 +584,15 @@ fn spot_to_spot_replacement_needs_enough_cheaper_spot_types() {
     for n in &mut snapshot.nodes {
         n.labels.insert("karpenter.sh/capacity-type".into(), "spot".into());
     }
+    (snapshot, catalog)
+}
+
+/// Karpenter D5: a spot node is replaced by spot capacity only when enough cheaper spot instance types
+/// could be launched (`spot_to_spot_min_types`, Karpenter's 15). The replace-expensive-node fixture is
+/// turned into a spot-only pool with a spot node.
+#[test]
+fn spot_to_spot_replacement_needs_enough_cheaper_spot_types() {
+    let (snapshot, catalog) = spot_only("replace-expensive-node");
     let node = snapshot.nodes[0].name.clone();
     let decide = |min_types: usize| {
         let mut s = settings(DisruptionStrategy::Milp);
@@ -627,4 +633,22 @@ fn nothing_pending_is_an_empty_optimal_plan() {
     let plan = joiner::optimizer::solve(&snapshot, &catalog, &joiner::optimizer::SolveSettings::default()).unwrap();
     assert!(plan.nodes.is_empty() && plan.unschedulable.is_empty());
     assert_eq!(plan.solver.status, "optimal", "{:?}", plan.solver);
+}
+
+/// Karpenter asks spot-to-spot flexibility of single-node consolidation only: its multi-node pass
+/// replaces several spot nodes with one on price alone. The three-nodes-to-one fixture made
+/// spot-only (three of the dearest type, one small pod each) still merges under a 1,000-type
+/// flexibility rule, for both strategies; the same rule still holds a single spot node (test above).
+#[test]
+fn replacing_several_spot_nodes_is_not_held_by_the_flexibility_rule() {
+    let (snapshot, catalog) = spot_only("three-nodes-to-one");
+    for strategy in [DisruptionStrategy::Milp, DisruptionStrategy::Baseline] {
+        let mut s = settings(strategy);
+        s.spot_to_spot_min_types = 1000;
+        let plan = consolidate(&snapshot, &catalog, &s).unwrap();
+        // all three go and one cheap spot node replaces them (deleting two and keeping a $16/h node is dearer)
+        assert_eq!(deleted(&plan).len(), 3, "{strategy:?}: {}", summary(&plan));
+        assert_eq!(launches(&plan).len(), 1, "{strategy:?}: {}", summary(&plan));
+        assert!(plan.blocked.iter().all(|b| !b.reason.contains("spot-to-spot")), "{strategy:?}: {}", summary(&plan));
+    }
 }

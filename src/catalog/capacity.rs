@@ -125,24 +125,7 @@ mod tests {
     use crate::catalog::Arch;
 
     fn m5_large() -> InstanceType {
-        InstanceType {
-            name: "m5.large".into(),
-            vcpu: 2,
-            memory_mib: 8192,
-            arch: Arch::Amd64,
-            max_pods: None,
-            max_enis: Some(3),
-            ipv4_per_eni: Some(10),
-            gpu: None,
-            capacity: Resources::new(),
-            labels: Default::default(),
-            overhead: None,
-            hypervisor: None,
-            cpu_manufacturer: None,
-            local_nvme_gb: None,
-            network_bandwidth_mbps: None,
-            offerings: vec![],
-        }
+        InstanceType { max_enis: Some(3), ipv4_per_eni: Some(10), ..InstanceType::new("m5.large", 2, 8192, Arch::Amd64) }
     }
 
     #[test]

@@ -200,6 +200,29 @@ impl Catalog {
 }
 
 impl InstanceType {
+    /// A type with only its name, size and architecture set (no extras, no offerings), for
+    /// building catalogs in code.
+    pub fn new(name: &str, vcpu: u32, memory_mib: u64, arch: Arch) -> InstanceType {
+        InstanceType {
+            name: name.to_string(),
+            vcpu,
+            memory_mib,
+            arch,
+            max_pods: None,
+            max_enis: None,
+            ipv4_per_eni: None,
+            gpu: None,
+            capacity: Resources::new(),
+            labels: Default::default(),
+            overhead: None,
+            hypervisor: None,
+            cpu_manufacturer: None,
+            local_nvme_gb: None,
+            network_bandwidth_mbps: None,
+            offerings: vec![],
+        }
+    }
+
     /// Total memory as a quantity.
     pub fn memory(&self) -> Quantity {
         Quantity::from_mib(self.memory_mib as i64)

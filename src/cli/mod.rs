@@ -1,10 +1,11 @@
-//! Subcommands: `solve`, `solve-dump`, `consolidate`, `bench` and `catalog build`. Each reads its inputs, calls the
+//! Subcommands: `solve`, `solve-dump`, `consolidate`, `simulate`, `bench`, `bench-disruption` and `catalog build`. Each reads its inputs, calls the
 //! pure decision core, and prints or writes the result; nothing here makes decisions.
 
 mod bench_cmd;
 mod bench_disruption_cmd;
 mod catalog_cmd;
 mod consolidate_cmd;
+mod simulate_cmd;
 mod solve_cmd;
 
 use std::process::ExitCode;
@@ -45,6 +46,8 @@ pub enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Run the scale-in benchmark, MILP consolidation against Karpenter's baseline.
     BenchDisruption(bench_disruption_cmd::BenchDisruptionArgs),
+    /// Simulate a cluster over time with joiner's decisions and Karpenter's, side by side.
+    Simulate(simulate_cmd::SimulateArgs),
     /// Build or inspect instance catalogs.
     #[command(subcommand)]
     Catalog(catalog_cmd::CatalogCommand),
@@ -61,6 +64,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(a) => bench_cmd::run(a),
         Command::BenchDisruption(a) => bench_disruption_cmd::run(a),
         Command::Consolidate(a) => consolidate_cmd::run(a),
+        Command::Simulate(a) => simulate_cmd::run(a),
         Command::Solve { args, output } => solve_cmd::solve(args, output),
         Command::SolveDump { args, out } => solve_cmd::dump(args, out),
     }

@@ -16,7 +16,7 @@ use crate::optimizer::greedy;
 use crate::optimizer::problem::Problem;
 use crate::optimizer::{solve_seeded, NewNode, Plan, SeedNode, Strategy};
 
-use super::candidates::{allowed_disruptions, NodeInfo};
+use super::candidates::NodeInfo;
 use super::edit::without_nodes;
 use super::model::{self, Limits, Selection};
 use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, Move};
@@ -34,7 +34,7 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     let mut forced: BTreeMap<String, Reason> = t.forced.iter().map(|(n, r)| (n.name.clone(), *r)).collect();
     let home = home_of(snapshot, t.cands.nodes.iter().filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)));
     // the bound first: it needs a fixed share of the time, and depends only on the triage
-    let lower_bound = lower_bound(&base, catalog, t, &home, settings, budget * 0.15, &mut notes);
+    let lower_bound = if settings.lower_bound { lower_bound(&base, catalog, t, &home, settings, budget * 0.15, &mut notes) } else { 0.0 };
     let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.4, &mut notes);
     let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), status = selection.as_ref().map(|s| s.status.clone()), mip_gap = selection.as_ref().and_then(|s| s.mip_gap), "selection done");
@@ -158,19 +158,8 @@ fn select(
     let without_forced = without_nodes(base, &forced_names);
     let keep = unbound_on(&without_forced, &open);
     let gone = without_nodes(&without_forced, &open);
-    // evictions the forced removals already take from each PodDisruptionBudget
-    let mut pdb_allowed = BTreeMap::new();
-    for (b, pdb) in base.pdbs.iter().enumerate() {
-        let forced_hits = base
-            .pods
-            .iter()
-            .filter(|p| p.namespace == pdb.namespace && pdb.selector.matches(&p.labels))
-            .filter(|p| home.get(&p.key()).is_some_and(|n| forced.contains_key(n)))
-            .count();
-        pdb_allowed.insert(b, allowed_disruptions(base, pdb).saturating_sub(forced_hits));
-    }
     let open_home: BTreeMap<String, String> = home.iter().filter(|(_, n)| open.contains(*n)).map(|(p, n)| (p.clone(), n.clone())).collect();
-    let limits = Limits { budget: &t.underutilized, pdb_allowed: &pdb_allowed, settings: &settings.solve(seconds, Strategy::Milp) };
+    let limits = Limits { budget: &t.underutilized, settings: &settings.solve(seconds, Strategy::Milp) };
     match model::select(&keep, &gone, catalog, &t.open, &open_home, &limits) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -267,7 +256,9 @@ fn worth_it(a: &Action, t: &Triage<'_>, settings: &DisruptionSettings, w: &crate
     if a.savings_per_hour < w.min_savings {
         return refuse(format!("replacing it saves ${:.4}/h, below minSavings ${}/h", a.savings_per_hour, w.min_savings));
     }
-    let all_spot = a.delete.iter().all(|n| t.cands.find(n).is_some_and(|c| c.spot));
+    // Karpenter asks for flexibility only when one spot node is replaced (single-node
+    // consolidation); replacing several spot nodes is taken on price alone
+    let all_spot = a.delete.len() == 1 && a.delete.iter().all(|n| t.cands.find(n).is_some_and(|c| c.spot));
     let removed: f64 = a.delete.iter().filter_map(|n| t.cands.find(n)).map(|c| c.price).sum();
     for l in a.launch.iter().filter(|l| all_spot && l.capacity_type == CapacityType::Spot) {
         let found = cheaper_spot_types(l, removed);

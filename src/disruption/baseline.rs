@@ -241,7 +241,8 @@ impl<'s, 'a> Pass<'s, 'a> {
             return Ok(Err(format!("can't replace with a cheaper node ({} at ${:.4}/h, removing ${removed:.4}/h)", l.instance_type, l.price)));
         }
         l.fallbacks.retain(|f| f.price < limit && !types.contains(f.instance_type.as_str()));
-        if nodes.iter().all(|n| n.spot) && l.capacity_type == CapacityType::Spot {
+        // single-node consolidation only: Karpenter's multi-node pass takes spot-to-spot on price
+        if nodes.len() == 1 && nodes[0].spot && l.capacity_type == CapacityType::Spot {
             // the launch and the fallbacks kept above are all below `limit`
             let found = cheaper_spot_types(l, limit);
             if found < self.settings.spot_to_spot_min_types {

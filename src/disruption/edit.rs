@@ -70,7 +70,7 @@ fn bind<'a>(snapshot: &mut ClusterSnapshot, targets: impl Iterator<Item = (&'a s
 }
 
 /// Adds a launched node as a ready, initialized Node with its NodeClaim and DaemonSet pods.
-fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &NewNode, name: &str, now: &str) {
+pub(crate) fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &NewNode, name: &str, now: &str) {
     let pool = snapshot.nodepools.iter().find(|p| p.name == n.nodepool);
     let kubelet = pool.and_then(|p| snapshot.node_class(p.node_class.as_deref())).map(|c| c.kubelet.clone());
     let it = catalog.instance_types.iter().find(|t| t.name == n.instance_type);

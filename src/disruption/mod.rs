@@ -57,6 +57,9 @@ pub struct DisruptionSettings {
     /// types could be launched (Karpenter: 15).
     pub spot_to_spot_min_types: usize,
     pub max_fallbacks: usize,
+    /// Whether to compute the certified lower bound. Without it the plan's `lower_bound` is 0 and
+    /// its status is never `optimal`; the simulator skips it to spend its time on decisions.
+    pub lower_bound: bool,
 }
 
 impl DisruptionSettings {
@@ -69,6 +72,7 @@ impl DisruptionSettings {
             threads: 1,
             spot_to_spot_min_types: 15,
             max_fallbacks: 20,
+            lower_bound: true,
         }
     }
 

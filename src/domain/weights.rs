@@ -44,8 +44,8 @@ impl Default for CostWeights {
             prefer_no_schedule: 0.05,
             spot_interruption_band: 0.01,
             unschedulable_pod: 1000.0,
-            pod_eviction: 0.005,
-            node_disruption: 0.01,
+            pod_eviction: 0.0005,
+            node_disruption: 0.001,
             min_savings: 0.01,
         }
     }

@@ -1,0 +1,78 @@
+//! `joiner simulate`: a discrete-event simulation of a cluster run by joiner, on a virtual clock.
+//!
+//! A [`scenario::Scenario`] (cluster objects, workloads over time, scripted capacity shortages and
+//! interruptions) drives `engine`, which keeps the simulated cluster (nodes, pods, in-flight
+//! launches) and an event queue. The decisions are the real ones: provisioning batches call
+//! `optimizer::solve`, disruption passes call `disruption::consolidate` and re-validate with the
+//! plan's fingerprint, and instances come from a [`crate::cloud::CloudProvider`] (the simulated
+//! one, with scripted insufficient capacity and seeded spot interruptions). A kube-scheduler
+//! stand-in (`binder`) binds pending pods to registered nodes with room. What happened is
+//! recorded and summarised in `report`, and `charts` draws it.
+
+pub mod binder;
+pub mod charts;
+pub mod engine;
+pub mod report;
+pub mod scenario;
+
+use serde::{Deserialize, Serialize};
+
+use crate::disruption::DisruptionStrategy;
+use crate::optimizer::Strategy;
+
+pub use report::{Report, RunReport};
+pub use scenario::Scenario;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// A scenario file that cannot be used: the message names the file and the field.
+    #[error("scenario {0}")]
+    Scenario(String),
+    #[error("decision: {0}")]
+    Decision(String),
+    #[error(transparent)]
+    Chart(#[from] charts::ChartError),
+    #[error("cannot write {path}: {message}")]
+    Write { path: String, message: String },
+}
+
+/// The decision procedures a run uses, provisioning and disruption together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SimStrategy {
+    /// joiner: the MILP provisioning core and the global disruption model.
+    Milp,
+    /// Karpenter's behaviour: first-fit-decreasing provisioning and its consolidation passes.
+    Greedy,
+}
+
+impl SimStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SimStrategy::Milp => "milp",
+            SimStrategy::Greedy => "greedy",
+        }
+    }
+
+    fn provisioning(self) -> Strategy {
+        match self {
+            SimStrategy::Milp => Strategy::Milp,
+            SimStrategy::Greedy => Strategy::Greedy,
+        }
+    }
+
+    fn disruption(self) -> DisruptionStrategy {
+        match self {
+            SimStrategy::Milp => DisruptionStrategy::Milp,
+            SimStrategy::Greedy => DisruptionStrategy::Baseline,
+        }
+    }
+}
+
+/// Runs `scenario` once with `strategy`. `progress` is told the fraction of virtual time done.
+pub fn run(scenario: &Scenario, strategy: SimStrategy, seed: u64, progress: &mut dyn FnMut(f64)) -> Result<RunReport, SimError> {
+    let started = std::time::Instant::now();
+    let mut world = engine::World::new(scenario, strategy, seed);
+    world.run(progress)?;
+    Ok(world.report(started.elapsed().as_secs_f64()))
+}
