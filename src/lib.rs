@@ -1,12 +1,15 @@
 //! joiner: a Kubernetes node autoscaler that plans EC2 capacity as a mixed-integer program.
 //!
 //! Data flows one way through the layers: `snapshot` reads Kubernetes objects into `domain` types,
-//! `catalog` supplies instance types and offerings, `optimizer` turns both into a `Plan` (a value),
-//! and `cli` prints or writes it. The decision core (`domain`, `catalog`, `optimizer`) is pure and
-//! synchronous and knows nothing of Kubernetes or AWS clients.
+//! `catalog` supplies instance types and offerings, `optimizer` turns both into a `Plan` and
+//! `disruption` into a `DisruptionPlan` (values). The decision core (`domain`, `catalog`,
+//! `optimizer`, `disruption`) is pure and synchronous and knows nothing of Kubernetes or AWS
+//! clients. `controller` carries plans out through two traits, `controller::Cluster` and
+//! `cloud::CloudProvider`; `sim` hosts it on a simulated cluster and cloud; `cli` is the command line.
 
 pub mod catalog;
 pub mod cloud;
+pub mod controller;
 pub mod disruption;
 pub mod domain;
 pub mod optimizer;

@@ -2,7 +2,8 @@
 //! side) unless a scripted insufficient-capacity window covers the offering, in which case the
 //! next offering of the request is tried, as CreateFleet does with overrides. Spot instances get an
 //! interruption time drawn from their Spot Advisor band (seeded), which the simulator turns into
-//! interruption warnings. The clock is the caller's: [`SimCloud::set_now`] moves it.
+//! interruption warnings. It also keeps the bill: every instance is charged its price from launch
+//! to termination. The clock is the caller's: [`SimCloud::set_now`] moves it.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -44,6 +45,12 @@ struct Inner {
     instances: BTreeMap<String, Instance>,
     /// Interruption warning time of spot instances, seconds.
     interrupt_at: BTreeMap<String, f64>,
+    /// Warnings drawn since the caller last took them.
+    new_interruptions: Vec<(String, f64)>,
+    /// Instances being billed: price and start.
+    billed: BTreeMap<String, (f64, f64)>,
+    /// Dollars of instances already terminated.
+    spent: f64,
     rng: ChaCha8Rng,
 }
 
@@ -57,7 +64,16 @@ pub struct SimCloud {
 
 impl SimCloud {
     pub fn new(catalog: Catalog, ice: Vec<IceWindow>, rate_scale: f64, seed: u64) -> SimCloud {
-        let inner = Inner { now: 0.0, next_id: 0, instances: BTreeMap::new(), interrupt_at: BTreeMap::new(), rng: ChaCha8Rng::seed_from_u64(seed) };
+        let inner = Inner {
+            now: 0.0,
+            next_id: 0,
+            instances: BTreeMap::new(),
+            interrupt_at: BTreeMap::new(),
+            new_interruptions: vec![],
+            billed: BTreeMap::new(),
+            spent: 0.0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        };
         SimCloud { catalog, ice, rate_scale, inner: Mutex::new(inner) }
     }
 
@@ -73,6 +89,35 @@ impl SimCloud {
     /// When the instance gets its interruption warning, if it is spot and one was drawn.
     pub fn interruption_at(&self, id: &str) -> Option<f64> {
         self.lock().interrupt_at.get(id).copied()
+    }
+
+    /// Interruption warnings drawn for instances launched since the last call: (instance, time).
+    pub fn take_new_interruptions(&self) -> Vec<(String, f64)> {
+        std::mem::take(&mut self.lock().new_interruptions)
+    }
+
+    /// Bills an instance that was running before the simulation started, from now.
+    pub fn adopt(&self, id: &str, price: f64) {
+        let mut inner = self.lock();
+        let now = inner.now;
+        inner.billed.insert(id.to_string(), (price, now));
+    }
+
+    /// Instances billed now and the sum of their hourly prices.
+    pub fn billing(&self) -> (usize, f64) {
+        let inner = self.lock();
+        (inner.billed.len(), inner.billed.values().map(|b| b.0).sum::<f64>() + 0.0)
+    }
+
+    /// When a billed instance started, seconds.
+    pub fn billed_since(&self, id: &str) -> Option<f64> {
+        self.lock().billed.get(id).map(|b| b.1)
+    }
+
+    /// Dollars billed up to `now`, terminated and running instances together.
+    pub fn total_cost(&self, now: f64) -> f64 {
+        let inner = self.lock();
+        inner.spent + inner.billed.values().map(|(price, since)| price * (now - since) / 3600.0).sum::<f64>()
     }
 
     fn offered(&self, key: &OfferingKey) -> Option<f64> {
@@ -123,7 +168,9 @@ impl CloudProvider for SimCloud {
             };
             if let Some(at) = self.draw_interruption(&mut inner, &key) {
                 inner.interrupt_at.insert(id.clone(), at);
+                inner.new_interruptions.push((id.clone(), at));
             }
+            inner.billed.insert(id.clone(), (price, now));
             inner.instances.insert(id, instance.clone());
             return Ok(Launched { instance, insufficient });
         }
@@ -136,6 +183,10 @@ impl CloudProvider for SimCloud {
             i.state = InstanceState::Terminated;
         }
         inner.interrupt_at.remove(id);
+        let now = inner.now;
+        if let Some((price, since)) = inner.billed.remove(id) {
+            inner.spent += price * (now - since) / 3600.0;
+        }
         Ok(())
     }
 

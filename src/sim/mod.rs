@@ -1,13 +1,13 @@
 //! `joiner simulate`: a discrete-event simulation of a cluster run by joiner, on a virtual clock.
 //!
 //! A [`scenario::Scenario`] (cluster objects, workloads over time, scripted capacity shortages and
-//! interruptions) drives `engine`, which keeps the simulated cluster (nodes, pods, in-flight
-//! launches) and an event queue. The decisions are the real ones: provisioning batches call
-//! `optimizer::solve`, disruption passes call `disruption::consolidate` and re-validate with the
-//! plan's fingerprint, and instances come from a [`crate::cloud::CloudProvider`] (the simulated
-//! one, with scripted insufficient capacity and seeded spot interruptions). A kube-scheduler
-//! stand-in (`binder`) binds pending pods to registered nodes with room. What happened is
-//! recorded and summarised in `report`, and `charts` draws it.
+//! interruptions) drives `engine`, which keeps an event queue, the workloads and an in-memory
+//! cluster, and runs the real [`crate::controller::Controller`] against it: the same provisioning
+//! batches, launches, interruption handling and disruption commands, calling the same decisions
+//! (`optimizer::solve`, `disruption::consolidate`), through the same two traits (the cluster, and
+//! [`crate::cloud::CloudProvider`] implemented by the simulated cloud with scripted insufficient
+//! capacity and seeded spot interruptions). A kube-scheduler stand-in (`binder`) binds pending pods
+//! to registered nodes with room. What happened is summarised in `report`, and `charts` draws it.
 
 pub mod binder;
 pub mod charts;
@@ -54,14 +54,14 @@ impl SimStrategy {
         }
     }
 
-    fn provisioning(self) -> Strategy {
+    pub(crate) fn provisioning(self) -> Strategy {
         match self {
             SimStrategy::Milp => Strategy::Milp,
             SimStrategy::Greedy => Strategy::Greedy,
         }
     }
 
-    fn disruption(self) -> DisruptionStrategy {
+    pub(crate) fn disruption(self) -> DisruptionStrategy {
         match self {
             SimStrategy::Milp => DisruptionStrategy::Milp,
             SimStrategy::Greedy => DisruptionStrategy::Baseline,

@@ -1,51 +1,37 @@
-//! The simulation's state and event loop. Time is virtual, in milliseconds, and only moves from one
-//! queued event to the next. After each event `settle` lets the kube-scheduler stand-in bind what
-//! it can and opens or extends a provisioning batch for pods still waiting; `provision` and
-//! `disrupt` hold the controller's side (batches, launches, registration, interruptions, disruption
-//! commands), each calling the real decision code.
+//! The simulation's event loop. Time is virtual, in milliseconds, and only moves from one queued
+//! event to the next. The world holds the simulated cluster (`cluster`), the simulated cloud (owned
+//! by the controller), the workloads, and the real [`Controller`]. After each event it lets the
+//! kube-scheduler stand-in bind what it can, tells the controller to look, and queues what the
+//! controller, the cluster and the cloud ask for: batch deadlines, validation delays, drains,
+//! node registrations after the boot delay, spot interruption warnings.
 
-mod disrupt;
-mod provision;
+mod cluster;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap};
 
+use crate::catalog::CapacityType;
 use crate::cloud::sim::{IceWindow, SimCloud};
-use crate::cloud::Unavailable;
-use crate::domain::{ClusterSnapshot, LabelSelector, Pod, PodDisruptionBudget};
-use crate::optimizer::NewNode;
+use crate::controller::{Cluster, Controller, Settings, Wake};
+use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE};
+use crate::domain::{LabelSelector, Pod, PodDisruptionBudget};
 
 use super::report::{Percentiles, RunReport, Sample, Summary};
-use super::scenario::{Event, Scenario, WorkloadKind};
+use super::scenario::{Event, Scenario, Workload, WorkloadKind};
 use super::{SimError, SimStrategy};
+use cluster::SimCluster;
 
-/// Something that happens at an instant. Ordered so that simultaneous events run in a fixed order.
+/// Something that happens at an instant.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     NodeReady(String),
     Warning(String),
-    Terminate(String),
     JobDone(String),
     ScriptedInterrupt(Option<String>),
     WorkloadStep,
-    Retry,
-    BatchDue,
+    Controller(Wake),
     DisruptionTick,
-    Validate,
-    DrainStep,
     Sample,
-}
-
-/// A launched instance that has not registered yet.
-struct Booting {
-    node: NewNode,
-    instance: String,
-}
-
-/// An instance being billed.
-struct Billed {
-    price: f64,
-    since: f64,
 }
 
 /// A workload's live pods, oldest first.
@@ -55,49 +41,16 @@ struct Live {
     created: u64,
 }
 
-#[derive(Default)]
-struct Counters {
-    evicted: usize,
-    interruptions: usize,
-    ice: usize,
-    launched: usize,
-    terminated: usize,
-    executed: usize,
-    abandoned: usize,
-    time_limited: usize,
-    started: BTreeSet<String>,
-}
-
 pub struct World<'a> {
     sc: &'a Scenario,
     strategy: SimStrategy,
     seed: u64,
-    cloud: SimCloud,
-    unavailable: Unavailable,
+    ctl: Controller<SimCloud>,
+    cluster: SimCluster,
     now_ms: u64,
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
-    /// Registered nodes, every pod (bound or pending), NodePools, DaemonSets, PDBs.
-    snap: ClusterSnapshot,
-    booting: BTreeMap<String, Booting>,
-    /// Node name -> instance id, for registered and booting nodes.
-    instance_of: BTreeMap<String, String>,
-    billed: BTreeMap<String, Billed>,
-    /// Pending pods a launch is meant for, and the node.
-    nominated: BTreeMap<String, String>,
-    pending_since: BTreeMap<String, f64>,
-    /// Pending pods the last solve could not place, and when to try them again.
-    parked: BTreeMap<String, f64>,
-    /// Pending pods the open batch already holds.
-    batch: BTreeSet<String>,
-    batch_window: Option<(f64, f64)>,
     live: BTreeMap<String, Live>,
-    node_seq: u64,
-    disruption: disrupt::State,
-    cost: f64,
-    pending_times: Vec<f64>,
-    solver_seconds: Vec<f64>,
-    counters: Counters,
     samples: Vec<Sample>,
 }
 
@@ -115,35 +68,30 @@ impl<'a> World<'a> {
             .collect();
         let mut snap = sc.cluster.clone();
         snap.pdbs.extend(sc.workloads.iter().filter_map(workload_pdb));
-        let mut world = World {
-            sc,
-            strategy,
-            seed,
-            cloud: SimCloud::new(sc.catalog.clone(), ice, sc.interruption_rate_scale, seed),
-            unavailable: Unavailable::default(),
-            now_ms: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
-            snap,
-            booting: BTreeMap::new(),
-            instance_of: BTreeMap::new(),
-            billed: BTreeMap::new(),
-            nominated: BTreeMap::new(),
-            pending_since: BTreeMap::new(),
-            parked: BTreeMap::new(),
-            batch: BTreeSet::new(),
-            batch_window: None,
-            live: BTreeMap::new(),
-            node_seq: 0,
-            disruption: disrupt::State::default(),
-            cost: 0.0,
-            pending_times: vec![],
-            solver_seconds: vec![],
-            counters: Counters::default(),
-            samples: vec![],
+        let settings = Settings {
+            provisioning: strategy.provisioning(),
+            disruption: strategy.disruption(),
+            batch_idle: sc.timing.batch_idle,
+            batch_max: sc.timing.batch_max,
+            validation_delay: sc.timing.validation_delay,
+            solve_time_limit: sc.solver.time_limit,
+            disruption_time_limit: sc.solver.disruption_time_limit,
+            gap: sc.solver.gap,
+            quiet_ttl: None,
+            // nothing reads a pass's bound here; its time goes to the decisions instead
+            disruption_bound: false,
+            origin: sc.start,
         };
-        world.adopt_initial_nodes();
-        world
+        let cloud = SimCloud::new(sc.catalog.clone(), ice, sc.interruption_rate_scale, seed);
+        let mut ctl = Controller::new(settings, sc.catalog.clone(), cloud);
+        // nodes present at the start are billed from t = 0 at their catalog price
+        for n in &snap.nodes {
+            let id = format!("initial-{}", n.name);
+            ctl.cloud.adopt(&id, crate::optimizer::problem::node_price(n, &sc.catalog));
+            ctl.adopt(&n.name, &id);
+        }
+        let cluster = SimCluster::new(snap, sc.catalog.clone(), sc.start);
+        World { sc, strategy, seed, ctl, cluster, now_ms: 0, seq: 0, queue: BinaryHeap::new(), live: BTreeMap::new(), samples: vec![] }
     }
 
     fn now(&self) -> f64 {
@@ -154,14 +102,6 @@ impl<'a> World<'a> {
         let ms = (seconds.max(self.now()) * 1000.0).round() as u64;
         self.seq += 1;
         self.queue.push(Reverse((ms, self.seq, ev)));
-    }
-
-    fn timestamp(&self) -> crate::disruption::timing::Timestamp {
-        self.sc.start + chrono::Duration::milliseconds(self.now_ms as i64)
-    }
-
-    fn rfc3339(&self) -> String {
-        self.timestamp().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     }
 
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), SimError> {
@@ -180,7 +120,8 @@ impl<'a> World<'a> {
                 break;
             }
             self.now_ms = ms;
-            self.cloud.set_now(self.now());
+            self.ctl.cloud.set_now(self.now());
+            self.cluster.set_now(self.now());
             let sample = ev == Ev::Sample;
             self.handle(ev)?;
             self.settle()?;
@@ -189,114 +130,105 @@ impl<'a> World<'a> {
             }
         }
         self.now_ms = (end * 1000.0).round() as u64;
+        self.ctl.cloud.set_now(end);
         self.sample();
         progress(1.0);
         Ok(())
     }
 
     fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
+        let now = self.now();
+        let decision = |e: crate::controller::ControllerError| SimError::Decision(e.to_string());
         match ev {
             Ev::WorkloadStep => {
                 self.step_workloads();
-                self.at(self.now() + self.sc.timing.workload_step, Ev::WorkloadStep);
+                self.at(now + self.sc.timing.workload_step, Ev::WorkloadStep);
             }
             Ev::JobDone(pod) => self.remove_pod(&pod),
-            Ev::Retry => {}
-            Ev::BatchDue => self.batch_due()?,
-            Ev::NodeReady(name) => self.node_ready(&name),
-            Ev::Warning(instance) => self.interruption_warning(&instance),
-            Ev::ScriptedInterrupt(instance_type) => self.scripted_interrupt(instance_type.as_deref()),
-            Ev::Terminate(node) => self.terminate(&node),
-            Ev::DisruptionTick => {
-                self.disruption_tick()?;
-                self.at(self.now() + self.sc.timing.disruption_interval, Ev::DisruptionTick);
+            Ev::NodeReady(name) => {
+                if self.cluster.register(&name) {
+                    self.ctl.node_registered(&mut self.cluster, &name, now);
+                }
             }
-            Ev::Validate => self.validate()?,
-            Ev::DrainStep => self.drain_step(),
+            Ev::Warning(instance) => self.ctl.interruption_warning(&mut self.cluster, &instance, now),
+            Ev::ScriptedInterrupt(instance_type) => self.scripted_interrupt(instance_type.as_deref()),
+            Ev::DisruptionTick => {
+                self.ctl.disruption_tick(&mut self.cluster, now).map_err(decision)?;
+                self.at(now + self.sc.timing.disruption_interval, Ev::DisruptionTick);
+            }
+            Ev::Controller(Wake::BatchDue) => self.ctl.batch_due(&mut self.cluster, now).map_err(decision)?,
+            Ev::Controller(Wake::Retry) => {}
+            Ev::Controller(Wake::Validate) => self.ctl.validate(&mut self.cluster, now),
+            Ev::Controller(Wake::DrainStep) => self.ctl.drain_step(&mut self.cluster, now),
+            Ev::Controller(Wake::Terminate(node)) => self.ctl.terminate(&mut self.cluster, &node),
             Ev::Sample => {
                 self.sample();
-                self.at(self.now() + self.sc.timing.sample_interval, Ev::Sample);
+                self.at(now + self.sc.timing.sample_interval, Ev::Sample);
             }
         }
         Ok(())
     }
 
-    /// Binds what fits, then batches what still waits for capacity.
+    /// Binds what fits, lets the controller look, and queues what everyone asked for.
     fn settle(&mut self) -> Result<(), SimError> {
-        self.refresh_pdb_status();
-        let binds = super::binder::bindings(&self.snap, &self.sc.catalog.region)?;
         let now = self.now();
+        self.cluster.refresh_pdb_status();
+        let binds = super::binder::bindings(self.cluster.snapshot(), &self.sc.catalog.region)?;
         for (pod, node) in binds {
-            self.bind(&pod, &node, now);
-        }
-        let waiting: Vec<String> = self
-            .snap
-            .pending_pods()
-            .map(Pod::key)
-            .filter(|k| !self.nominated.contains_key(k) && !self.batch.contains(k) && self.parked.get(k).is_none_or(|t| *t <= now))
-            .collect();
-        if !waiting.is_empty() {
-            for k in waiting {
-                self.parked.remove(&k);
-                self.batch.insert(k);
+            if self.cluster.bind(&pod, &node) {
+                self.ctl.pod_bound(&pod);
+                if let Some(runtime) = self.job_runtime(&pod) {
+                    self.at(now + runtime, Ev::JobDone(pod));
+                }
             }
-            let (first, _) = self.batch_window.unwrap_or((now, now));
-            self.batch_window = Some((first, now));
-            let due = (now + self.sc.timing.batch_idle).min(first + self.sc.timing.batch_max);
-            self.at(due, Ev::BatchDue);
+        }
+        self.ctl.observe(&self.cluster, now);
+        for (at, wake) in self.ctl.take_wakes() {
+            self.at(at, Ev::Controller(wake));
+        }
+        for name in self.cluster.take_launched() {
+            self.at(now + self.sc.timing.boot, Ev::NodeReady(name));
+        }
+        for (instance, at) in self.ctl.cloud.take_new_interruptions() {
+            if at < self.sc.duration {
+                self.at(at, Ev::Warning(instance));
+            }
         }
         Ok(())
     }
 
-    fn bind(&mut self, pod: &str, node: &str, now: f64) {
-        let stamp = self.rfc3339();
-        let Some(p) = self.snap.pods.iter_mut().find(|p| p.key() == pod) else { return };
-        p.node_name = Some(node.to_string());
-        p.started = Some(stamp.clone());
-        let job = self.sc.workloads.iter().find(|w| p.owner_name.as_deref() == Some(w.name.as_str()) && p.namespace == w.namespace);
-        if let Some(WorkloadKind::Job { runtime, .. }) = job.map(|w| &w.kind) {
-            let done = now + runtime;
-            self.at(done, Ev::JobDone(pod.to_string()));
-        }
-        if let Some(since) = self.pending_since.remove(pod) {
-            self.pending_times.push(now - since);
-        }
-        self.nominated.remove(pod);
-        self.batch.remove(pod);
-        self.counters.started.insert(pod.to_string());
-        if let Some(c) = self.snap.node_claims.iter_mut().find(|c| c.node_name.as_deref() == Some(node)) {
-            c.last_pod_event = Some(stamp);
-        }
-    }
-
-    /// Makes a bound pod pending again, as its controller would recreate it after an eviction.
-    fn evict(&mut self, pod: &str) {
-        let now = self.now();
-        let stamp = self.rfc3339();
-        if let Some(p) = self.snap.pods.iter_mut().find(|p| p.key() == pod && p.node_name.is_some()) {
-            let node = p.node_name.take();
-            p.created = Some(stamp.clone());
-            self.pending_since.insert(pod.to_string(), now);
-            self.counters.evicted += 1;
-            if let Some(c) = self.snap.node_claims.iter_mut().find(|c| c.node_name == node) {
-                c.last_pod_event = Some(stamp);
-            }
+    fn job_runtime(&self, pod: &str) -> Option<f64> {
+        let p = self.cluster.snapshot().pods.iter().find(|p| p.key() == pod)?;
+        let w = self.sc.workloads.iter().find(|w| p.owner_name.as_deref() == Some(w.name.as_str()) && p.namespace == w.namespace)?;
+        match w.kind {
+            WorkloadKind::Job { runtime, .. } => Some(runtime),
+            WorkloadKind::Deployment { .. } => None,
         }
     }
 
     fn remove_pod(&mut self, key: &str) {
-        let node = self.snap.pods.iter().find(|p| p.key() == key).and_then(|p| p.node_name.clone());
-        self.snap.pods.retain(|p| p.key() != key);
-        self.pending_since.remove(key);
-        self.nominated.remove(key);
-        self.parked.remove(key);
-        self.batch.remove(key);
+        self.cluster.remove_pod(key);
+        self.ctl.forget_pod(key);
         for live in self.live.values_mut() {
             live.pods.retain(|p| p != key);
         }
-        let stamp = self.rfc3339();
-        if let Some(c) = self.snap.node_claims.iter_mut().find(|c| node.is_some() && c.node_name == node) {
-            c.last_pod_event = Some(stamp);
+    }
+
+    /// A scripted interruption hits the oldest schedulable spot node (of the type, if given).
+    fn scripted_interrupt(&mut self, instance_type: Option<&str>) {
+        let victim = self
+            .cluster
+            .snapshot()
+            .nodes
+            .iter()
+            .filter(|n| !n.unschedulable && n.labels.get(CAPACITY_TYPE).map(String::as_str) == Some(CapacityType::Spot.as_str()))
+            .filter(|n| instance_type.is_none_or(|t| n.labels.get(INSTANCE_TYPE).map(String::as_str) == Some(t)))
+            .filter_map(|n| self.ctl.instance_of(&n.name))
+            .filter_map(|i| self.ctl.cloud.billed_since(i).map(|since| (since, i.to_string())))
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        if let Some((_, instance)) = victim {
+            let now = self.now();
+            self.ctl.interruption_warning(&mut self.cluster, &instance, now);
         }
     }
 
@@ -326,8 +258,8 @@ impl<'a> World<'a> {
         }
     }
 
-    fn create_pod(&mut self, w: &super::scenario::Workload, key: &str) {
-        let stamp = self.rfc3339();
+    fn create_pod(&mut self, w: &Workload, key: &str) {
+        let stamp = (self.sc.start + chrono::Duration::milliseconds(self.now_ms as i64)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let live = self.live.entry(key.to_string()).or_default();
         live.created += 1;
         let kind = if matches!(w.kind, WorkloadKind::Job { .. }) { "Job" } else { "ReplicaSet" };
@@ -335,45 +267,22 @@ impl<'a> World<'a> {
         pod.created = Some(stamp);
         pod.uid = format!("{key}-{}", live.created);
         live.pods.push(pod.key());
-        self.pending_since.insert(pod.key(), self.now());
-        self.snap.pods.push(pod);
+        self.cluster.add_pod(pod);
     }
 
     /// A ReplicaSet scaling down deletes unbound pods first, then the newest.
     fn scale_down_one(&mut self, key: &str) {
         let Some(live) = self.live.get(key) else { return };
-        let pending = |k: &String| self.snap.pods.iter().any(|p| &p.key() == k && p.node_name.is_none());
+        let pending = |k: &String| self.cluster.snapshot().pods.iter().any(|p| &p.key() == k && p.node_name.is_none());
         let victim = live.pods.iter().rev().find(|k| pending(k)).or_else(|| live.pods.last()).cloned();
         if let Some(v) = victim {
             self.remove_pod(&v);
         }
     }
 
-    /// PodDisruptionBudget status as the disruption controller reports it: healthy (bound) pods
-    /// less those the budget requires, over every pod it selects.
-    fn refresh_pdb_status(&mut self) {
-        for i in 0..self.snap.pdbs.len() {
-            let b = &self.snap.pdbs[i];
-            let selected: Vec<&Pod> = self.snap.pods.iter().filter(|p| p.namespace == b.namespace && !p.terminal && b.selector.matches(&p.labels)).collect();
-            let expected = selected.len();
-            let healthy = selected.iter().filter(|p| p.node_name.is_some()).count();
-            let scaled = |v: &str| match v.strip_suffix('%') {
-                Some(pct) => pct.parse::<usize>().ok().map(|pct| (expected * pct).div_ceil(100)),
-                None => v.parse::<usize>().ok(),
-            };
-            let desired = match (b.min_available.as_deref(), b.max_unavailable.as_deref()) {
-                (_, Some(max)) => expected.saturating_sub(scaled(max).unwrap_or(0)),
-                (Some(min), None) => scaled(min).unwrap_or(expected),
-                (None, None) => 0,
-            };
-            self.snap.pdbs[i].disruptions_allowed = Some(healthy.saturating_sub(desired) as i32);
-        }
-    }
-
     fn sample(&mut self) {
-        let pending = self.snap.pending_pods().count();
-        let cost_per_hour = self.billed.values().map(|b| b.price).sum::<f64>() + 0.0;
-        let s = Sample { hours: self.now() / 3600.0, cost_per_hour, nodes: self.billed.len(), pending_pods: pending };
+        let (nodes, cost_per_hour) = self.ctl.cloud.billing();
+        let s = Sample { hours: self.now() / 3600.0, cost_per_hour, nodes, pending_pods: self.cluster.snapshot().pending_pods().count() };
         if self.samples.last().is_some_and(|l| l.hours == s.hours) {
             self.samples.pop();
         }
@@ -382,26 +291,26 @@ impl<'a> World<'a> {
 
     pub fn report(&self, wall_seconds: f64) -> RunReport {
         let end = self.sc.duration;
-        let open: f64 = self.billed.values().map(|b| b.price * (end - b.since) / 3600.0).sum();
-        let total_cost = self.cost + open;
+        let total_cost = self.ctl.cloud.total_cost(end);
         let (unschedulable, pending_at_end) = self.leftovers();
+        let st = &self.ctl.stats;
         let summary = Summary {
             total_cost,
             average_cost_per_hour: total_cost / (end / 3600.0),
             peak_nodes: self.samples.iter().map(|s| s.nodes).max().unwrap_or(0),
-            final_nodes: self.billed.len(),
-            pending_seconds: Percentiles::of(&self.pending_times),
-            pods_started: self.counters.started.len(),
-            pods_evicted: self.counters.evicted,
-            interruptions_handled: self.counters.interruptions,
-            ice_events: self.counters.ice,
-            instances_launched: self.counters.launched,
-            instances_terminated: self.counters.terminated,
-            disruptions_executed: self.counters.executed,
-            disruptions_abandoned: self.counters.abandoned,
-            solves: self.solver_seconds.len(),
-            solver_seconds: Percentiles::of(&self.solver_seconds),
-            time_limited_solves: self.counters.time_limited,
+            final_nodes: self.ctl.cloud.billing().0,
+            pending_seconds: Percentiles::of(&self.cluster.pending_times),
+            pods_started: self.cluster.started.len(),
+            pods_evicted: st.evicted,
+            interruptions_handled: st.interruptions,
+            ice_events: st.ice,
+            instances_launched: st.launched,
+            instances_terminated: st.terminated,
+            disruptions_executed: st.disruptions_executed,
+            disruptions_abandoned: st.disruptions_abandoned,
+            solves: st.solver_seconds.len(),
+            solver_seconds: Percentiles::of(&st.solver_seconds),
+            time_limited_solves: st.time_limited,
             unschedulable_pods: unschedulable,
             pending_at_end,
         };
@@ -418,18 +327,19 @@ impl<'a> World<'a> {
 
     /// Pending pods at the end split into those no offering can hold and those still waiting.
     fn leftovers(&self) -> (usize, usize) {
-        let pending = self.snap.pending_pods().count();
+        let snap = self.cluster.snapshot();
+        let pending = snap.pending_pods().count();
         if pending == 0 {
             return (0, 0);
         }
         let settings = crate::optimizer::SolveSettings { strategy: crate::optimizer::Strategy::Greedy, lower_bound: false, ..Default::default() };
-        let never = crate::optimizer::solve(&self.snap, &self.sc.catalog, &settings).map_or(0, |p| p.unschedulable.len());
+        let never = crate::optimizer::solve(snap, &self.sc.catalog, &settings).map_or(0, |p| p.unschedulable.len());
         (never, pending - never)
     }
 }
 
 /// The PodDisruptionBudget a workload's `maxUnavailable` asks for.
-fn workload_pdb(w: &super::scenario::Workload) -> Option<PodDisruptionBudget> {
+fn workload_pdb(w: &Workload) -> Option<PodDisruptionBudget> {
     let max = w.max_unavailable.clone()?;
     Some(PodDisruptionBudget {
         namespace: w.namespace.clone(),

@@ -1,0 +1,191 @@
+//! Disruption: every interval, when the cluster is quiet (nothing in flight, no pending pod
+//! waiting for capacity) and its inputs changed since the last pass found nothing, the disruption
+//! decision runs. A plan with actions waits the validation delay and is dropped if its fingerprint
+//! changed; otherwise its nodes are tainted, replacements launched, and once every replacement has
+//! registered the nodes are drained through the Eviction API (PodDisruptionBudgets pace it) and
+//! terminated.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use super::{Cluster, Controller, ControllerError, Wake};
+use crate::cloud::CloudProvider;
+use crate::disruption::candidates::Candidates;
+use crate::disruption::{self, fingerprint, DisruptionPlan, DisruptionSettings};
+
+/// Retry interval of a drain blocked by a PodDisruptionBudget.
+const DRAIN_RETRY_SECONDS: f64 = 5.0;
+/// Budgets with cron schedules change what a pass may do as time passes; a quiet cluster with
+/// them is looked at again after this long (Karpenter's consolidated-state lifetime).
+const SCHEDULED_BUDGET_TTL_SECONDS: f64 = 300.0;
+
+#[derive(Default)]
+pub(super) struct State {
+    command: Option<Command>,
+    /// Signature of the cluster and time of the last pass that found nothing to do.
+    quiet: Option<(u64, f64)>,
+}
+
+struct Command {
+    plan: DisruptionPlan,
+    /// Names of the launched replacements once validated.
+    replacements: Vec<String>,
+    validated: bool,
+    draining: bool,
+}
+
+impl<P: CloudProvider> Controller<P> {
+    pub fn disruption_tick(&mut self, cluster: &mut impl Cluster, now: f64) -> Result<(), ControllerError> {
+        if self.disruption.command.is_some() || self.busy(cluster, now) {
+            return Ok(());
+        }
+        let sig = self.signature(cluster, now);
+        let scheduled = cluster.snapshot().nodepools.iter().any(|p| p.disruption.budgets.iter().any(|b| b.schedule.is_some()));
+        let ttl = match (self.settings.quiet_ttl, scheduled) {
+            (Some(t), _) => Some(t),
+            (None, true) => Some(SCHEDULED_BUDGET_TTL_SECONDS),
+            (None, false) => None,
+        };
+        if self.disruption.quiet.is_some_and(|(s, t)| s == sig && ttl.is_none_or(|ttl| now - t < ttl)) {
+            return Ok(());
+        }
+        let plan = self.decide(cluster, now)?;
+        tracing::debug!(hours = now / 3600.0, candidates = plan.solver.candidates, actions = plan.actions.len(), deleted = plan.deleted_nodes(), savings = plan.savings_per_hour, status = %plan.solver.status, "disruption pass");
+        if plan.actions.is_empty() {
+            self.disruption.quiet = Some((sig, now));
+            return Ok(());
+        }
+        self.disruption.command = Some(Command { plan, replacements: vec![], validated: false, draining: false });
+        self.wake(now + self.settings.validation_delay, Wake::Validate);
+        Ok(())
+    }
+
+    fn decide(&mut self, cluster: &impl Cluster, now: f64) -> Result<DisruptionPlan, ControllerError> {
+        let catalog = self.unavailable.mask(&self.catalog, now);
+        let mut settings = DisruptionSettings::new(self.timestamp(now));
+        settings.strategy = self.settings.disruption;
+        settings.time_limit = Duration::from_secs_f64(self.settings.disruption_time_limit);
+        settings.gap = self.settings.gap;
+        settings.lower_bound = self.settings.disruption_bound;
+        let plan = disruption::consolidate(cluster.snapshot(), &catalog, &settings).map_err(|e| ControllerError::Disruption(e.to_string()))?;
+        self.record_solve(plan.solver.seconds, &plan.solver.status);
+        Ok(plan)
+    }
+
+    /// Capacity is on its way or being asked for: nodes in flight, or pending pods that the last
+    /// solve did not give up on. Disruption waits, as a command decided now would race them.
+    fn busy(&self, cluster: &impl Cluster, now: f64) -> bool {
+        !cluster.in_flight().is_empty() || cluster.snapshot().pending_pods().any(|p| self.parked.get(&p.key()).is_none_or(|t| *t <= now))
+    }
+
+    /// What a pass depends on: nodes (and whether they are schedulable), where every pod is,
+    /// which nodes are eligible (consolidateAfter, expiry, drift, do-not-disrupt all move with the
+    /// clock) and which offerings are out of capacity.
+    fn signature(&self, cluster: &impl Cluster, now: f64) -> u64 {
+        let snap = cluster.snapshot();
+        let mut h = DefaultHasher::new();
+        for n in &snap.nodes {
+            (&n.name, n.unschedulable).hash(&mut h);
+        }
+        for p in &snap.pods {
+            (p.key(), &p.node_name).hash(&mut h);
+        }
+        // availability is hashed on its own: masking would copy the whole catalog every tick
+        for c in Candidates::build(snap, &self.catalog, self.timestamp(now)).nodes {
+            (c.name, c.consolidatable, c.expired, c.drift.is_some(), c.block.is_some()).hash(&mut h);
+        }
+        self.unavailable.keys(now).hash(&mut h);
+        h.finish()
+    }
+
+    /// After the validation delay: the plan stands only if its inputs are unchanged.
+    pub fn validate(&mut self, cluster: &mut impl Cluster, now: f64) {
+        let Some(cmd) = self.disruption.command.as_ref() else { return };
+        let catalog = self.unavailable.mask(&self.catalog, now);
+        if self.busy(cluster, now) || fingerprint::of(cluster.snapshot(), &catalog, &cmd.plan) != cmd.plan.fingerprint {
+            self.abandon(cluster);
+            return;
+        }
+        let plan = cmd.plan.clone();
+        for name in plan.actions.iter().flat_map(|a| &a.delete) {
+            cluster.set_disrupted(name, true);
+        }
+        let mut launched = Vec::new();
+        for node in plan.actions.iter().flat_map(|a| &a.launch) {
+            match self.launch(cluster, node, now) {
+                Some(name) => launched.push(name),
+                None => {
+                    // Karpenter drops a command whose replacement cannot launch; what did launch
+                    // stays and is consolidated later if it is not needed
+                    self.abandon(cluster);
+                    return;
+                }
+            }
+        }
+        // the replacements' pods still run on the old nodes: nothing is nominated yet
+        for name in &launched {
+            self.nominated.retain(|_, n| n != name);
+        }
+        if let Some(cmd) = self.disruption.command.as_mut() {
+            cmd.replacements = launched;
+            cmd.validated = true;
+        }
+        self.stats.disruptions_executed += 1;
+        self.replacement_ready(cluster, now);
+    }
+
+    fn abandon(&mut self, cluster: &mut impl Cluster) {
+        if let Some(cmd) = self.disruption.command.take() {
+            for name in cmd.plan.actions.iter().flat_map(|a| &a.delete) {
+                cluster.set_disrupted(name, false);
+            }
+            self.stats.disruptions_abandoned += 1;
+        }
+        self.disruption.quiet = None;
+    }
+
+    /// Starts draining once the command is validated and every replacement has registered.
+    pub(super) fn replacement_ready(&mut self, cluster: &mut impl Cluster, now: f64) {
+        let in_flight: Vec<String> = cluster.in_flight().into_iter().map(|(n, _)| n.to_string()).collect();
+        let Some(cmd) = self.disruption.command.as_mut() else { return };
+        if !cmd.validated || cmd.draining || cmd.replacements.iter().any(|r| in_flight.contains(r)) {
+            return;
+        }
+        cmd.draining = true;
+        self.drain_step(cluster, now);
+    }
+
+    /// A replacement vanished (interrupted while booting): the command cannot finish.
+    pub(super) fn replacement_lost(&mut self, cluster: &mut impl Cluster, name: &str) {
+        let lost = self.disruption.command.as_ref().is_some_and(|c| !c.draining && c.replacements.iter().any(|r| r == name));
+        if lost {
+            self.abandon(cluster);
+        }
+    }
+
+    /// Evicts what the budgets allow from the command's nodes; terminates the nodes left empty.
+    pub fn drain_step(&mut self, cluster: &mut impl Cluster, now: f64) {
+        let Some(cmd) = self.disruption.command.as_ref().filter(|c| c.draining) else { return };
+        let nodes: Vec<String> = cmd.plan.actions.iter().flat_map(|a| a.delete.iter().cloned()).collect();
+        let mut waiting = false;
+        for node in &nodes {
+            let pods: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable()).map(|p| p.key()).collect();
+            for pod in &pods {
+                match cluster.evict(pod) {
+                    Ok(()) => self.stats.evicted += 1,
+                    Err(_) => waiting = true,
+                }
+            }
+            if !cluster.snapshot().pods.iter().any(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable()) {
+                self.terminate(cluster, node);
+            }
+        }
+        if waiting {
+            self.wake(now + DRAIN_RETRY_SECONDS, Wake::DrainStep);
+        } else {
+            self.disruption.command = None;
+            self.disruption.quiet = None;
+        }
+    }
+}

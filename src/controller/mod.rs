@@ -1,0 +1,263 @@
+//! The controller: turns decisions into actions, wherever it runs. It holds what Karpenter's
+//! provisioner, disruption queue and interruption handler keep between events — the open
+//! provisioning batch, pods nominated to nodes in flight, offerings out of capacity, the disruption
+//! command being validated or drained — and acts through two small traits: [`Cluster`] (read the
+//! cluster, record claims, taint, evict, delete) and [`CloudProvider`] (launch, terminate).
+//!
+//! It has no clock and no timers of its own. The host calls it on events (`observe` after any
+//! change, `batch_due`, `node_registered`, `interruption_warning`, `disruption_tick`, `validate`,
+//! `drain_step`, `terminate`) with the time in seconds, and collects the wake-ups it asks for with
+//! [`Controller::take_wakes`]. The simulator (`sim`) is one host; the in-cluster controller is the
+//! other. Decisions are the pure ones: `optimizer::solve` and `disruption::consolidate`.
+
+pub mod cluster;
+mod disrupter;
+mod provisioner;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::Catalog;
+use crate::cloud::{CloudProvider, Unavailable};
+use crate::disruption::timing::Timestamp;
+use crate::disruption::DisruptionStrategy;
+use crate::domain::Pod;
+use crate::optimizer::Strategy;
+
+pub use cluster::{Cluster, EvictionRefused};
+
+/// Failures the controller cannot act around: a decision that could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("provisioning decision: {0}")]
+    Provisioning(String),
+    #[error("disruption decision: {0}")]
+    Disruption(String),
+}
+
+/// Timings and solver limits, in seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub provisioning: Strategy,
+    pub disruption: DisruptionStrategy,
+    pub batch_idle: f64,
+    pub batch_max: f64,
+    pub validation_delay: f64,
+    pub solve_time_limit: f64,
+    pub disruption_time_limit: f64,
+    pub gap: f64,
+    /// Karpenter re-runs disruption on an unchanged cluster after this long, for changes it cannot
+    /// see. None: only when the inputs change (the simulator sees every input).
+    pub quiet_ttl: Option<f64>,
+    /// Whether disruption decisions compute their certified lower bound.
+    pub disruption_bound: bool,
+    /// Time 0 of the host's clock, for budgets' schedules, consolidateAfter and expiry.
+    pub origin: Timestamp,
+}
+
+/// A wake-up the controller asks the host for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Wake {
+    /// The open provisioning batch may be due.
+    BatchDue,
+    /// Pods the last solve could not place may be tried again.
+    Retry,
+    /// The disruption command's validation delay is over.
+    Validate,
+    /// A drain blocked by a PodDisruptionBudget may go on.
+    DrainStep,
+    /// The interrupted node's instance is reclaimed.
+    Terminate(String),
+}
+
+/// What the controller did, for reports and metrics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    pub evicted: usize,
+    pub interruptions: usize,
+    pub ice: usize,
+    pub launched: usize,
+    pub terminated: usize,
+    pub disruptions_executed: usize,
+    pub disruptions_abandoned: usize,
+    pub time_limited: usize,
+    /// Wall-clock seconds of every provisioning and disruption decision.
+    pub solver_seconds: Vec<f64>,
+}
+
+pub struct Controller<P: CloudProvider> {
+    settings: Settings,
+    catalog: Catalog,
+    pub cloud: P,
+    unavailable: Unavailable,
+    /// Node name -> instance id, for every node launched or adopted.
+    instance_of: BTreeMap<String, String>,
+    /// Pending pods a launch is meant for, and the node.
+    nominated: BTreeMap<String, String>,
+    /// Pending pods the last solve could not place, and when to try them again.
+    parked: BTreeMap<String, f64>,
+    /// Pending pods the open batch holds, and when it opened and last grew.
+    batch: BTreeSet<String>,
+    batch_window: Option<(f64, f64)>,
+    node_seq: u64,
+    disruption: disrupter::State,
+    wakes: Vec<(f64, Wake)>,
+    pub stats: Stats,
+}
+
+impl<P: CloudProvider> Controller<P> {
+    pub fn new(settings: Settings, catalog: Catalog, cloud: P) -> Self {
+        Controller {
+            settings,
+            catalog,
+            cloud,
+            unavailable: Unavailable::default(),
+            instance_of: BTreeMap::new(),
+            nominated: BTreeMap::new(),
+            parked: BTreeMap::new(),
+            batch: BTreeSet::new(),
+            batch_window: None,
+            node_seq: 0,
+            disruption: disrupter::State::default(),
+            wakes: vec![],
+            stats: Stats::default(),
+        }
+    }
+
+    /// Takes over a node that was running before the controller started.
+    pub fn adopt(&mut self, node: &str, instance: &str) {
+        self.instance_of.insert(node.to_string(), instance.to_string());
+    }
+
+    /// The instance a node runs on, if the controller knows it.
+    pub fn instance_of(&self, node: &str) -> Option<&str> {
+        self.instance_of.get(node).map(String::as_str)
+    }
+
+    /// The node an instance runs as, if the controller knows it.
+    pub fn node_of(&self, instance: &str) -> Option<&str> {
+        self.instance_of.iter().find(|(_, i)| *i == instance).map(|(n, _)| n.as_str())
+    }
+
+    /// The wake-ups asked for since the last call, as (time, what).
+    pub fn take_wakes(&mut self) -> Vec<(f64, Wake)> {
+        std::mem::take(&mut self.wakes)
+    }
+
+    fn wake(&mut self, at: f64, what: Wake) {
+        self.wakes.push((at, what));
+    }
+
+    fn timestamp(&self, now: f64) -> Timestamp {
+        self.settings.origin + chrono::Duration::milliseconds((now * 1000.0).round() as i64)
+    }
+
+    fn record_solve(&mut self, seconds: f64, status: &str) {
+        self.stats.solver_seconds.push(seconds);
+        if status == "time-limit" {
+            self.stats.time_limited += 1;
+        }
+    }
+
+    /// After any change: pods that wait for capacity (not nominated, not in the batch, not parked)
+    /// open the provisioning batch or extend it.
+    pub fn observe(&mut self, cluster: &impl Cluster, now: f64) {
+        let waiting: Vec<String> = cluster
+            .snapshot()
+            .pending_pods()
+            .map(Pod::key)
+            .filter(|k| !self.nominated.contains_key(k) && !self.batch.contains(k) && self.parked.get(k).is_none_or(|t| *t <= now))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        for k in waiting {
+            self.parked.remove(&k);
+            self.batch.insert(k);
+        }
+        let (first, _) = self.batch_window.unwrap_or((now, now));
+        self.batch_window = Some((first, now));
+        let due = (now + self.settings.batch_idle).min(first + self.settings.batch_max);
+        self.wake(due, Wake::BatchDue);
+    }
+
+    /// Forgets a pod that no longer exists.
+    pub fn forget_pod(&mut self, key: &str) {
+        self.nominated.remove(key);
+        self.parked.remove(key);
+        self.batch.remove(key);
+    }
+
+    /// A pod was bound: it no longer waits for anything.
+    pub fn pod_bound(&mut self, key: &str) {
+        self.nominated.remove(key);
+        self.batch.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::sim::SimCloud;
+    use crate::cloud::Instance;
+    use crate::domain::{ClusterSnapshot, PodConstraints};
+    use crate::optimizer::NewNode;
+
+    /// A cluster that only holds a snapshot: enough for the batching rules.
+    struct Fake(ClusterSnapshot);
+
+    impl Cluster for Fake {
+        fn snapshot(&self) -> &ClusterSnapshot {
+            &self.0
+        }
+        fn in_flight(&self) -> Vec<(&str, &NewNode)> {
+            vec![]
+        }
+        fn claim_launched(&mut self, _: &str, _: &NewNode, _: &Instance) {}
+        fn set_disrupted(&mut self, _: &str, _: bool) {}
+        fn evict(&mut self, _: &str) -> Result<(), EvictionRefused> {
+            Ok(())
+        }
+        fn delete_node(&mut self, _: &str) -> usize {
+            0
+        }
+    }
+
+    fn controller() -> Controller<SimCloud> {
+        let origin = crate::disruption::timing::parse_timestamp("2026-01-05T00:00:00Z").unwrap();
+        let settings = Settings {
+            provisioning: Strategy::Greedy,
+            disruption: DisruptionStrategy::Baseline,
+            batch_idle: 1.0,
+            batch_max: 10.0,
+            validation_delay: 15.0,
+            solve_time_limit: 1.0,
+            disruption_time_limit: 1.0,
+            gap: 0.01,
+            quiet_ttl: Some(300.0),
+            disruption_bound: false,
+            origin,
+        };
+        let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
+        Controller::new(settings, catalog.clone(), SimCloud::new(catalog, vec![], 0.0, 1))
+    }
+
+    #[test]
+    fn a_batch_closes_after_the_idle_window_but_never_after_the_max_window() {
+        let mut ctl = controller();
+        let mut cluster = Fake(ClusterSnapshot::default());
+        let add = |cluster: &mut Fake, name: &str| cluster.0.pods.push(Pod::new(name, PodConstraints::default()));
+        add(&mut cluster, "a");
+        ctl.observe(&cluster, 0.0);
+        assert_eq!(ctl.take_wakes(), vec![(1.0, Wake::BatchDue)]);
+        // a pod every 0.9 s keeps the idle window open until the max window ends it
+        for (i, t) in [0.9, 1.8, 2.7, 9.9].into_iter().enumerate() {
+            add(&mut cluster, &format!("p{i}"));
+            ctl.observe(&cluster, t);
+        }
+        let due: Vec<f64> = ctl.take_wakes().into_iter().map(|(t, _)| t).collect();
+        assert_eq!(due, vec![1.9, 2.8, 3.7, 10.0]);
+        // nothing new: no wake-up
+        ctl.observe(&cluster, 10.0);
+        assert!(ctl.take_wakes().is_empty());
+    }
+}

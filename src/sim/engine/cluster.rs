@@ -1,0 +1,183 @@
+//! The simulated cluster: the controller's [`Cluster`] in memory. It holds the nodes and pods,
+//! registers launched nodes when the host says their boot is over (with their DaemonSet pods), plays
+//! the Eviction API (PodDisruptionBudgets enforced) and the disruption controller (budget status),
+//! and records when each pod waited and started.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::Catalog;
+use crate::cloud::Instance;
+use crate::controller::{Cluster, EvictionRefused};
+use crate::disruption::edit::register;
+use crate::disruption::timing::Timestamp;
+use crate::domain::{ClusterSnapshot, Pod};
+use crate::optimizer::NewNode;
+
+pub struct SimCluster {
+    snap: ClusterSnapshot,
+    catalog: Catalog,
+    origin: Timestamp,
+    now: f64,
+    /// Claims launched and not registered, by node name, with the instance id.
+    booting: BTreeMap<String, (NewNode, String)>,
+    /// Claims launched since the host last asked, so it can schedule their registration.
+    launched: Vec<String>,
+    pending_since: BTreeMap<String, f64>,
+    /// Seconds each binding waited, in order.
+    pub pending_times: Vec<f64>,
+    /// Pods bound at least once.
+    pub started: BTreeSet<String>,
+}
+
+impl SimCluster {
+    pub fn new(snap: ClusterSnapshot, catalog: Catalog, origin: Timestamp) -> SimCluster {
+        let pending_since = snap.pods.iter().filter(|p| p.is_pending()).map(|p| (p.key(), 0.0)).collect();
+        let mut c = SimCluster { snap, catalog, origin, now: 0.0, booting: BTreeMap::new(), launched: vec![], pending_since, pending_times: vec![], started: BTreeSet::new() };
+        c.refresh_pdb_status();
+        c
+    }
+
+    pub fn set_now(&mut self, now: f64) {
+        self.now = now;
+    }
+
+    fn stamp(&self) -> String {
+        (self.origin + chrono::Duration::milliseconds((self.now * 1000.0).round() as i64)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+
+    /// Claims launched since the last call.
+    pub fn take_launched(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.launched)
+    }
+
+    /// The node of a launched claim registers, Ready, with its DaemonSet pods.
+    pub fn register(&mut self, name: &str) -> bool {
+        let Some((node, instance)) = self.booting.remove(name) else { return false };
+        let stamp = self.stamp();
+        register(&mut self.snap, &self.catalog, &node, name, &stamp);
+        if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == name) {
+            n.provider_id = Some(format!("aws:///{}/{}", node.zone, instance));
+        }
+        true
+    }
+
+    pub fn add_pod(&mut self, pod: Pod) {
+        self.pending_since.insert(pod.key(), self.now);
+        self.snap.pods.push(pod);
+    }
+
+    /// Binds a pending pod (kube-scheduler's job); returns whether it was pending.
+    pub fn bind(&mut self, pod: &str, node: &str) -> bool {
+        let stamp = self.stamp();
+        let Some(p) = self.snap.pods.iter_mut().find(|p| p.key() == pod && p.node_name.is_none()) else { return false };
+        p.node_name = Some(node.to_string());
+        p.started = Some(stamp.clone());
+        if let Some(since) = self.pending_since.remove(pod) {
+            self.pending_times.push(self.now - since);
+        }
+        self.started.insert(pod.to_string());
+        self.touch(Some(node), stamp);
+        true
+    }
+
+    /// Deletes a pod (scale-down, a finished Job).
+    pub fn remove_pod(&mut self, key: &str) {
+        let node = self.snap.pods.iter().find(|p| p.key() == key).and_then(|p| p.node_name.clone());
+        self.snap.pods.retain(|p| p.key() != key);
+        self.pending_since.remove(key);
+        let stamp = self.stamp();
+        self.touch(node.as_deref(), stamp);
+    }
+
+    /// A pod event on a node: consolidateAfter runs from here.
+    fn touch(&mut self, node: Option<&str>, stamp: String) {
+        if let Some(c) = self.snap.node_claims.iter_mut().find(|c| node.is_some() && c.node_name.as_deref() == node) {
+            c.last_pod_event = Some(stamp);
+        }
+    }
+
+    /// Makes a bound pod pending again, as its controller would recreate it.
+    fn unbind(&mut self, key: &str) {
+        let stamp = self.stamp();
+        let Some(p) = self.snap.pods.iter_mut().find(|p| p.key() == key && p.node_name.is_some()) else { return };
+        let node = p.node_name.take();
+        p.created = Some(stamp.clone());
+        self.pending_since.insert(key.to_string(), self.now);
+        self.touch(node.as_deref(), stamp);
+    }
+
+    /// PodDisruptionBudget status as the disruption controller reports it: healthy (bound) pods
+    /// less those the budget requires, over every pod it selects.
+    pub fn refresh_pdb_status(&mut self) {
+        for i in 0..self.snap.pdbs.len() {
+            let b = &self.snap.pdbs[i];
+            let selected: Vec<&Pod> = self.snap.pods.iter().filter(|p| p.namespace == b.namespace && !p.terminal && b.selector.matches(&p.labels)).collect();
+            let expected = selected.len();
+            let healthy = selected.iter().filter(|p| p.node_name.is_some()).count();
+            let scaled = |v: &str| match v.strip_suffix('%') {
+                Some(pct) => pct.parse::<usize>().ok().map(|pct| (expected * pct).div_ceil(100)),
+                None => v.parse::<usize>().ok(),
+            };
+            let desired = match (b.min_available.as_deref(), b.max_unavailable.as_deref()) {
+                (_, Some(max)) => expected.saturating_sub(scaled(max).unwrap_or(0)),
+                (Some(min), None) => scaled(min).unwrap_or(expected),
+                (None, None) => 0,
+            };
+            self.snap.pdbs[i].disruptions_allowed = Some(healthy.saturating_sub(desired) as i32);
+        }
+    }
+}
+
+impl Cluster for SimCluster {
+    fn snapshot(&self) -> &ClusterSnapshot {
+        &self.snap
+    }
+
+    fn in_flight(&self) -> Vec<(&str, &NewNode)> {
+        self.booting.iter().map(|(n, (node, _))| (n.as_str(), node)).collect()
+    }
+
+    fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance) {
+        self.booting.insert(name.to_string(), (node.clone(), instance.id.clone()));
+        self.launched.push(name.to_string());
+    }
+
+    fn set_disrupted(&mut self, node: &str, disrupted: bool) {
+        if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == node) {
+            n.unschedulable = disrupted;
+        }
+    }
+
+    fn evict(&mut self, key: &str) -> Result<(), EvictionRefused> {
+        let Some(pod) = self.snap.pods.iter().find(|p| p.key() == key) else {
+            return Err(EvictionRefused { pod: key.to_string(), reason: "no such pod".into() });
+        };
+        let blocking = self.snap.pdbs.iter().find(|b| b.namespace == pod.namespace && b.selector.matches(&pod.labels) && b.disruptions_allowed.unwrap_or(0) <= 0);
+        if let Some(b) = blocking {
+            return Err(EvictionRefused { pod: key.to_string(), reason: format!("pdb {}/{} allows no disruption", b.namespace, b.name) });
+        }
+        self.unbind(key);
+        self.refresh_pdb_status();
+        Ok(())
+    }
+
+    fn delete_node(&mut self, name: &str) -> usize {
+        if self.booting.remove(name).is_some() {
+            return 0;
+        }
+        let pods: Vec<(String, bool)> = self.snap.pods.iter().filter(|p| p.node_name.as_deref() == Some(name)).map(|p| (p.key(), p.is_reschedulable())).collect();
+        let mut moved = 0;
+        for (p, reschedulable) in pods {
+            if reschedulable {
+                self.unbind(&p);
+                moved += 1;
+            } else {
+                self.snap.pods.retain(|q| q.key() != p);
+            }
+        }
+        self.snap.nodes.retain(|n| n.name != name);
+        self.snap.node_claims.retain(|c| c.node_name.as_deref() != Some(name));
+        self.refresh_pdb_status();
+        moved
+    }
+}
