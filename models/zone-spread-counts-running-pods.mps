@@ -44,7 +44,6 @@ RHS
     RHS_V     r0        4
     RHS_V     r1        1
     RHS_V     r2        -2
-    RHS_V     r3        -1
     RHS_V     r5        1
     RHS_V     r7        1
 BOUNDS

@@ -123,3 +123,21 @@ fn the_bundled_default_scenario_reads() {
     assert_eq!(sc.name, "default");
     assert!(sc.workloads.len() >= 4 && !sc.events.is_empty(), "{} workloads", sc.workloads.len());
 }
+
+/// A scenario built on a cluster dump: its nodes run and are billed from the start, its bound pods
+/// stay, and its pending pods are scheduled on free room first, then on new capacity.
+#[test]
+fn a_cluster_dump_is_the_starting_point() {
+    let sc = scenario("from-dump");
+    assert_eq!(sc.cluster.nodes.len(), 2);
+    for strategy in BOTH {
+        let r = run(&sc, strategy);
+        let s = &r.summary;
+        assert_eq!((r.series[0].nodes, r.series[0].cost_per_hour), (2, 1.6), "{strategy:?}: the dump's two nodes are billed at once");
+        assert_eq!(s.instances_launched, 1, "{strategy:?}: {s:?}");
+        assert_eq!(s.pods_started, 3, "{strategy:?}: {s:?}");
+        assert_eq!((s.pending_seconds.p50, s.pending_seconds.p99), (0.0, 41.0), "{strategy:?}: {s:?}");
+        assert_eq!(s.pending_at_end, 0, "{strategy:?}: {s:?}");
+        assert!(s.total_cost >= 0.8 * 0.5 + 0.4 * (1800.0 - 1.0) / 3600.0 - 1e-9, "{strategy:?}: at least the busy node and the new one all along: {s:?}");
+    }
+}

@@ -134,6 +134,12 @@ impl Master {
                 continue;
             }
             let fixed_zero = g.min_is_zero();
+            // Kubernetes checks skew when a pod is placed, not on the final state: a domain already
+            // more than maxSkew above the emptiest one takes no pod, but its count is no violation.
+            // Its row is relaxed to "no more pods than the minimum rises" (count - min <= -m0),
+            // which every placement kube-scheduler allows satisfies; the plain row would make the
+            // LP infeasible after an uneven scale-in.
+            let m0 = g.eligible.iter().map(|d| g.existing.get(d).copied().unwrap_or(0) as f64).fold(f64::INFINITY, f64::min);
             let min_var = self.aux.len();
             self.aux.push(AuxVar { kind: AuxKind::SpreadMin(gi), cost: 0.0, lower: 0.0, upper: if fixed_zero { 0.0 } else { f64::INFINITY }, integer: false, rows: vec![] });
             for d in &g.eligible {
@@ -141,7 +147,7 @@ impl Master {
                 let low = self.row(RowKind::SpreadLow { group: gi, domain: d.clone() }, -e, f64::INFINITY);
                 self.aux[min_var].rows.push((low, -1.0));
                 self.domain_rows.entry(g.key.clone()).or_default().entry(d.clone()).or_default().push((low, g.members.clone()));
-                let high = self.row(RowKind::SpreadHigh { group: gi, domain: d.clone() }, f64::NEG_INFINITY, g.max_skew as f64 - e);
+                let high = self.row(RowKind::SpreadHigh { group: gi, domain: d.clone() }, f64::NEG_INFINITY, (g.max_skew as f64 - e).max(-m0));
                 self.aux[min_var].rows.push((high, -1.0));
                 self.domain_rows.entry(g.key.clone()).or_default().entry(d.clone()).or_default().push((high, g.members.clone()));
                 if !g.hard {
