@@ -92,3 +92,17 @@ pub struct Report {
     pub seed: u64,
     pub runs: Vec<RunReport>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(Percentiles::of(&v), Percentiles { p50: 50.0, p95: 95.0, p99: 99.0 });
+        assert_eq!(Percentiles::of(&[7.0]), Percentiles { p50: 7.0, p95: 7.0, p99: 7.0 });
+        assert_eq!(Percentiles::of(&[]), Percentiles::default());
+        assert_eq!(Percentiles::of(&[3.0, f64::NAN, 1.0, 2.0]).p50, 2.0, "NaN is left out, order does not matter");
+    }
+}

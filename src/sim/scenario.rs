@@ -492,3 +492,23 @@ impl Replicas {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diurnal_schedule_peaks_at_its_peak_and_bottoms_half_a_period_later() {
+        let r = Replicas::Diurnal { min: 4, max: 20, peak: 14.0 * 3600.0, period: 24.0 * 3600.0 };
+        assert_eq!(r.at(14.0 * 3600.0), 20);
+        assert_eq!(r.at(2.0 * 3600.0), 4);
+        assert_eq!(r.at(8.0 * 3600.0), 12, "a quarter period from the peak is halfway");
+        assert_eq!(r.at(38.0 * 3600.0), 20, "it repeats every period");
+    }
+
+    #[test]
+    fn steps_hold_until_the_next_one_and_start_at_zero() {
+        let r = Replicas::Steps(vec![(60.0, 3), (600.0, 1)]);
+        assert_eq!((r.at(0.0), r.at(60.0), r.at(599.0), r.at(600.0), r.at(1e6)), (0, 3, 3, 1, 1));
+    }
+}
