@@ -105,12 +105,17 @@ fn bad_scenarios_name_the_field() {
     assert!(m.contains("workloads[0]") && m.contains("replicaz"), "{m}");
     let m = parse_err(&format!("name: x\nduration: 5 parsecs\n{POOL}"));
     assert!(m.contains("duration"), "{m}");
+    let m = parse_err(&format!("name: x\nduration: 0s\n{POOL}"));
+    assert!(m.contains("duration") && m.contains("must be positive"), "{m}");
     let m = parse_err(&format!("name: x\nduration: 1h\n{POOL}workloads:\n- name: w\n  template: {{spec: {{containers: []}}}}\n"));
     assert!(m.contains("workloads[0].replicas"), "{m}");
     let m = parse_err(&format!("name: x\nduration: 1h\n{POOL}workloads:\n- name: w\n  template: {{spec: {{containers: []}}}}\n  replicas: {{diurnal: {{min: 5, max: 2, peak: 1h}}}}\n"));
     assert!(m.contains("workloads[0].replicas.diurnal") && m.contains("min 5 is above max 2"), "{m}");
     let m = parse_err(&format!("name: x\nduration: 1h\n{POOL}events:\n- {{kind: meteor, at: 1h}}\n"));
     assert!(m.contains("events[0].kind") && m.contains("meteor"), "{m}");
+    let twice = "- name: w\n  template: {spec: {containers: []}}\n  replicas: {constant: 1}\n";
+    let m = parse_err(&format!("name: x\nduration: 1h\n{POOL}workloads:\n{twice}{twice}"));
+    assert!(m.contains("workloads[1].name") && m.contains("named twice"), "{m}");
     let m = parse_err("name: x\nduration: 1h\n");
     assert!(m.contains("no NodePool"), "{m}");
     let m = parse_err(&format!("name: x\nduration: 1h\ncatalog: nowhere.json\n{POOL}"));

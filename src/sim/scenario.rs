@@ -289,12 +289,16 @@ fn seconds(origin: &str, field: &str, value: &str) -> Result<f64, SimError> {
     parse_go_duration(value).map(|d| d.as_secs_f64()).map_err(|e| bad(origin, field, e))
 }
 
-fn opt_seconds(origin: &str, field: &str, value: &Option<String>, default: f64) -> Result<f64, SimError> {
-    let s = value.as_deref().map_or(Ok(default), |v| seconds(origin, field, v))?;
+fn positive_seconds(origin: &str, field: &str, value: &str) -> Result<f64, SimError> {
+    let s = seconds(origin, field, value)?;
     if s <= 0.0 {
         return Err(bad(origin, field, "must be positive"));
     }
     Ok(s)
+}
+
+fn opt_seconds(origin: &str, field: &str, value: &Option<String>, default: f64) -> Result<f64, SimError> {
+    value.as_deref().map_or(Ok(default), |v| positive_seconds(origin, field, v))
 }
 
 fn build(f: File, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError> {
@@ -330,13 +334,18 @@ fn build(f: File, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError
     }
     let catalog = usable(catalog, &cluster);
     let workloads = f.workloads.iter().enumerate().map(|(i, w)| workload(w, origin, &format!("workloads[{i}]"))).collect::<Result<Vec<_>, _>>()?;
+    for (i, w) in workloads.iter().enumerate() {
+        if workloads[..i].iter().any(|o| o.name == w.name && o.namespace == w.namespace) {
+            return Err(bad(origin, &format!("workloads[{i}].name"), format!("{}/{} is named twice", w.namespace, w.name)));
+        }
+    }
     let events = f.events.iter().enumerate().map(|(i, e)| event(e, origin, &format!("events[{i}]"))).collect::<Result<Vec<_>, _>>()?;
     Ok(Scenario {
         name: f.name,
         description: f.description,
         catalog,
         start: parse_timestamp(&f.start).map_err(|e| bad(origin, "start", e))?,
-        duration: seconds(origin, "duration", &f.duration)?,
+        duration: positive_seconds(origin, "duration", &f.duration)?,
         seed: f.seed,
         timing,
         solver,
