@@ -7,6 +7,10 @@
 
 #![allow(dead_code)]
 
+#[path = "../common/plan_text.rs"]
+mod plan_text;
+pub use plan_text::summary;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -388,29 +392,6 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
-/// A short human-readable plan for failure messages.
-pub fn summary(p: &Plan) -> String {
-    let mut s = String::new();
-    for n in &p.nodes {
-        s += &format!(
-            "  {} {} {} {} ${} {:?}\n",
-            n.id,
-            n.instance_type,
-            n.zone,
-            n.capacity_type.as_str(),
-            n.price,
-            n.pods
-        );
-    }
-    for u in &p.unschedulable {
-        s += &format!("  unschedulable {} {:?}\n", u.pod, u.reason);
-    }
-    s += &format!(
-        "  cost ${} objective {} lower bound {} status {} notes {:?}\n",
-        p.cost_per_hour, p.objective, p.lower_bound, p.solver.status, p.solver.notes
-    );
-    s
-}
 
 /// `cases` cases from a fixed seed, so every run checks the same instances; `PROPTEST_CASES` and
 /// `PROPTEST_RNG_SEED` override both to explore further.
