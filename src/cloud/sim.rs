@@ -43,8 +43,6 @@ struct Inner {
     now: f64,
     next_id: u64,
     instances: BTreeMap<String, Instance>,
-    /// Interruption warning time of spot instances, seconds.
-    interrupt_at: BTreeMap<String, f64>,
     /// Warnings drawn since the caller last took them.
     new_interruptions: Vec<(String, f64)>,
     /// Instances being billed: price and start.
@@ -68,7 +66,6 @@ impl SimCloud {
             now: 0.0,
             next_id: 0,
             instances: BTreeMap::new(),
-            interrupt_at: BTreeMap::new(),
             new_interruptions: vec![],
             billed: BTreeMap::new(),
             spent: 0.0,
@@ -84,11 +81,6 @@ impl SimCloud {
 
     pub fn set_now(&self, now: f64) {
         self.lock().now = now;
-    }
-
-    /// When the instance gets its interruption warning, if it is spot and one was drawn.
-    pub fn interruption_at(&self, id: &str) -> Option<f64> {
-        self.lock().interrupt_at.get(id).copied()
     }
 
     /// Interruption warnings drawn for instances launched since the last call: (instance, time).
@@ -167,7 +159,6 @@ impl CloudProvider for SimCloud {
                 state: InstanceState::Running,
             };
             if let Some(at) = self.draw_interruption(&mut inner, &key) {
-                inner.interrupt_at.insert(id.clone(), at);
                 inner.new_interruptions.push((id.clone(), at));
             }
             inner.billed.insert(id.clone(), (price, now));
@@ -182,7 +173,6 @@ impl CloudProvider for SimCloud {
         if let Some(i) = inner.instances.get_mut(id) {
             i.state = InstanceState::Terminated;
         }
-        inner.interrupt_at.remove(id);
         let now = inner.now;
         if let Some((price, since)) = inner.billed.remove(id) {
             inner.spent += price * (now - since) / 3600.0;
@@ -243,7 +233,10 @@ mod tests {
         let draw = |seed| {
             let cloud = SimCloud::new(catalog(), vec![], 1.0, seed);
             let got = pollster::block_on(cloud.launch(&request(&["a.large"]))).unwrap();
-            cloud.interruption_at(&got.instance.id).unwrap()
+            let drawn = cloud.take_new_interruptions();
+            assert_eq!(drawn.len(), 1);
+            assert_eq!(drawn[0].0, got.instance.id);
+            drawn[0].1
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));

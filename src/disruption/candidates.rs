@@ -206,10 +206,7 @@ pub fn allowed_disruptions(snapshot: &ClusterSnapshot, b: &crate::domain::PodDis
         .iter()
         .filter(|p| p.namespace == b.namespace && p.node_name.is_some() && !p.terminal && !p.terminating && b.selector.matches(&p.labels))
         .count();
-    let scaled = |v: &str| match v.strip_suffix('%') {
-        Some(pct) => pct.parse::<usize>().ok().map(|pct| (healthy * pct).div_ceil(100)),
-        None => v.parse::<usize>().ok(),
-    };
+    let scaled = |v: &str| crate::domain::PodDisruptionBudget::count_of(v, healthy);
     match (b.min_available.as_deref(), b.max_unavailable.as_deref()) {
         (_, Some(max)) => scaled(max).unwrap_or(0),
         (Some(min), None) => healthy.saturating_sub(scaled(min).unwrap_or(healthy)),

@@ -160,6 +160,17 @@ pub struct PodDisruptionBudget {
     pub disruptions_allowed: Option<i32>,
 }
 
+impl PodDisruptionBudget {
+    /// A `minAvailable` or `maxUnavailable` value as a pod count: an integer, or a percentage of
+    /// `total` rounded up (as the disruption controller rounds). None when it is neither.
+    pub fn count_of(value: &str, total: usize) -> Option<usize> {
+        match value.strip_suffix('%') {
+            Some(pct) => pct.parse::<usize>().ok().map(|pct| (total * pct).div_ceil(100)),
+            None => value.parse::<usize>().ok(),
+        }
+    }
+}
+
 /// Everything the decision core reads about a cluster, free of API types.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterSnapshot {

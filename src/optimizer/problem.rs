@@ -278,6 +278,23 @@ fn pool_infos(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Vec<PoolInfo> {
         .collect()
 }
 
+/// The labels a node of `it` launched for `np` carries before its offering is chosen: the type's
+/// well-known labels, the pool's template labels and the pool's name.
+pub fn pool_type_labels(it: &crate::catalog::InstanceType, np: &crate::domain::NodePool, region: &str) -> Labels {
+    let mut base = it.labels(region);
+    base.extend(np.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    base.insert(NODEPOOL.to_string(), np.name.clone());
+    base
+}
+
+/// `base` with an offering's zone and capacity type.
+pub fn offering_labels(base: &Labels, o: &crate::catalog::Offering) -> Labels {
+    let mut labels = base.clone();
+    labels.insert(ZONE.to_string(), o.zone.clone());
+    labels.insert(CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
+    labels
+}
+
 fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) -> Vec<Shape> {
     let mut pools: Vec<&crate::domain::NodePool> = snapshot.nodepools.iter().collect();
     pools.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
@@ -285,18 +302,14 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
     for (pi, np) in pools.iter().enumerate() {
         let kubelet = snapshot.node_class(np.node_class.as_deref()).map(|c| &c.kubelet);
         for it in &catalog.instance_types {
-            let mut base = it.labels(&catalog.region);
-            base.extend(np.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-            base.insert(NODEPOOL.to_string(), np.name.clone());
+            let base = pool_type_labels(it, np, &catalog.region);
             let allocatable = it.allocatable(kubelet);
             let offerings: Vec<ShapeOffering> = it
                 .offerings
                 .iter()
                 .filter(|o| o.available)
                 .filter_map(|o| {
-                    let mut labels = base.clone();
-                    labels.insert(ZONE.to_string(), o.zone.clone());
-                    labels.insert(CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
+                    let labels = offering_labels(&base, o);
                     if !np.requirements.iter().all(|r| r.matches(&labels)) {
                         return None;
                     }

@@ -359,18 +359,16 @@ fn build(f: File, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError
 /// The catalog without the instance types no NodePool can launch and no starting node runs.
 /// Decisions never look at them, and every solve of a run would otherwise scan them again.
 fn usable(mut catalog: Catalog, cluster: &ClusterSnapshot) -> Catalog {
-    use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
-    let running: std::collections::BTreeSet<&str> = cluster.nodes.iter().filter_map(|n| n.labels.get(INSTANCE_TYPE).map(String::as_str)).collect();
+    use crate::optimizer::problem::{offering_labels, pool_type_labels};
+    let running: std::collections::BTreeSet<&str> =
+        cluster.nodes.iter().filter_map(|n| n.labels.get(crate::domain::labels::INSTANCE_TYPE).map(String::as_str)).collect();
     let region = catalog.region.clone();
     catalog.instance_types.retain(|it| {
         running.contains(it.name.as_str())
             || cluster.nodepools.iter().any(|np| {
-                let mut labels = it.labels(&region);
-                labels.extend(np.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-                labels.insert(NODEPOOL.to_string(), np.name.clone());
+                let base = pool_type_labels(it, np, &region);
                 it.offerings.iter().any(|o| {
-                    labels.insert(ZONE.to_string(), o.zone.clone());
-                    labels.insert(CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
+                    let labels = offering_labels(&base, o);
                     np.requirements.iter().all(|r| r.matches(&labels))
                 })
             })

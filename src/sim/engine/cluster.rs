@@ -10,7 +10,7 @@ use crate::cloud::Instance;
 use crate::controller::{Cluster, EvictionRefused};
 use crate::disruption::edit::register;
 use crate::disruption::timing::Timestamp;
-use crate::domain::{ClusterSnapshot, Pod};
+use crate::domain::{ClusterSnapshot, Pod, PodDisruptionBudget};
 use crate::optimizer::NewNode;
 
 pub struct SimCluster {
@@ -114,10 +114,7 @@ impl SimCluster {
             let selected: Vec<&Pod> = self.snap.pods.iter().filter(|p| p.namespace == b.namespace && !p.terminal && b.selector.matches(&p.labels)).collect();
             let expected = selected.len();
             let healthy = selected.iter().filter(|p| p.node_name.is_some()).count();
-            let scaled = |v: &str| match v.strip_suffix('%') {
-                Some(pct) => pct.parse::<usize>().ok().map(|pct| (expected * pct).div_ceil(100)),
-                None => v.parse::<usize>().ok(),
-            };
+            let scaled = |v: &str| PodDisruptionBudget::count_of(v, expected);
             let desired = match (b.min_available.as_deref(), b.max_unavailable.as_deref()) {
                 (_, Some(max)) => expected.saturating_sub(scaled(max).unwrap_or(0)),
                 (Some(min), None) => scaled(min).unwrap_or(expected),
