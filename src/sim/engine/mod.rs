@@ -172,7 +172,6 @@ impl<'a> World<'a> {
     /// Binds what fits, lets the controller look, and queues what everyone asked for.
     fn settle(&mut self) -> Result<(), SimError> {
         let now = self.now();
-        self.cluster.refresh_pdb_status();
         let binds = super::binder::bindings(self.cluster.snapshot(), &self.sc.catalog.region)?;
         for (pod, node) in binds {
             if self.cluster.bind(&pod, &node) {
@@ -182,6 +181,8 @@ impl<'a> World<'a> {
                 }
             }
         }
+        // after the event's pod changes and the bindings, so the next decision reads current status
+        self.cluster.refresh_pdb_status();
         self.ctl.observe(&self.cluster, now);
         for (at, wake) in self.ctl.take_wakes() {
             self.at(at, Ev::Controller(wake));
