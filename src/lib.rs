@@ -7,11 +7,14 @@
 //! clients. `controller` carries plans out through two traits, `controller::Cluster` and
 //! `cloud::CloudProvider`; `sim` hosts it on a simulated cluster and cloud; `cli` is the command line.
 
+pub mod api;
 pub mod catalog;
 pub mod cloud;
 pub mod controller;
 pub mod disruption;
 pub mod domain;
+pub mod k8s;
+pub mod operator;
 pub mod optimizer;
 pub mod scalein;
 pub mod sim;

@@ -31,6 +31,15 @@ impl CapacityType {
             CapacityType::Spot => "spot",
         }
     }
+
+    /// The value of the `karpenter.sh/capacity-type` label.
+    pub fn parse(s: &str) -> Option<CapacityType> {
+        match s {
+            "on-demand" => Some(CapacityType::OnDemand),
+            "spot" => Some(CapacityType::Spot),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -1,10 +1,12 @@
-//! Subcommands: `solve`, `solve-dump`, `consolidate`, `simulate`, `bench`, `bench-disruption` and `catalog build`. Each reads its inputs, calls the
+//! Subcommands: `solve`, `solve-dump`, `consolidate`, `controller`, `simulate`, `bench`, `bench-disruption`, `catalog build` and `crds`. Each reads its inputs, calls the
 //! pure decision core, and prints or writes the result; nothing here makes decisions.
 
 mod bench_cmd;
 mod bench_disruption_cmd;
 mod catalog_cmd;
 mod consolidate_cmd;
+mod controller_cmd;
+mod crds_cmd;
 mod simulate_cmd;
 mod solve_cmd;
 
@@ -48,9 +50,13 @@ pub enum Command {
     BenchDisruption(bench_disruption_cmd::BenchDisruptionArgs),
     /// Simulate a cluster over time with joiner's decisions and Karpenter's, side by side.
     Simulate(simulate_cmd::SimulateArgs),
+    /// Run the in-cluster autoscaler against a Kubernetes API server.
+    Controller(Box<controller_cmd::ControllerArgs>),
     /// Build or inspect instance catalogs.
     #[command(subcommand)]
     Catalog(catalog_cmd::CatalogCommand),
+    /// Print the NodePool, NodeClaim and EC2NodeClass CustomResourceDefinitions.
+    Crds(crds_cmd::CrdsArgs),
 }
 
 pub fn init_tracing(filter: &str) {
@@ -64,6 +70,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(a) => bench_cmd::run(a),
         Command::BenchDisruption(a) => bench_disruption_cmd::run(a),
         Command::Consolidate(a) => consolidate_cmd::run(a),
+        Command::Controller(a) => controller_cmd::run(*a),
+        Command::Crds(a) => crds_cmd::run(a),
         Command::Simulate(a) => simulate_cmd::run(a),
         Command::Solve { args, output } => solve_cmd::solve(args, output),
         Command::SolveDump { args, out } => solve_cmd::dump(args, out),

@@ -83,6 +83,12 @@ impl SimCloud {
         self.lock().now = now;
     }
 
+    /// Numbers instances from `base` on: providers in different processes (a controller and the
+    /// replica that takes over from it) must not hand out the same instance ids.
+    pub fn number_from(&self, base: u64) {
+        self.lock().next_id = base;
+    }
+
     /// Interruption warnings drawn for instances launched since the last call: (instance, time).
     pub fn take_new_interruptions(&self) -> Vec<(String, f64)> {
         std::mem::take(&mut self.lock().new_interruptions)

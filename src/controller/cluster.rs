@@ -20,8 +20,23 @@ pub trait Cluster {
     fn snapshot(&self) -> &ClusterSnapshot;
     /// Nodes launched for NodeClaims that have not registered yet, as planned (name, node).
     fn in_flight(&self) -> Vec<(&str, &NewNode)>;
+    /// The name of the next NodeClaim of `nodepool`; `seq` counts the controller's launches. The
+    /// in-cluster host appends a random suffix instead, as `generateName` does, so names never repeat
+    /// across restarts.
+    fn claim_name(&mut self, nodepool: &str, seq: u64) -> String {
+        format!("{nodepool}-{seq:05}")
+    }
+    /// Records the NodeClaim `name` before its launch, so a crash between the launch and its
+    /// record cannot leak an instance. False: the claim could not be recorded; nothing launches.
+    fn claim_created(&mut self, _name: &str, _node: &NewNode) -> bool {
+        true
+    }
+    /// The launch of claim `name` failed (no capacity, provider error): the claim goes.
+    fn claim_failed(&mut self, _name: &str) {}
     /// Records the NodeClaim `name` for an instance just launched; the node registers on its own.
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance);
+    /// No offering can hold pending pod `pod` now; `why` says what stands in the way.
+    fn unschedulable(&mut self, _pod: &str, _why: &str) {}
     /// Puts or removes the `karpenter.sh/disrupted:NoSchedule` taint, so nothing new lands there.
     fn set_disrupted(&mut self, node: &str, disrupted: bool);
     /// Evicts a bound pod through the Eviction API; its controller recreates it pending.

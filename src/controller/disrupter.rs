@@ -69,7 +69,7 @@ impl<P: CloudProvider> Controller<P> {
         settings.gap = self.settings.gap;
         settings.lower_bound = self.settings.disruption_bound;
         let plan = disruption::consolidate(cluster.snapshot(), &catalog, &settings).map_err(|e| ControllerError::Disruption(e.to_string()))?;
-        self.record_solve(plan.solver.seconds, &plan.solver.status);
+        self.record_solve(super::Phase::Disruption, plan.solver.seconds, &plan.solver.status, plan.solver.mip_gap.unwrap_or(0.0));
         Ok(plan)
     }
 
@@ -96,6 +96,8 @@ impl<P: CloudProvider> Controller<P> {
             (c.name, c.consolidatable, c.expired, c.drift.is_some(), c.block.is_some()).hash(&mut h);
         }
         self.unavailable.keys(now).hash(&mut h);
+        // a cost-weight change (the ConfigMap) can make a quiet cluster worth consolidating
+        format!("{:?}", snap.weights).hash(&mut h);
         h.finish()
     }
 

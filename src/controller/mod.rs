@@ -25,6 +25,10 @@ use crate::optimizer::Strategy;
 
 pub use cluster::{Cluster, EvictionRefused};
 
+/// How long a pod nominated to a running node waits for kube-scheduler to bind it there before it
+/// is provisioned for again (Karpenter's nomination window is two batch windows).
+pub const NOMINATION_TTL_SECONDS: f64 = 20.0;
+
 /// Failures the controller cannot act around: a decision that could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -80,8 +84,35 @@ pub struct Stats {
     pub disruptions_executed: usize,
     pub disruptions_abandoned: usize,
     pub time_limited: usize,
-    /// Wall-clock seconds of every provisioning and disruption decision.
-    pub solver_seconds: Vec<f64>,
+    /// Every provisioning and disruption decision, in order.
+    pub solves: Vec<SolveRecord>,
+}
+
+/// One decision's solve, for reports and metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolveRecord {
+    pub phase: Phase,
+    /// The solver report's status (`optimal`, `time-limit`, `feasible`, `greedy`, ...).
+    pub status: String,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Relative gap to the certified lower bound (0 when no bound was computed).
+    pub gap: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Provisioning,
+    Disruption,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Provisioning => "provisioning",
+            Phase::Disruption => "disruption",
+        }
+    }
 }
 
 pub struct Controller<P: CloudProvider> {
@@ -93,6 +124,9 @@ pub struct Controller<P: CloudProvider> {
     instance_of: BTreeMap<String, String>,
     /// Pending pods a launch is meant for, and the node.
     nominated: BTreeMap<String, String>,
+    /// When pods were nominated to nodes that already run: kube-scheduler may place them
+    /// differently, so such a nomination lapses after [`NOMINATION_TTL_SECONDS`].
+    nominated_at: BTreeMap<String, f64>,
     /// Pending pods the last solve could not place, and when to try them again.
     parked: BTreeMap<String, f64>,
     /// Pending pods the open batch holds, and when it opened and last grew.
@@ -113,6 +147,7 @@ impl<P: CloudProvider> Controller<P> {
             unavailable: Unavailable::default(),
             instance_of: BTreeMap::new(),
             nominated: BTreeMap::new(),
+            nominated_at: BTreeMap::new(),
             parked: BTreeMap::new(),
             batch: BTreeSet::new(),
             batch_window: None,
@@ -151,8 +186,8 @@ impl<P: CloudProvider> Controller<P> {
         self.settings.origin + chrono::Duration::milliseconds((now * 1000.0).round() as i64)
     }
 
-    fn record_solve(&mut self, seconds: f64, status: &str) {
-        self.stats.solver_seconds.push(seconds);
+    fn record_solve(&mut self, phase: Phase, seconds: f64, status: &str, gap: f64) {
+        self.stats.solves.push(SolveRecord { phase, status: status.to_string(), seconds, gap });
         if status == "time-limit" {
             self.stats.time_limited += 1;
         }
@@ -161,6 +196,11 @@ impl<P: CloudProvider> Controller<P> {
     /// After any change: pods that wait for capacity (not nominated, not in the batch, not parked)
     /// open the provisioning batch or extend it.
     pub fn observe(&mut self, cluster: &impl Cluster, now: f64) {
+        let lapsed: Vec<String> = self.nominated_at.iter().filter(|(_, at)| now - **at >= NOMINATION_TTL_SECONDS).map(|(k, _)| k.clone()).collect();
+        for k in lapsed {
+            self.nominated_at.remove(&k);
+            self.nominated.remove(&k);
+        }
         let waiting: Vec<String> = cluster
             .snapshot()
             .pending_pods()
@@ -183,6 +223,7 @@ impl<P: CloudProvider> Controller<P> {
     /// Forgets a pod that no longer exists.
     pub fn forget_pod(&mut self, key: &str) {
         self.nominated.remove(key);
+        self.nominated_at.remove(key);
         self.parked.remove(key);
         self.batch.remove(key);
     }
@@ -190,6 +231,7 @@ impl<P: CloudProvider> Controller<P> {
     /// A pod was bound: it no longer waits for anything.
     pub fn pod_bound(&mut self, key: &str) {
         self.nominated.remove(key);
+        self.nominated_at.remove(key);
         self.batch.remove(key);
     }
 }

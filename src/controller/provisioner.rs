@@ -58,10 +58,11 @@ impl<P: CloudProvider> Controller<P> {
             ..SolveSettings::default()
         };
         let plan = optimizer::solve(&view, &catalog, &settings).map_err(|e| ControllerError::Provisioning(e.to_string()))?;
-        self.record_solve(plan.solver.seconds, &plan.solver.status);
+        self.record_solve(super::Phase::Provisioning, plan.solver.seconds, &plan.solver.status, plan.solver.gap);
         for e in &plan.existing {
             for pod in &e.pods {
                 self.nominated.insert(pod.clone(), e.node.clone());
+                self.nominated_at.insert(pod.clone(), now);
             }
         }
         for node in &plan.nodes {
@@ -69,6 +70,8 @@ impl<P: CloudProvider> Controller<P> {
         }
         for u in &plan.unschedulable {
             self.parked.insert(u.pod.clone(), now + PARK_SECONDS);
+            tracing::debug!(pod = %u.pod, reason = ?u.reason, message = %u.message, "no offering can hold the pod");
+            cluster.unschedulable(&u.pod, &u.message);
         }
         if !plan.unschedulable.is_empty() {
             self.wake(now + PARK_SECONDS, Wake::Retry);
@@ -80,9 +83,16 @@ impl<P: CloudProvider> Controller<P> {
     /// the node's name, or None when no offering had capacity.
     pub(super) fn launch(&mut self, cluster: &mut impl Cluster, node: &NewNode, now: f64) -> Option<String> {
         self.node_seq += 1;
-        let name = format!("{}-{:05}", node.nodepool, self.node_seq);
+        let name = cluster.claim_name(&node.nodepool, self.node_seq);
+        if !cluster.claim_created(&name, node) {
+            return None;
+        }
         let request = LaunchRequest::for_node(&name, node, &self.unavailable, now);
-        match pollster::block_on(self.cloud.launch(&request)) {
+        let result = pollster::block_on(self.cloud.launch(&request));
+        if result.is_err() {
+            cluster.claim_failed(&name);
+        }
+        match result {
             Ok(launched) => {
                 if !launched.insufficient.is_empty() {
                     self.stats.ice += 1;
@@ -131,6 +141,18 @@ impl<P: CloudProvider> Controller<P> {
         n.labels.insert(CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
         n.fallbacks.clear();
         n
+    }
+
+    /// The node of claim `claim` registered under its own name `node` (a kubelet names itself, the
+    /// simulator names nodes after their claims): the controller knows it by that name from now on.
+    pub fn claim_registered(&mut self, cluster: &mut impl Cluster, claim: &str, node: &str, now: f64) {
+        if claim != node {
+            if let Some(instance) = self.instance_of.remove(claim) {
+                self.instance_of.insert(node.to_string(), instance);
+            }
+        }
+        self.nominated.retain(|_, n| n != claim);
+        self.node_registered(cluster, node, now);
     }
 
     /// A launched node registered: the scheduler decides where pods go now; pods it cannot bind

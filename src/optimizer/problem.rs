@@ -265,7 +265,8 @@ fn pool_infos(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Vec<PoolInfo> {
                         used.add(&Resources::new().with("nodes", crate::domain::Quantity::from_units(1)));
                     }
                 }
-                np.limits.minus(&used)
+                // only the resources the pool limits: what it does not name is unlimited
+                np.limits.iter().map(|(k, limit)| (k.to_string(), limit.saturating_sub(used.get(k)))).collect::<Resources>()
             });
             let _ = catalog;
             PoolInfo {
@@ -561,4 +562,41 @@ fn explain_rejection(c: &PodConstraints, req: &[i64], shapes: &[Shape], dims: &[
         return (UnschedulableReason::HostPort, "a host port is taken by a daemonset on every compatible node".into());
     }
     (UnschedulableReason::NodepoolLimit, "nodepool limits leave no room for a compatible node".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Node, Quantity};
+
+    #[test]
+    fn a_limit_on_cpu_leaves_memory_and_pods_unlimited_when_nodes_exist() {
+        let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
+        let mut snapshot = ClusterSnapshot::default();
+        let mut pool = crate::domain::NodePool::unconstrained("default");
+        pool.limits = Resources::new().with("cpu", Quantity::from_units(100));
+        snapshot.nodepools.push(pool);
+        let capacity = Resources::new().with("cpu", Quantity::from_units(8)).with("memory", Quantity::from_units(32 << 30));
+        let mut node = Node {
+            name: "n1".into(),
+            labels: Labels::new(),
+            taints: vec![],
+            capacity: capacity.clone(),
+            allocatable: capacity,
+            unschedulable: false,
+            ready: true,
+            provider_id: None,
+            created: None,
+            annotations: Labels::new(),
+            deleting: false,
+        };
+        node.labels.insert(NODEPOOL.into(), "default".into());
+        snapshot.nodes.push(node);
+        let info = &pool_infos(&snapshot, &catalog)[0];
+        let remaining = info.remaining.as_ref().unwrap();
+        assert_eq!(remaining.get("cpu"), Quantity::from_units(92));
+        assert_eq!(remaining.names().collect::<Vec<_>>(), vec!["cpu"]);
+        let another = Resources::new().with("cpu", Quantity::from_units(8)).with("memory", Quantity::from_units(32 << 30));
+        assert!(within_limits(&another, remaining));
+    }
 }

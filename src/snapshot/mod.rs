@@ -71,6 +71,21 @@ pub fn parse_snapshot(text: &str, origin: &str) -> Result<ClusterSnapshot, Snaps
     Ok(reader.snapshot)
 }
 
+/// Builds a snapshot from live objects (the controller's caches), each a YAML value with apiVersion
+/// and kind. An object that cannot be read is left out and its error returned beside the snapshot:
+/// one bad object never stops decisions about the rest.
+pub fn from_values(values: impl IntoIterator<Item = Value>, origin: &str) -> (ClusterSnapshot, Vec<SnapshotError>) {
+    let mut reader = Reader { origin, document: 0, snapshot: ClusterSnapshot::default(), weights_from: None };
+    let mut errors = Vec::new();
+    for (i, value) in values.into_iter().enumerate() {
+        reader.document = i + 1;
+        if let Err(e) = reader.read_value(value, "") {
+            errors.push(e);
+        }
+    }
+    (reader.snapshot, errors)
+}
+
 struct Reader<'a> {
     origin: &'a str,
     /// 1-based index of the document being read.

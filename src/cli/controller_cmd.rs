@@ -1,0 +1,178 @@
+//! `joiner controller`: the in-cluster autoscaler. Flags carry Karpenter's environment variable
+//! names where Karpenter has the setting, so a Helm values file moves over unchanged; they are
+//! validated here, once, into `operator::OperatorSettings`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+
+use joiner::catalog::Catalog;
+use joiner::controller::Settings;
+use joiner::disruption::timing::{parse_go_duration, parse_timestamp};
+use joiner::disruption::DisruptionStrategy;
+use joiner::k8s::lifecycle::Timeouts;
+use joiner::operator::decisions::LoopSettings;
+use joiner::operator::{self, CloudChoice, LeaderElection, OperatorSettings};
+use joiner::optimizer::Strategy;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Provider {
+    /// In-process simulated EC2 (until the AWS adapter lands).
+    Sim,
+}
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Kubeconfig file; in-cluster configuration (or ~/.kube/config) when omitted.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    #[arg(long, env = "CLUSTER_NAME")]
+    cluster_name: String,
+    /// joiner's namespace: its cost-weight ConfigMap and leader Lease live here.
+    #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
+    namespace: String,
+    /// This replica's identity in the Lease and in Events (the pod name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    #[arg(long, env = "DISABLE_LEADER_ELECTION")]
+    disable_leader_election: bool,
+    #[arg(long, env = "LEADER_ELECTION_NAME", default_value = "joiner-leader-election")]
+    lease_name: String,
+    #[arg(long, default_value = "15s")]
+    lease_duration: String,
+    #[arg(long, default_value = "10s")]
+    renew_deadline: String,
+    #[arg(long, default_value = "2s")]
+    retry_period: String,
+    /// A provisioning batch closes after this long without a new pending pod.
+    #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s")]
+    batch_idle_duration: String,
+    /// ...and never stays open longer than this.
+    #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s")]
+    batch_max_duration: String,
+    #[arg(long, env = "JOINER_STRATEGY", value_enum, default_value = "milp")]
+    strategy: Strategy,
+    #[arg(long, env = "JOINER_DISRUPTION_STRATEGY", value_enum, default_value = "milp")]
+    disruption_strategy: DisruptionStrategy,
+    /// Time limit of a provisioning solve.
+    #[arg(long, env = "JOINER_SOLVER_TIME_LIMIT", default_value = "5s")]
+    solver_time_limit: String,
+    /// Time limit of a disruption decision.
+    #[arg(long, env = "JOINER_DISRUPTION_TIME_LIMIT", default_value = "10s")]
+    disruption_time_limit: String,
+    /// Relative optimality gap at which a solve stops.
+    #[arg(long, env = "JOINER_SOLVER_GAP", default_value_t = 0.01)]
+    solver_gap: f64,
+    #[arg(long, env = "JOINER_DISABLE_DISRUPTION")]
+    disable_disruption: bool,
+    #[arg(long, default_value = "10s")]
+    disruption_interval: String,
+    /// How long a disruption command waits before it is re-validated.
+    #[arg(long, default_value = "15s")]
+    validation_delay: String,
+    #[arg(long, default_value = "5m")]
+    launch_timeout: String,
+    #[arg(long, default_value = "15m")]
+    registration_timeout: String,
+    #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
+    metrics_port: u16,
+    #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
+    health_probe_port: u16,
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: IpAddr,
+    /// Catalog JSON file (docs/catalog.md); the bundled catalog of --region when omitted.
+    #[arg(long, env = "JOINER_CATALOG")]
+    catalog: Option<PathBuf>,
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    region: String,
+    #[arg(long, env = "JOINER_CLOUD_PROVIDER", value_enum, default_value = "sim")]
+    cloud_provider: Provider,
+    #[arg(long, default_value_t = 1)]
+    sim_seed: u64,
+}
+
+fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
+    let d = parse_go_duration(text).with_context(|| format!("--{name}"))?;
+    if d.is_zero() && name != "validation-delay" {
+        bail!("--{name}: must be positive");
+    }
+    Ok(d)
+}
+
+impl ControllerArgs {
+    pub fn settings(&self) -> anyhow::Result<OperatorSettings> {
+        if !(0.0..1.0).contains(&self.solver_gap) {
+            bail!("--solver-gap: {} is not in [0, 1)", self.solver_gap);
+        }
+        let catalog = match &self.catalog {
+            Some(path) => Catalog::from_file(path)?,
+            None => Catalog::bundled(&self.region)?,
+        };
+        let leader_election = (!self.disable_leader_election)
+            .then(|| -> anyhow::Result<LeaderElection> {
+                let le = LeaderElection {
+                    lease_name: self.lease_name.clone(),
+                    lease_duration: duration("lease-duration", &self.lease_duration)?,
+                    renew_deadline: duration("renew-deadline", &self.renew_deadline)?,
+                    retry_period: duration("retry-period", &self.retry_period)?,
+                };
+                le.validate()?;
+                Ok(le)
+            })
+            .transpose()?;
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let controller = Settings {
+            provisioning: self.strategy,
+            disruption: self.disruption_strategy,
+            batch_idle: duration("batch-idle-duration", &self.batch_idle_duration)?.as_secs_f64(),
+            batch_max: duration("batch-max-duration", &self.batch_max_duration)?.as_secs_f64(),
+            validation_delay: duration("validation-delay", &self.validation_delay)?.as_secs_f64(),
+            solve_time_limit: duration("solver-time-limit", &self.solver_time_limit)?.as_secs_f64(),
+            disruption_time_limit: duration("disruption-time-limit", &self.disruption_time_limit)?.as_secs_f64(),
+            gap: self.solver_gap,
+            // Karpenter looks again at an unchanged cluster after 5 minutes, for what it cannot see
+            quiet_ttl: Some(300.0),
+            disruption_bound: false,
+            origin: parse_timestamp(&now)?,
+        };
+        let decisions = LoopSettings {
+            disruption_interval: duration("disruption-interval", &self.disruption_interval)?,
+            disruption_enabled: !self.disable_disruption,
+            timeouts: Timeouts {
+                launch: duration("launch-timeout", &self.launch_timeout)?.as_secs_f64(),
+                registration: duration("registration-timeout", &self.registration_timeout)?.as_secs_f64(),
+            },
+            debounce: Duration::from_millis(100),
+            resync: Duration::from_secs(5),
+        };
+        let identity = match &self.identity {
+            Some(i) => i.clone(),
+            None => std::env::var("HOSTNAME").unwrap_or_else(|_| format!("joiner-{}", std::process::id())),
+        };
+        let Provider::Sim = self.cloud_provider;
+        Ok(OperatorSettings {
+            kubeconfig: self.kubeconfig.clone(),
+            cluster_name: self.cluster_name.clone(),
+            namespace: self.namespace.clone(),
+            identity,
+            leader_election,
+            controller,
+            decisions,
+            metrics_addr: SocketAddr::new(self.bind_address, self.metrics_port),
+            health_addr: SocketAddr::new(self.bind_address, self.health_probe_port),
+            catalog,
+            cloud: CloudChoice::Sim { seed: self.sim_seed },
+        })
+    }
+}
+
+pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
+    let settings = args.settings()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    runtime.block_on(operator::run(settings))?;
+    Ok(ExitCode::SUCCESS)
+}

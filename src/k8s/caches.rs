@@ -1,0 +1,124 @@
+//! Reflector caches of every kind a decision reads. Each kind has a watcher feeding a store; every
+//! change wakes the decision thread through a [`Wakeup`] (it coalesces bursts and rebuilds its
+//! snapshot from the stores). Watch failures are retried with kube-runtime's default backoff; a
+//! relist after `410 Gone` replaces a store's contents atomically, so nothing is lost or doubled.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::{store::Writer, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use super::K8sError;
+use crate::domain::weights::CONFIGMAP_NAME;
+
+/// What wakes the decision thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// A cached object changed.
+    Changed,
+    /// The host is shutting down.
+    Stop,
+}
+
+pub type Wakeup = mpsc::Sender<Signal>;
+
+/// karpenter.sh/v1 NodePool, NodeClaim and karpenter.k8s.aws/v1 EC2NodeClass, read as dynamic
+/// objects: the snapshot conversion deserializes them with the fields decisions use.
+pub fn karpenter_resource(kind: &str) -> ApiResource {
+    let (group, plural) = match kind {
+        "EC2NodeClass" => ("karpenter.k8s.aws", "ec2nodeclasses"),
+        "NodeClaim" => ("karpenter.sh", "nodeclaims"),
+        _ => ("karpenter.sh", "nodepools"),
+    };
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural)
+}
+
+/// The stores, shared between the watch tasks and the decision thread.
+#[derive(Clone)]
+pub struct Caches {
+    pub pods: Store<Pod>,
+    pub nodes: Store<Node>,
+    pub daemonsets: Store<DaemonSet>,
+    pub pdbs: Store<PodDisruptionBudget>,
+    pub config_maps: Store<ConfigMap>,
+    pub nodepools: Store<DynamicObject>,
+    pub nodeclaims: Store<DynamicObject>,
+    pub nodeclasses: Store<DynamicObject>,
+}
+
+impl Caches {
+    /// Starts a watch task per kind on the current runtime. `namespace` holds joiner's ConfigMap.
+    pub fn start(client: &Client, namespace: &str, wake: &Wakeup) -> Caches {
+        let all = watcher::Config::default();
+        let weights = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP_NAME}"));
+        let dynamic = |kind: &str| {
+            let ar = karpenter_resource(kind);
+            watch(Api::<DynamicObject>::all_with(client.clone(), &ar), all.clone(), ar, wake)
+        };
+        Caches {
+            pods: watch(Api::all(client.clone()), all.clone(), (), wake),
+            nodes: watch(Api::all(client.clone()), all.clone(), (), wake),
+            daemonsets: watch(Api::all(client.clone()), all.clone(), (), wake),
+            pdbs: watch(Api::all(client.clone()), all.clone(), (), wake),
+            config_maps: watch(Api::namespaced(client.clone(), namespace), weights, (), wake),
+            nodepools: dynamic("NodePool"),
+            nodeclaims: dynamic("NodeClaim"),
+            nodeclasses: dynamic("EC2NodeClass"),
+        }
+    }
+
+    /// Waits until every store holds a complete first list: nothing is decided before.
+    pub async fn wait_ready(&self) -> Result<(), K8sError> {
+        let dropped = |_| K8sError::CacheClosed;
+        self.pods.wait_until_ready().await.map_err(dropped)?;
+        self.nodes.wait_until_ready().await.map_err(dropped)?;
+        self.daemonsets.wait_until_ready().await.map_err(dropped)?;
+        self.pdbs.wait_until_ready().await.map_err(dropped)?;
+        self.config_maps.wait_until_ready().await.map_err(dropped)?;
+        self.nodepools.wait_until_ready().await.map_err(dropped)?;
+        self.nodeclaims.wait_until_ready().await.map_err(dropped)?;
+        self.nodeclasses.wait_until_ready().await.map_err(dropped)?;
+        Ok(())
+    }
+
+    pub fn node_claims(&self) -> Vec<Arc<DynamicObject>> {
+        self.nodeclaims.state()
+    }
+}
+
+/// One kind's watcher and store; every event (including relists) signals the decision thread.
+fn watch<K>(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType, wake: &Wakeup) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    let writer = Writer::new(dyntype);
+    let store = writer.as_reader();
+    let wake = wake.clone();
+    let kind = std::any::type_name::<K>();
+    let events = watcher(api, config).default_backoff().reflect(writer);
+    tokio::spawn(async move {
+        futures::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(_) => {
+                    if wake.send(Signal::Changed).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => tracing::warn!(kind, error = %e, "watch failed, retrying"),
+            }
+        }
+    });
+    store
+}

@@ -1,0 +1,332 @@
+//! [`KubeCluster`]: the controller's [`Cluster`] on a real API server. Reads come from the snapshot
+//! rebuilt from the caches at every step; writes go to the API server at once (NodeClaims, node
+//! taints, the Eviction API, deletes) and are mirrored into the snapshot, so the rest of a step
+//! sees its own writes before the watches bring them back.
+//!
+//! It is driven from the decision thread, never from the async runtime: each write blocks on the
+//! runtime's handle, so solves and writes stay off the tokio workers.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::json;
+use tokio::runtime::Handle;
+
+use super::caches::{karpenter_resource, Caches};
+use super::claims::{self, DISRUPTED_TAINT, TERMINATION_FINALIZER};
+use crate::catalog::Catalog;
+use crate::cloud::Instance;
+use crate::controller::{Cluster, EvictionRefused};
+use crate::domain::ClusterSnapshot;
+use crate::optimizer::NewNode;
+
+/// Writes made and refused, for metrics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Writes {
+    pub claims_created: u64,
+    pub claims_deleted: u64,
+    pub evictions: u64,
+    pub evictions_refused: u64,
+    pub errors: u64,
+}
+
+pub struct KubeCluster {
+    client: Client,
+    /// Without automatic retries: a PodDisruptionBudget's 429 comes back at once.
+    evictions: Client,
+    rt: Handle,
+    caches: Caches,
+    catalog: Catalog,
+    recorder: Recorder,
+    snap: ClusterSnapshot,
+    /// Claims this process created, as planned, until their node registers or they go. The
+    /// caches may not show a claim yet right after its creation; this keeps it counted.
+    planned: BTreeMap<String, NewNode>,
+    /// Claims without a registered node, by name.
+    in_flight: BTreeMap<String, NewNode>,
+    stamp: String,
+    /// Launches whose record on the claim (labels, status) failed, retried every step: without
+    /// the providerID the claim's node could never register.
+    unrecorded: BTreeMap<String, (serde_json::Value, serde_json::Value)>,
+    /// Draws claim name suffixes; seeded from the clock so restarts draw new names.
+    names: ChaCha8Rng,
+    pub writes: Writes,
+}
+
+impl KubeCluster {
+    pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder) -> KubeCluster {
+        KubeCluster { client, evictions, rt, caches, catalog, recorder, snap: ClusterSnapshot::default(), planned: BTreeMap::new(), in_flight: BTreeMap::new(), stamp: String::new(), unrecorded: BTreeMap::new(), names: ChaCha8Rng::seed_from_u64(seed()), writes: Writes::default() }
+    }
+
+    pub fn caches(&self) -> &Caches {
+        &self.caches
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn handle(&self) -> &Handle {
+        &self.rt
+    }
+
+    /// Rebuilds the snapshot from the caches at `stamp` (RFC 3339); returns the objects left out.
+    pub fn refresh(&mut self, snapshot: ClusterSnapshot, stamp: String) {
+        self.snap = snapshot;
+        self.stamp = stamp;
+        self.record_launches();
+        let claims = self.caches.node_claims();
+        self.in_flight.clear();
+        for c in &claims {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            if claims::node_name_of(c).is_some() || c.metadata.deletion_timestamp.is_some() {
+                self.planned.remove(&name);
+                continue;
+            }
+            let node = self.planned.get(&name).cloned().or_else(|| claims::planned_node(c, &self.catalog));
+            if let Some(node) = node {
+                self.in_flight.insert(name, node);
+            }
+        }
+        // created a moment ago and not in the caches yet
+        for (name, node) in &self.planned {
+            if !claims.iter().any(|c| c.metadata.name.as_deref() == Some(name)) {
+                self.in_flight.insert(name.clone(), node.clone());
+            }
+        }
+    }
+
+    /// The claim's node registered: it is capacity in the snapshot now, no longer in flight.
+    pub fn registered(&mut self, claim: &str) {
+        self.planned.remove(claim);
+        self.in_flight.remove(claim);
+    }
+
+    fn claims_api(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &karpenter_resource("NodeClaim"))
+    }
+
+    /// Publishes an Event on a pod; failures are logged, never fatal.
+    pub fn pod_event(&mut self, key: &str, kind: EventType, reason: &str, note: String) {
+        let Some((ns, name)) = key.split_once('/') else { return };
+        let pod = self.caches.pods.state().into_iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name));
+        let Some(pod) = pod else { return };
+        let event = Event { type_: kind, reason: reason.into(), note: Some(note), action: "Provisioning".into(), secondary: None };
+        if let Err(e) = self.rt.block_on(self.recorder.publish(&event, &pod.object_ref(&()))) {
+            tracing::debug!(pod = key, error = %e, "event not recorded");
+        }
+    }
+
+    /// Writes the launches not yet recorded on their claims; what fails is tried again next step.
+    fn record_launches(&mut self) {
+        let api = self.claims_api();
+        let params = PatchParams::default();
+        for (name, (labels, status)) in std::mem::take(&mut self.unrecorded) {
+            let result = self.rt.block_on(async {
+                api.patch(&name, &params, &Patch::Merge(&labels)).await?;
+                api.patch_status(&name, &params, &Patch::Merge(&status)).await
+            });
+            match result {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => tracing::warn!(claim = %name, "nodeclaim gone before its launch was recorded"),
+                Err(e) => {
+                    self.writes.errors += 1;
+                    tracing::warn!(claim = %name, error = %e, "nodeclaim launch not recorded, retrying");
+                    self.unrecorded.insert(name, (labels, status));
+                }
+            }
+        }
+    }
+
+    /// Publishes a Warning Event on joiner's cost-weight ConfigMap.
+    pub fn config_map_event(&mut self, reason: &str, note: String) {
+        let Some(cm) = self.caches.config_maps.state().into_iter().next() else { return };
+        let event = Event { type_: EventType::Warning, reason: reason.into(), note: Some(note), action: "LoadCostWeights".into(), secondary: None };
+        if let Err(e) = self.rt.block_on(self.recorder.publish(&event, &cm.object_ref(&()))) {
+            tracing::debug!(error = %e, "event not recorded");
+        }
+    }
+
+    /// Removes the termination finalizer and deletes a NodeClaim; absent is fine.
+    pub fn delete_claim(&mut self, name: &str) {
+        let api = self.claims_api();
+        let unfinalize = json!({"metadata": {"finalizers": null}});
+        let result = self.rt.block_on(async {
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalize)).await?;
+            api.delete(name, &DeleteParams::default()).await.map(|_| ())
+        });
+        match result {
+            Ok(()) => self.writes.claims_deleted += 1,
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                self.writes.errors += 1;
+                tracing::warn!(claim = name, error = %e, "nodeclaim delete failed");
+            }
+        }
+        self.planned.remove(name);
+        self.in_flight.remove(name);
+        self.snap.node_claims.retain(|c| c.name != name);
+    }
+
+    fn delete_node_object(&mut self, name: &str) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let unfinalize = json!({"metadata": {"finalizers": null}});
+        let result = self.rt.block_on(async {
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalize)).await?;
+            api.delete(name, &DeleteParams::default()).await.map(|_| ())
+        });
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                self.writes.errors += 1;
+                tracing::warn!(node = name, error = %e, "node delete failed");
+            }
+        }
+    }
+
+    /// The NodeClaim whose node is `node`, from the caches.
+    pub fn claim_of_node(&self, node: &str) -> Option<String> {
+        self.caches.node_claims().iter().find(|c| claims::node_name_of(c) == Some(node)).and_then(|c| c.metadata.name.clone())
+    }
+
+    /// Suffix like `generateName`'s: five characters from the API server's alphabet.
+    fn suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        (0..5).map(|_| ALPHABET[self.names.random_range(0..ALPHABET.len())] as char).collect()
+    }
+}
+
+impl Cluster for KubeCluster {
+    fn snapshot(&self) -> &ClusterSnapshot {
+        &self.snap
+    }
+
+    fn in_flight(&self) -> Vec<(&str, &NewNode)> {
+        self.in_flight.iter().map(|(n, node)| (n.as_str(), node)).collect()
+    }
+
+    fn claim_name(&mut self, nodepool: &str, _seq: u64) -> String {
+        format!("{nodepool}-{}", self.suffix())
+    }
+
+    fn claim_created(&mut self, name: &str, node: &NewNode) -> bool {
+        let object = claims::claim_object(name, node, &self.snap);
+        let claim: DynamicObject = match serde_json::from_value(object) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(claim = name, error = %e, "nodeclaim not built");
+                return false;
+            }
+        };
+        let api = self.claims_api();
+        match self.rt.block_on(api.create(&PostParams::default(), &claim)) {
+            Ok(_) => {
+                self.writes.claims_created += 1;
+                self.planned.insert(name.to_string(), node.clone());
+                self.in_flight.insert(name.to_string(), node.clone());
+                for pod in &node.pods {
+                    let note = format!("Pod should schedule on: nodeclaim/{name}");
+                    self.pod_event(pod, EventType::Normal, "Nominated", note);
+                }
+                true
+            }
+            Err(e) => {
+                self.writes.errors += 1;
+                tracing::warn!(claim = name, error = %e, "nodeclaim create failed");
+                false
+            }
+        }
+    }
+
+    fn claim_failed(&mut self, name: &str) {
+        self.delete_claim(name);
+    }
+
+    fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance) {
+        let capacity = self.catalog.instance_types.iter().find(|t| t.name == node.instance_type).map(|t| t.capacity(None)).unwrap_or_default();
+        let patches = claims::launched_patches(node, instance, &capacity, &self.stamp);
+        self.unrecorded.insert(name.to_string(), patches);
+        self.record_launches();
+        self.planned.insert(name.to_string(), node.clone());
+        self.in_flight.insert(name.to_string(), node.clone());
+    }
+
+    fn unschedulable(&mut self, pod: &str, why: &str) {
+        self.pod_event(pod, EventType::Warning, "FailedScheduling", format!("no nodeclaim can be planned: {why}"));
+    }
+
+    fn set_disrupted(&mut self, node: &str, disrupted: bool) {
+        set_node_taint(self, node, disrupted);
+        if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == node) {
+            n.unschedulable = disrupted;
+        }
+    }
+
+    fn evict(&mut self, key: &str) -> Result<(), EvictionRefused> {
+        let Some((ns, name)) = key.split_once('/') else {
+            return Err(EvictionRefused { pod: key.to_string(), reason: "not a namespace/name key".into() });
+        };
+        let api: Api<Pod> = Api::namespaced(self.evictions.clone(), ns);
+        match self.rt.block_on(api.evict(name, &EvictParams::default())) {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                self.writes.evictions_refused += 1;
+                let reason = match e {
+                    kube::Error::Api(s) => s.message,
+                    other => other.to_string(),
+                };
+                return Err(EvictionRefused { pod: key.to_string(), reason });
+            }
+        }
+        self.writes.evictions += 1;
+        self.snap.pods.retain(|p| p.key() != key);
+        Ok(())
+    }
+
+    fn delete_node(&mut self, name: &str) -> usize {
+        if self.in_flight.contains_key(name) {
+            self.delete_claim(name);
+            return 0;
+        }
+        let moved = self.snap.pods.iter().filter(|p| p.node_name.as_deref() == Some(name) && p.is_reschedulable()).count();
+        if let Some(claim) = self.claim_of_node(name) {
+            self.delete_claim(&claim);
+        }
+        self.delete_node_object(name);
+        self.snap.nodes.retain(|n| n.name != name);
+        self.snap.pods.retain(|p| p.node_name.as_deref() != Some(name));
+        moved
+    }
+}
+
+fn seed() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    nanos ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// Adds or removes the `karpenter.sh/disrupted:NoSchedule` taint, keeping the node's others.
+fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) {
+    let Some(object) = cluster.caches.nodes.state().into_iter().find(|n| n.metadata.name.as_deref() == Some(node)) else { return };
+    let mut taints: Vec<serde_json::Value> = object.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().filter_map(|t| serde_json::to_value(t).ok()).filter(|t| t["key"] != DISRUPTED_TAINT).collect();
+    if present {
+        taints.push(json!({"key": DISRUPTED_TAINT, "effect": "NoSchedule"}));
+    }
+    let api: Api<Node> = Api::all(cluster.client.clone());
+    let patch = json!({"spec": {"taints": taints}});
+    if let Err(e) = cluster.rt.block_on(api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))) {
+        cluster.writes.errors += 1;
+        tracing::warn!(node, error = %e, "node taint not written");
+    }
+}
+
+/// Whether a cached object carries joiner's termination finalizer.
+pub fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TERMINATION_FINALIZER))
+}

@@ -1,0 +1,222 @@
+//! NodeClaim lifecycle after launch, as Karpenter's lifecycle and termination controllers run it:
+//!
+//! - **Registered**: the Node whose `spec.providerID` is the claim's appears; joiner gives it the
+//!   claim's labels and taints, removes `karpenter.sh/unregistered`, adds the termination finalizer
+//!   and an owner reference, and records `status.nodeName`.
+//! - **Initialized**: the Node is Ready, reports allocatable, and the claim's startup taints are
+//!   gone; the claim gets Initialized and Ready, the Node `karpenter.sh/initialized=true`.
+//! - **Timeouts**: a claim never launched after the launch timeout, or never registered after the
+//!   registration timeout, is given up (the host terminates its instance and re-solves).
+//! - **Termination**: a Node or NodeClaim someone deleted (it carries the finalizer) is cordoned and
+//!   drained through the Eviction API in Karpenter's order, then its instance goes.
+//!
+//! These functions write to the API server and return what the host must tell the controller.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{json, Value};
+
+use super::caches::karpenter_resource;
+use super::claims::{self, INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT};
+use super::cluster::{has_finalizer, KubeCluster};
+use crate::disruption::timing::{parse_go_duration, parse_timestamp, Timestamp};
+
+/// What changed for the host to act on.
+#[derive(Debug, Default, PartialEq)]
+pub struct Transitions {
+    /// (claim, node): the claim's node registered.
+    pub registered: Vec<(String, String)>,
+    /// Claims given up: (claim, providerID if launched, reason).
+    pub timed_out: Vec<(String, Option<String>, &'static str)>,
+    /// Nodes being deleted by someone and drained: (node, providerID, drained, grace over).
+    pub terminating: Vec<Terminating>,
+}
+
+#[derive(Debug, PartialEq)]
+pub struct Terminating {
+    pub node: String,
+    pub provider_id: Option<String>,
+    /// No pod left to evict: the instance can go.
+    pub drained: bool,
+}
+
+/// The claim lifecycle timeouts, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timeouts {
+    pub launch: f64,
+    pub registration: f64,
+}
+
+pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) -> Transitions {
+    let mut out = Transitions::default();
+    let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let nodes = cluster.caches().nodes.state();
+    for claim in cluster.caches().node_claims() {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        if claim.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let provider = claims::provider_id_of(&claim).map(str::to_string);
+        let node = provider.as_deref().and_then(|p| nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p)));
+        match node {
+            Some(node) => {
+                let node_name = node.metadata.name.clone().unwrap_or_default();
+                if !claims::has_condition(&claim, "Registered") {
+                    if register(cluster, &claim, node, &stamp) {
+                        out.registered.push((name.clone(), node_name));
+                    }
+                } else if !claims::has_condition(&claim, "Initialized") {
+                    initialize(cluster, &claim, node, &stamp);
+                }
+            }
+            None => {
+                let age = age_seconds(&claim.metadata, now);
+                if provider.is_none() && age > timeouts.launch {
+                    out.timed_out.push((name, None, "launch-timeout"));
+                } else if provider.is_some() && age > timeouts.registration {
+                    out.timed_out.push((name, provider, "registration-timeout"));
+                }
+            }
+        }
+    }
+    out.terminating = terminating(cluster, now);
+    out
+}
+
+fn age_seconds(meta: &ObjectMeta, now: Timestamp) -> f64 {
+    let created = meta.creation_timestamp.as_ref().and_then(|t| parse_timestamp(&t.0.to_string()).ok());
+    created.map(|c| (now - c).num_milliseconds() as f64 / 1000.0).unwrap_or(0.0)
+}
+
+/// Gives the node its claim's labels and taints and takes ownership; records the claim Registered.
+fn register(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, stamp: &str) -> bool {
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+    labels.insert(REGISTERED_LABEL.to_string(), "true".to_string());
+    let existing: Vec<Value> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+    let mut taints: Vec<Value> = existing.into_iter().filter(|t| t["key"] != UNREGISTERED_TAINT).collect();
+    for key in ["taints", "startupTaints"] {
+        for t in claim.data["spec"][key].as_array().cloned().unwrap_or_default() {
+            if !taints.iter().any(|x| x["key"] == t["key"] && x["effect"] == t["effect"]) {
+                taints.push(t);
+            }
+        }
+    }
+    let mut finalizers = node.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+        finalizers.push(TERMINATION_FINALIZER.to_string());
+    }
+    let owner = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": name, "uid": claim.metadata.uid, "blockOwnerDeletion": true});
+    let node_patch = json!({"metadata": {"labels": labels, "finalizers": finalizers, "ownerReferences": [owner]}, "spec": {"taints": taints}});
+    let status = json!({"status": {"nodeName": node_name, "conditions": claims::with_condition(claim, "Registered", true, "Registered", stamp)}});
+    write(cluster, &name, &node_name, node_patch, status)
+}
+
+/// Initialized once the node is Ready, reports allocatable and has shed its startup taints.
+fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, stamp: &str) {
+    let ready = node.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref()).is_some_and(|a| !a.is_empty());
+    let node_taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    let startup = claim.data["spec"]["startupTaints"].as_array().cloned().unwrap_or_default();
+    let startup_left = startup.iter().any(|t| node_taints.iter().any(|n| t["key"] == n.key.as_str() && t["effect"] == n.effect.as_str()));
+    if !ready || !allocatable || startup_left {
+        return;
+    }
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let mut conditions = claims::with_condition(claim, "Initialized", true, "Initialized", stamp);
+    let mut with_ready = claim.clone();
+    with_ready.data["status"]["conditions"] = conditions.clone();
+    conditions = claims::with_condition(&with_ready, "Ready", true, "Ready", stamp);
+    let node_patch = json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}});
+    let status = json!({"status": {"conditions": conditions}});
+    write(cluster, &name, &node_name, node_patch, status);
+}
+
+fn write(cluster: &mut KubeCluster, claim: &str, node: &str, node_patch: Value, status: Value) -> bool {
+    let nodes: Api<Node> = Api::all(cluster.client().clone());
+    let claims: Api<DynamicObject> = Api::all_with(cluster.client().clone(), &karpenter_resource("NodeClaim"));
+    let params = PatchParams::default();
+    let result = cluster.handle().block_on(async {
+        nodes.patch(node, &params, &Patch::Merge(&node_patch)).await?;
+        claims.patch_status(claim, &params, &Patch::Merge(&status)).await
+    });
+    match result {
+        Ok(_) => true,
+        Err(e) => {
+            cluster.writes.errors += 1;
+            tracing::warn!(claim, node, error = %e, "nodeclaim lifecycle write failed, retrying next step");
+            false
+        }
+    }
+}
+
+/// Nodes with joiner's finalizer that someone deleted (directly or through their NodeClaim):
+/// cordoned, then drained one priority group at a time; forced once terminationGracePeriod is over.
+fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
+    let claims = cluster.caches().node_claims();
+    let mut out = Vec::new();
+    for node in cluster.caches().nodes.state() {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let claim = claims.iter().find(|c| claims::node_name_of(c) == Some(&name));
+        let deleting_node = node.metadata.deletion_timestamp.is_some() && has_finalizer(&node.metadata);
+        let deleting_claim = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        if !deleting_node && !deleting_claim {
+            continue;
+        }
+        let since = node.metadata.deletion_timestamp.as_ref().or(claim.and_then(|c| c.metadata.deletion_timestamp.as_ref()));
+        let since = since.and_then(|t| parse_timestamp(&t.0.to_string()).ok()).unwrap_or(now);
+        let grace = claim.and_then(|c| c.data["spec"]["terminationGracePeriod"].as_str()).and_then(|d| parse_go_duration(d).ok());
+        let forced = grace.is_some_and(|g| now - since >= chrono::Duration::from_std(g).unwrap_or(chrono::Duration::MAX));
+        cordon(cluster, &node);
+        let drained = drain(cluster, &name, forced);
+        out.push(Terminating { node: name, provider_id: node.spec.as_ref().and_then(|s| s.provider_id.clone()), drained });
+    }
+    out
+}
+
+fn cordon(cluster: &mut KubeCluster, node: &Node) {
+    if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+        return;
+    }
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let api: Api<Node> = Api::all(cluster.client().clone());
+    let patch = json!({"spec": {"unschedulable": true}});
+    if let Err(e) = cluster.handle().block_on(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))) {
+        tracing::warn!(node = %name, error = %e, "cordon failed");
+    }
+}
+
+/// Karpenter's eviction order: non-critical pods, non-critical DaemonSet pods, critical pods,
+/// critical DaemonSet pods; a group starts once the one before it is gone. Returns whether the
+/// node has no pod left to evict.
+fn drain(cluster: &mut KubeCluster, node: &str, forced: bool) -> bool {
+    let pods: Vec<_> = cluster.caches().pods.state().into_iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) && evictable(p)).collect();
+    let Some(group) = pods.iter().map(|p| group_of(p)).min() else { return true };
+    for pod in pods.iter().filter(|p| group_of(p) == group && p.metadata.deletion_timestamp.is_none()) {
+        let key = format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or_default());
+        if forced {
+            // terminationGracePeriod is over: budgets no longer hold the node back
+            let api: Api<Pod> = Api::namespaced(cluster.client().clone(), pod.metadata.namespace.as_deref().unwrap_or("default"));
+            let _ = cluster.handle().block_on(api.delete(pod.metadata.name.as_deref().unwrap_or_default(), &DeleteParams::default()));
+        } else if let Err(e) = crate::controller::Cluster::evict(cluster, &key) {
+            tracing::debug!(pod = %key, reason = %e.reason, "eviction refused, retrying");
+        }
+    }
+    false
+}
+
+/// Pods a drain must move: not terminal, not mirror (static) pods.
+fn evictable(pod: &Pod) -> bool {
+    let terminal = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
+    let mirror = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    !terminal && !mirror
+}
+
+fn group_of(pod: &Pod) -> u8 {
+    let critical = pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()).is_some_and(|c| c == "system-cluster-critical" || c == "system-node-critical");
+    let daemon = pod.metadata.owner_references.as_ref().is_some_and(|o| o.iter().any(|r| r.kind == "DaemonSet"));
+    (critical as u8) * 2 + daemon as u8
+}

@@ -1,0 +1,25 @@
+//! Kubernetes adapters: everything that speaks to an API server, and nothing that decides. Data
+//! flows API server → [`caches`] (reflectors on pods, nodes, DaemonSets, PodDisruptionBudgets,
+//! joiner's ConfigMap, NodePools, NodeClaims, EC2NodeClasses) → [`snapshot`] (the same conversion
+//! a dump goes through, into domain types) → decisions (`controller`) → [`cluster::KubeCluster`]
+//! (NodeClaims, taints, evictions, deletes) → API server. [`lifecycle`] carries NodeClaims from
+//! launch to registration and initialization and drains what users delete; [`lease`] elects the
+//! one replica that acts. [`claims`] is the NodeClaim format joiner writes and reads back.
+
+pub mod caches;
+pub mod claims;
+pub mod cluster;
+pub mod lease;
+pub mod lifecycle;
+pub mod snapshot;
+
+/// Failures talking to the API server.
+#[derive(Debug, thiserror::Error)]
+pub enum K8sError {
+    #[error("kubernetes api: {0}")]
+    Api(#[from] kube::Error),
+    #[error("kubeconfig: {0}")]
+    Config(String),
+    #[error("a watch cache closed before it synced")]
+    CacheClosed,
+}

@@ -1,0 +1,49 @@
+//! The snapshot decisions read, built from the caches through the same conversion `joiner solve`
+//! applies to a dump, so a live cluster and its `kubectl get -o yaml` decide alike. One object
+//! that cannot be read is left out and reported; it never stops decisions for the others.
+
+use kube::api::DynamicObject;
+use serde_yaml::Value;
+
+use super::caches::Caches;
+use crate::domain::ClusterSnapshot;
+use crate::snapshot::{from_values, SnapshotError};
+
+/// The snapshot and the objects that could not be read.
+pub fn build(caches: &Caches) -> (ClusterSnapshot, Vec<SnapshotError>) {
+    let mut values = Vec::new();
+    values.extend(caches.pods.state().iter().filter(|p| !waits_for_scheduler(p)).filter_map(|p| serde_yaml::to_value(&**p).ok()));
+    values.extend(caches.nodes.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()));
+    values.extend(caches.daemonsets.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()));
+    values.extend(caches.pdbs.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()));
+    values.extend(caches.config_maps.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()));
+    for (store, api_version, kind) in [
+        (&caches.nodepools, "karpenter.sh/v1", "NodePool"),
+        (&caches.nodeclaims, "karpenter.sh/v1", "NodeClaim"),
+        (&caches.nodeclasses, "karpenter.k8s.aws/v1", "EC2NodeClass"),
+    ] {
+        values.extend(store.state().iter().filter_map(|o| dynamic_value(o, api_version, kind)));
+    }
+    from_values(values, "cluster")
+}
+
+/// A dynamic object as the YAML value of its manifest (list items may lack apiVersion and kind).
+fn dynamic_value(o: &DynamicObject, api_version: &str, kind: &str) -> Option<Value> {
+    let mut v = serde_yaml::to_value(o).ok()?;
+    let m = v.as_mapping_mut()?;
+    m.insert("apiVersion".into(), api_version.into());
+    m.insert("kind".into(), kind.into());
+    Some(v)
+}
+
+/// An unbound pod kube-scheduler has not yet given up on (no `PodScheduled=False` with reason
+/// `Unschedulable`): as Karpenter does, joiner leaves it to the scheduler, so the two never race.
+pub fn waits_for_scheduler(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    let unbound = pod.spec.as_ref().is_none_or(|s| s.node_name.as_deref().is_none_or(str::is_empty));
+    let terminal = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
+    if !unbound || terminal || pod.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    !conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")))
+}

@@ -1,0 +1,276 @@
+//! The decision thread: the one place the controller runs in-cluster. It sleeps until a cache
+//! changes or a timer it owes the controller is due, then takes a step: rebuild the snapshot from
+//! the caches, carry NodeClaims through their lifecycle, tell the controller what changed (pods
+//! gone or bound, nodes registered, nodes deleted by users), fire due timers (batch windows,
+//! validation delays, drain retries), run the disruption pass every interval, and publish metrics.
+//! Solves run here, on a plain OS thread, never on the async runtime.
+
+use std::collections::BTreeSet;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::measured::Measured;
+use super::metrics::{status_label, Metrics, PhaseLabels, ReasonLabels, StatusLabels};
+use crate::cloud::CloudProvider;
+use crate::controller::{Controller, Stats, Wake};
+use crate::disruption::timing::Timestamp;
+use crate::domain::CostWeights;
+use crate::k8s::caches::Signal;
+use crate::k8s::claims::{instance_of_provider_id, node_name_of, provider_id_of};
+use crate::k8s::cluster::{KubeCluster, Writes};
+use crate::k8s::lifecycle::{self, Timeouts};
+use crate::snapshot::SnapshotError;
+
+/// How the loop paces itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopSettings {
+    pub disruption_interval: Duration,
+    pub disruption_enabled: bool,
+    pub timeouts: Timeouts,
+    /// A burst of cache changes is taken in one step after this quiet time.
+    pub debounce: Duration,
+    /// Steps run at least this often, for timeouts and terminations nothing else wakes.
+    pub resync: Duration,
+}
+
+pub struct Decisions<P: CloudProvider> {
+    pub ctl: Controller<Measured<P>>,
+    pub cluster: KubeCluster,
+    metrics: Arc<Metrics>,
+    settings: LoopSettings,
+    /// Called with the controller's clock before every step (the simulated provider bills by it).
+    tick: fn(&P, f64),
+    started: Instant,
+    origin: Timestamp,
+    timers: BTreeSet<(i64, Wake)>,
+    next_disruption: f64,
+    good_weights: Option<CostWeights>,
+    pending: BTreeSet<String>,
+    last_stats: Stats,
+    last_writes: Writes,
+    host_terminations: u64,
+    adopted: bool,
+}
+
+impl<P: CloudProvider> Decisions<P> {
+    pub fn new(ctl: Controller<Measured<P>>, cluster: KubeCluster, metrics: Arc<Metrics>, settings: LoopSettings, origin: Timestamp, tick: fn(&P, f64)) -> Self {
+        let next_disruption = settings.disruption_interval.as_secs_f64();
+        Decisions {
+            ctl,
+            cluster,
+            metrics,
+            settings,
+            tick,
+            started: Instant::now(),
+            origin,
+            timers: BTreeSet::new(),
+            next_disruption,
+            good_weights: None,
+            pending: BTreeSet::new(),
+            last_stats: Stats::default(),
+            last_writes: Writes::default(),
+            host_terminations: 0,
+            adopted: false,
+        }
+    }
+
+    fn now(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn timestamp(&self, now: f64) -> Timestamp {
+        self.origin + chrono::Duration::milliseconds((now * 1000.0) as i64)
+    }
+
+    /// Runs until told to stop or the caches go away.
+    pub fn run(mut self, signals: Receiver<Signal>) {
+        loop {
+            let now = self.now();
+            let next = self.timers.first().map(|(ms, _)| *ms as f64 / 1000.0).unwrap_or(f64::MAX).min(self.next_disruption).min(now + self.settings.resync.as_secs_f64());
+            match signals.recv_timeout(Duration::from_secs_f64((next - now).max(0.0))) {
+                Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(Signal::Changed) => {
+                    std::thread::sleep(self.settings.debounce);
+                    if signals.try_iter().any(|s| s == Signal::Stop) {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            self.step();
+        }
+    }
+
+    /// One pass over everything that may have changed.
+    pub fn step(&mut self) {
+        let now = self.now();
+        (self.tick)(&self.ctl.cloud.inner, now);
+        let (mut snapshot, errors) = crate::k8s::snapshot::build(self.cluster.caches());
+        self.keep_good_weights(&mut snapshot, &errors);
+        let stamp = self.timestamp(now).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        self.cluster.refresh(snapshot, stamp);
+        if !self.adopted {
+            self.adopt_existing();
+        }
+        self.lifecycle(now);
+        self.track_pods();
+        self.fire_timers(now);
+        if self.settings.disruption_enabled && now >= self.next_disruption {
+            self.next_disruption = now + self.settings.disruption_interval.as_secs_f64();
+            if let Err(e) = self.ctl.disruption_tick(&mut self.cluster, now) {
+                tracing::error!(error = %e, "disruption pass failed");
+            }
+        }
+        self.ctl.observe(&self.cluster, now);
+        for (at, wake) in self.ctl.take_wakes() {
+            self.timers.insert(((at * 1000.0).ceil() as i64, wake));
+        }
+        self.publish_metrics();
+    }
+
+    /// An invalid cost-weight ConfigMap keeps the last good weights in force.
+    fn keep_good_weights(&mut self, snapshot: &mut crate::domain::ClusterSnapshot, errors: &[SnapshotError]) {
+        let bad_config = errors.iter().find(|e| matches!(e, SnapshotError::Object { kind, .. } if kind == "ConfigMap"));
+        match bad_config {
+            Some(e) => {
+                if self.metrics.config_invalid.get() == 0 {
+                    tracing::error!(error = %e, "cost-weight configmap invalid, keeping the last good weights");
+                    self.metrics.config_reloads.get_or_create(&ReasonLabels { reason: "invalid" }).inc();
+                    self.cluster.config_map_event("InvalidCostWeights", format!("{e}; the last good weights stay in force"));
+                }
+                self.metrics.config_invalid.set(1);
+                if let Some(w) = &self.good_weights {
+                    snapshot.weights = w.clone();
+                }
+            }
+            None => {
+                if self.good_weights.as_ref() != Some(&snapshot.weights) {
+                    if self.good_weights.is_some() {
+                        tracing::info!(weights = ?snapshot.weights, "cost weights changed");
+                    }
+                    self.metrics.config_reloads.get_or_create(&ReasonLabels { reason: "applied" }).inc();
+                    self.good_weights = Some(snapshot.weights.clone());
+                }
+                self.metrics.config_invalid.set(0);
+            }
+        }
+        for e in errors.iter().filter(|e| !matches!(e, SnapshotError::Object { kind, .. } if kind == "ConfigMap")) {
+            tracing::warn!(error = %e, "object left out of decisions");
+        }
+    }
+
+    /// On the first step: instances of NodeClaims that existed before this process.
+    fn adopt_existing(&mut self) {
+        self.adopted = true;
+        for claim in self.cluster.caches().node_claims() {
+            let Some(instance) = provider_id_of(&claim).and_then(instance_of_provider_id) else { continue };
+            let name = node_name_of(&claim).map(str::to_string).or(claim.metadata.name.clone()).unwrap_or_default();
+            self.ctl.adopt(&name, instance);
+        }
+    }
+
+    fn lifecycle(&mut self, now: f64) {
+        let at = self.timestamp(now);
+        let t = lifecycle::reconcile(&mut self.cluster, at, self.settings.timeouts);
+        for (claim, node) in t.registered {
+            tracing::info!(claim = %claim, node = %node, "nodeclaim registered");
+            self.cluster.registered(&claim);
+            self.ctl.claim_registered(&mut self.cluster, &claim, &node, now);
+        }
+        for (claim, provider, reason) in t.timed_out {
+            tracing::warn!(claim = %claim, reason, "nodeclaim given up");
+            self.terminate(&claim, provider.as_deref(), reason);
+        }
+        for term in t.terminating.into_iter().filter(|t| t.drained) {
+            tracing::info!(node = %term.node, "deleted node drained, terminating");
+            self.terminate(&term.node, term.provider_id.as_deref(), "deleted");
+        }
+    }
+
+    fn terminate(&mut self, name: &str, provider_id: Option<&str>, reason: &'static str) {
+        if self.ctl.instance_of(name).is_none() {
+            if let Some(instance) = provider_id.and_then(instance_of_provider_id) {
+                self.ctl.adopt(name, instance);
+            }
+        }
+        if self.ctl.instance_of(name).is_some() {
+            self.ctl.terminate(&mut self.cluster, name);
+            self.host_terminations += 1;
+        } else {
+            crate::controller::Cluster::delete_node(&mut self.cluster, name);
+        }
+        self.metrics.nodeclaims_terminated.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Pods gone or bound since the last step stop waiting in the controller's books.
+    fn track_pods(&mut self) {
+        let snap = crate::controller::Cluster::snapshot(&self.cluster);
+        let now_pending: BTreeSet<String> = snap.pending_pods().map(|p| p.key()).collect();
+        let bound: BTreeSet<String> = snap.pods.iter().filter(|p| p.node_name.is_some()).map(|p| p.key()).collect();
+        for key in self.pending.difference(&now_pending) {
+            if bound.contains(key) {
+                self.ctl.pod_bound(key);
+            } else {
+                self.ctl.forget_pod(key);
+            }
+        }
+        self.metrics.pods_pending.set(now_pending.len() as i64);
+        self.pending = now_pending;
+    }
+
+    fn fire_timers(&mut self, now: f64) {
+        let due_ms = (now * 1000.0) as i64;
+        while let Some((at, wake)) = self.timers.first().cloned() {
+            if at > due_ms {
+                break;
+            }
+            self.timers.remove(&(at, wake.clone()));
+            self.fire(wake, now);
+        }
+    }
+
+    fn fire(&mut self, wake: Wake, now: f64) {
+        match wake {
+            Wake::BatchDue => {
+                let started = Instant::now();
+                let solves = self.ctl.stats.solves.len();
+                if let Err(e) = self.ctl.batch_due(&mut self.cluster, now) {
+                    tracing::error!(error = %e, "provisioning failed");
+                }
+                if self.ctl.stats.solves.len() > solves {
+                    self.metrics.scheduling_duration.observe(started.elapsed().as_secs_f64());
+                }
+            }
+            // parked pods come back through observe
+            Wake::Retry => {}
+            Wake::Validate => self.ctl.validate(&mut self.cluster, now),
+            Wake::DrainStep => self.ctl.drain_step(&mut self.cluster, now),
+            Wake::Terminate(node) => self.ctl.terminate(&mut self.cluster, &node),
+        }
+    }
+
+    fn publish_metrics(&mut self) {
+        let m = &self.metrics;
+        let st = &self.ctl.stats;
+        for s in &st.solves[self.last_stats.solves.len().min(st.solves.len())..] {
+            let phase = s.phase.as_str();
+            m.solve_duration.get_or_create(&PhaseLabels { phase }).observe(s.seconds);
+            m.solves.get_or_create(&StatusLabels { phase, status: status_label(&s.status) }).inc();
+            m.solve_gap.get_or_create(&PhaseLabels { phase }).set(s.gap);
+        }
+        let grew = |now: usize, before: usize| now.saturating_sub(before) as u64;
+        m.nodeclaims_created.get_or_create(&ReasonLabels { reason: "launched" }).inc_by(grew(st.launched, self.last_stats.launched));
+        let terminated = grew(st.terminated, self.last_stats.terminated).saturating_sub(self.host_terminations);
+        m.nodeclaims_terminated.get_or_create(&ReasonLabels { reason: "disruption" }).inc_by(terminated);
+        m.disruption_decisions.get_or_create(&ReasonLabels { reason: "executed" }).inc_by(grew(st.disruptions_executed, self.last_stats.disruptions_executed));
+        m.disruption_decisions.get_or_create(&ReasonLabels { reason: "abandoned" }).inc_by(grew(st.disruptions_abandoned, self.last_stats.disruptions_abandoned));
+        let w = &self.cluster.writes;
+        m.evictions.get_or_create(&ReasonLabels { reason: "accepted" }).inc_by(w.evictions - self.last_writes.evictions);
+        m.evictions.get_or_create(&ReasonLabels { reason: "refused" }).inc_by(w.evictions_refused - self.last_writes.evictions_refused);
+        m.api_errors.inc_by(w.errors - self.last_writes.errors);
+        self.last_writes = w.clone();
+        self.last_stats = st.clone();
+        self.host_terminations = 0;
+    }
+}

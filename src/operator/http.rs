@@ -1,0 +1,52 @@
+//! The HTTP endpoints: `/metrics` on the metrics port, `/healthz` and `/readyz` on the health port
+//! (Karpenter's 8080 and 8081). Ready means the caches synced (leader) or the replica stands by.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+use super::metrics::Metrics;
+use super::OperatorError;
+
+/// Whether `/readyz` answers 200.
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
+    fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Binds both ports and serves them on the current runtime; returns the bound addresses.
+pub async fn serve(metrics_addr: SocketAddr, health_addr: SocketAddr, metrics: Arc<Metrics>, ready: Readiness) -> Result<(SocketAddr, SocketAddr), OperatorError> {
+    let metrics_router = Router::new().route("/metrics", get(metrics_text)).with_state(metrics);
+    let health_router = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(readyz)).with_state(ready);
+    let bind = |addr: SocketAddr| async move { tokio::net::TcpListener::bind(addr).await.map_err(|e| OperatorError::Bind { addr, source: e }) };
+    let (m, h) = (bind(metrics_addr).await?, bind(health_addr).await?);
+    let bound = (m.local_addr().map_err(|e| OperatorError::Bind { addr: metrics_addr, source: e })?, h.local_addr().map_err(|e| OperatorError::Bind { addr: health_addr, source: e })?);
+    tokio::spawn(async move { axum::serve(m, metrics_router).await });
+    tokio::spawn(async move { axum::serve(h, health_router).await });
+    Ok(bound)
+}
+
+async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics.encode())
+}
+
+async fn readyz(State(ready): State<Readiness>) -> impl IntoResponse {
+    if ready.get() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+    }
+}

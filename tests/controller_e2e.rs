@@ -1,0 +1,373 @@
+//! End to end: the real `joiner controller` binary against the in-process API server, with the
+//! kubelet, scheduler and ReplicaSet stand-ins of `support/kubesim.rs`. Each test starts its own
+//! server and controller(s) and asserts on the cluster's objects and the controller's metrics.
+
+#[path = "support/apiserver/mod.rs"]
+mod apiserver;
+#[path = "support/kubesim.rs"]
+mod kubesim;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use apiserver::{ApiServer, RequestMatch};
+use kubesim::{census, eventually, nodeclaims, Census, Deployment, KubeSim};
+
+const NS: &str = "default";
+const SYSTEM_NS: &str = "joiner";
+
+/// A running `joiner controller`; killed on drop. Its log is kept for failure messages.
+struct Joiner {
+    child: Child,
+    metrics_port: u16,
+    log: PathBuf,
+}
+
+impl Joiner {
+    fn start(server: &ApiServer, dir: &tempdir::Dir, identity: &str, extra: &[&str]) -> Joiner {
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).expect("kubeconfig written");
+        let (metrics_port, health_port) = (free_port(), free_port());
+        let log = dir.path().join(format!("{identity}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut args: Vec<String> = [
+            "controller", "--cluster-name", "e2e", "--namespace", SYSTEM_NS, "--identity", identity,
+            "--bind-address", "127.0.0.1", "--batch-idle-duration", "300ms", "--batch-max-duration", "2s",
+            "--solver-time-limit", "2s", "--disruption-time-limit", "3s", "--disruption-interval", "1s",
+            "--validation-delay", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(["--kubeconfig".into(), kubeconfig.display().to_string()]);
+        // E2E_LOG=debug,kube=info,... shows the controller's decisions in failure messages
+        args.extend(["--log-level".into(), std::env::var("E2E_LOG").unwrap_or_else(|_| "info,highs=error".into())]);
+        args.extend(["--metrics-port".into(), metrics_port.to_string(), "--health-probe-port".into(), health_port.to_string()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(env!("CARGO_BIN_EXE_joiner")).args(&args).stdout(Stdio::null()).stderr(file).spawn().expect("joiner starts");
+        Joiner { child, metrics_port, log }
+    }
+
+    async fn metrics(&self) -> String {
+        http_get(self.metrics_port, "/metrics").await.unwrap_or_default()
+    }
+
+    /// The value of one sample line of /metrics (0 when absent).
+    async fn metric(&self, name_and_labels: &str) -> f64 {
+        let text = self.metrics().await;
+        text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Joiner {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A scratch directory removed on drop (no extra crate for it).
+mod tempdir {
+    pub struct Dir(std::path::PathBuf);
+    impl Dir {
+        pub fn new(name: &str) -> Dir {
+            let p = std::env::temp_dir().join(format!("joiner-e2e-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).expect("scratch dir");
+            Dir(p)
+        }
+        pub fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+async fn http_get(port: u16, path: &str) -> std::io::Result<String> {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await?;
+    Ok(out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+/// A NodePool over general-purpose on-demand amd64 types and its EC2NodeClass.
+async fn install_nodepool(client: &Client) {
+    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"), "nodepools"));
+    let classes: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass"), "ec2nodeclasses"));
+    let class: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
+                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
+    }))
+    .unwrap();
+    classes.create(&PostParams::default(), &class).await.expect("ec2nodeclass created");
+    let pool: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [
+                    {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
+                    {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                ],
+                "expireAfter": "720h",
+            }},
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
+            "limits": {"cpu": "1000"},
+        },
+    }))
+    .unwrap();
+    pools.create(&PostParams::default(), &pool).await.expect("nodepool created");
+}
+
+async fn namespace(client: &Client, name: &str) {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})).unwrap();
+    let _ = api.create(&PostParams::default(), &ns).await;
+}
+
+async fn cluster(name: &str) -> (ApiServer, Client, tempdir::Dir) {
+    let server = ApiServer::start().await;
+    let client = server.client();
+    namespace(&client, SYSTEM_NS).await;
+    install_nodepool(&client).await;
+    (server, client, tempdir::Dir::new(name))
+}
+
+fn web(replicas: usize, cpu: &str) -> Deployment {
+    Deployment { namespace: NS.into(), name: "web".into(), replicas, cpu: cpu.into(), memory: "1Gi".into() }
+}
+
+async fn node_names(client: &Client) -> std::collections::BTreeSet<String> {
+    Api::<Node>::all(client.clone()).list(&ListParams::default()).await.expect("nodes").items.into_iter().filter_map(|n| n.metadata.name).collect()
+}
+
+async fn settled(client: &Client, pods: usize) -> Result<Census, Census> {
+    eventually(Duration::from_secs(60), || async { census(client, NS).await.expect("census") }, |c| c.pods_running == pods && c.pods_pending == 0 && c.claims_without_node == 0 && c.claims == c.nodes).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_pods_become_nodeclaims_nodes_and_running_pods() {
+    let (server, client, dir) = cluster("provision").await;
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
+    sim.deploy(web(12, "700m"));
+    let c = settled(&client, 12).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    assert!(c.nodes >= 1, "{c:?}");
+    // every claim went through Karpenter's lifecycle and its node was taken over
+    for claim in nodeclaims(&client).list(&ListParams::default()).await.unwrap().items {
+        let conds: Vec<String> = claim.data["status"]["conditions"].as_array().unwrap().iter().filter(|c| c["status"] == "True").map(|c| c["type"].as_str().unwrap().to_string()).collect();
+        for want in ["Launched", "Registered", "Initialized", "Ready"] {
+            assert!(conds.contains(&want.to_string()), "claim {:?} lacks {want}: {conds:?}\n{}", claim.metadata.name, joiner.log());
+        }
+        assert_eq!(claim.metadata.finalizers.as_deref(), Some(&["karpenter.sh/termination".to_string()][..]));
+        let reqs = claim.data["spec"]["requirements"].as_array().unwrap();
+        assert!(reqs.iter().any(|r| r["key"] == "node.kubernetes.io/instance-type" && r["operator"] == "In"));
+    }
+    for node in Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("karpenter.sh/nodepool").map(String::as_str), Some("default"));
+        assert_eq!(labels.get("karpenter.sh/registered").map(String::as_str), Some("true"));
+        assert_eq!(labels.get("karpenter.sh/initialized").map(String::as_str), Some("true"));
+        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        assert!(!taints.iter().any(|t| t.key == "karpenter.sh/unregistered"), "{taints:?}");
+        assert!(node.metadata.finalizers.unwrap_or_default().contains(&"karpenter.sh/termination".to_string()));
+    }
+    // pods were told where they were going
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    let nominated = events.list(&ListParams::default()).await.unwrap().items.iter().filter(|e| e.reason.as_deref() == Some("Nominated")).count();
+    assert!(nominated >= 1, "no Nominated event");
+    assert!(joiner.metric("joiner_nodeclaims_created_total{reason=\"launched\"}").await >= c.claims as f64);
+    assert!(joiner.metric("joiner_solver_solves_total{phase=\"provisioning\"").await == 0.0 || joiner.metrics().await.contains("joiner_solver_solves_total{phase=\"provisioning\""));
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() {
+    let (server, client, dir) = cluster("consolidate").await;
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    Api::<PodDisruptionBudget>::namespaced(client.clone(), NS).create(&PostParams::default(), &pdb).await.unwrap();
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(16, "1500m"));
+    let before = settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let original = node_names(&client).await;
+    sim.scale(NS, "web", 4);
+    // from here on the budget allows one pod down at a time: never fewer than 3 running
+    let fewest = std::sync::atomic::AtomicUsize::new(usize::MAX);
+    let after = eventually(
+        Duration::from_secs(90),
+        || async {
+            let c = census(&client, NS).await.expect("census");
+            fewest.fetch_min(c.pods_running, std::sync::atomic::Ordering::Relaxed);
+            (c, node_names(&client).await)
+        },
+        |(c, nodes)| c.pods_running == 4 && nodes.is_disjoint(&original) && c.claims == c.nodes && c.pods_pending == 0,
+    )
+    .await
+    .unwrap_or_else(|c| panic!("not consolidated: before {before:?}, now {c:?}\n{}", joiner.log()));
+    let fewest = fewest.into_inner();
+    assert!(fewest >= 3, "running pods fell to {fewest}");
+    // the smaller fleet costs less: no more nodes than before, each replaced by a cheaper one
+    assert!(after.0.nodes <= before.nodes, "{after:?}");
+    assert!(joiner.metric("joiner_disruption_decisions_total{reason=\"executed\"}").await >= 1.0);
+    sim.stop().await;
+}
+
+async fn set_weights(client: &Client, data: serde_json::Value) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "joiner-cost-weights", "namespace": SYSTEM_NS}, "data": data});
+    let params = PatchParams::apply("e2e").force();
+    api.patch("joiner-cost-weights", &params, &Patch::Apply(&cm)).await.expect("configmap applied");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_weight_change_applies_without_restart_and_a_bad_one_keeps_the_last_good() {
+    let (server, client, dir) = cluster("weights").await;
+    // consolidation is worth nothing below $1000/h of savings: nothing will be consolidated
+    set_weights(&client, json!({"minSavings": "1000"})).await;
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(12, "1500m"));
+    settled(&client, 12).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let original = node_names(&client).await;
+    sim.scale(NS, "web", 2);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(node_names(&client).await, original, "consolidated although minSavings forbids it");
+    // an invalid value: the last good weights (minSavings 1000) stay, and joiner says so
+    set_weights(&client, json!({"minSavings": "lots"})).await;
+    let flagged = eventually(Duration::from_secs(20), || async { joiner.metric("joiner_config_invalid").await }, |v| *v == 1.0).await;
+    assert!(flagged.is_ok(), "invalid configmap not reported\n{}", joiner.log());
+    assert_eq!(node_names(&client).await, original);
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), SYSTEM_NS);
+    assert!(events.list(&ListParams::default()).await.unwrap().items.iter().any(|e| e.reason.as_deref() == Some("InvalidCostWeights")));
+    // a good value again: consolidation goes ahead, no restart
+    set_weights(&client, json!({"minSavings": "0.01"})).await;
+    let after = eventually(Duration::from_secs(60), || async { (census(&client, NS).await.unwrap(), node_names(&client).await) }, |(c, n)| n.is_disjoint(&original) && c.pods_running == 2).await;
+    assert!(after.is_ok(), "not consolidated after the weights changed: {:?}\n{}", after, joiner.log());
+    assert_eq!(joiner.metric("joiner_config_invalid").await, 0.0);
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_acts_on_nothing_until_the_leaders_lease_expires() {
+    let (server, client, dir) = cluster("leader").await;
+    let mut a = Joiner::start(&server, &dir, "joiner-a", &[]);
+    let leader = eventually(Duration::from_secs(20), || async { a.metric("joiner_leader").await }, |v| *v == 1.0).await;
+    assert!(leader.is_ok(), "first replica never led\n{}", a.log());
+    let b = Joiner::start(&server, &dir, "joiner-b", &[]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(6, "1"));
+    settled(&client, 6).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", a.log()));
+    // the standby serves metrics but created nothing and holds nothing
+    assert_eq!(b.metric("joiner_leader").await, 0.0);
+    assert_eq!(b.metric("joiner_nodeclaims_created_total{reason=\"launched\"}").await, 0.0);
+    assert!(!b.metrics().await.is_empty(), "standby not serving");
+    // the leader dies without releasing its Lease; the standby takes over once it expires
+    a.kill();
+    let took_over = eventually(Duration::from_secs(20), || async { b.metric("joiner_leader").await }, |v| *v == 1.0).await;
+    assert!(took_over.is_ok(), "standby never took over\n{}", b.log());
+    let lease: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let l = lease.get("joiner-leader-election").await.unwrap();
+    assert_eq!(l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()), Some("joiner-b"));
+    assert!(l.spec.as_ref().and_then(|s| s.lease_transitions).unwrap_or(0) >= 1);
+    sim.scale(NS, "web", 12);
+    settled(&client, 12).await.unwrap_or_else(|c| panic!("new leader did not provision: {c:?}\n{}", b.log()));
+    assert!(b.metric("joiner_nodeclaims_created_total{reason=\"launched\"}").await >= 1.0);
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_watches_conflicts_and_server_errors_neither_lose_nor_duplicate_capacity() {
+    let (server, client, dir) = cluster("faults").await;
+    let server = std::sync::Arc::new(server);
+    // no disruption: a duplicated launch would stay as an empty node for the test to see
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption"]);
+    server.fail_next(RequestMatch::new("POST", "nodeclaims"), 2, 500);
+    server.fail_next(RequestMatch::new("PATCH", "nodeclaims"), 3, 409);
+    server.fail_next(RequestMatch::new("PATCH", "nodes"), 2, 500);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(10, "1"));
+    let chaos = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            for i in 0..12 {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                if i % 4 == 3 {
+                    server.compact();
+                }
+                server.drop_watches();
+            }
+        })
+    };
+    let c = settled(&client, 10).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    chaos.await.unwrap();
+    // settle again after the last dropped watch, then check nothing is wasted
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = census(&client, NS).await.unwrap();
+    assert_eq!(after, c, "cluster changed after the faults stopped");
+    let pods = Api::<Pod>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items;
+    for node in Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items {
+        let name = node.metadata.name.clone().unwrap();
+        assert!(pods.iter().any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name)), "node {name} is empty: capacity was duplicated");
+    }
+    assert!(server.count("POST", "nodeclaims") > c.claims, "the injected failures were not hit");
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_node_is_drained_through_the_eviction_api_then_released() {
+    let (server, client, dir) = cluster("terminate").await;
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption"]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(6, "1"));
+    settled(&client, 6).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let original = node_names(&client).await;
+    let victim = original.iter().next().unwrap().clone();
+    let pods_on_victim = Api::<Pod>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&victim)).count();
+    // what `kubectl delete node` does: the finalizer keeps the node until joiner lets it go
+    Api::<Node>::all(client.clone()).delete(&victim, &kube::api::DeleteParams::default()).await.unwrap();
+    let done = eventually(
+        Duration::from_secs(60),
+        || async { (census(&client, NS).await.unwrap(), node_names(&client).await) },
+        |(c, nodes)| !nodes.contains(&victim) && c.pods_running == 6 && c.pods_pending == 0 && c.claims == c.nodes && c.claims_without_node == 0,
+    )
+    .await;
+    assert!(done.is_ok(), "not drained and released: {done:?}\n{}", joiner.log());
+    let evictions = server.request_count(&RequestMatch::new("POST", "pods").subresource("eviction"));
+    assert!(evictions >= pods_on_victim, "{evictions} evictions for {pods_on_victim} pods");
+    assert!(joiner.metric("joiner_nodeclaims_terminated_total{reason=\"deleted\"}").await >= 1.0);
+    sim.stop().await;
+}

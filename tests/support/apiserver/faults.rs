@@ -1,0 +1,131 @@
+//! Fault injection and request accounting: every API request is recorded (method, verb,
+//! resource, subresource, namespace, name) before it is served, and may be answered with an
+//! injected error instead.
+
+use super::resources::ResourceInfo;
+use super::status::ApiError;
+
+/// One API request as the server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// HTTP method: GET, POST, PUT, PATCH, DELETE.
+    pub method: String,
+    /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection.
+    pub verb: String,
+    /// `plural` for the core group, `plural.group` otherwise.
+    pub resource: String,
+    pub subresource: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+impl RequestRecord {
+    pub fn new(
+        method: &str,
+        verb: &str,
+        res: &ResourceInfo,
+        sub: Option<&str>,
+        ns: Option<&str>,
+        name: Option<&str>,
+    ) -> Self {
+        Self {
+            method: method.to_string(),
+            verb: verb.to_string(),
+            resource: res.qualified(),
+            subresource: sub.map(String::from),
+            namespace: ns.map(String::from),
+            name: name.map(String::from),
+        }
+    }
+
+    /// `resource` is a plural (`nodeclaims`) or a qualified name (`nodeclaims.karpenter.sh`).
+    fn is_resource(&self, resource: &str) -> bool {
+        self.resource == resource || self.resource.split('.').next() == Some(resource)
+    }
+}
+
+/// Which requests a fault applies to. Unset parts match anything; `method` and `verb` compare
+/// case-insensitively, `subresource` must match exactly when set (`Some("")` is the main
+/// resource only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestMatch {
+    pub method: Option<String>,
+    pub verb: Option<String>,
+    pub resource: Option<String>,
+    pub subresource: Option<String>,
+}
+
+impl RequestMatch {
+    /// HTTP method and resource, e.g. `RequestMatch::new("PATCH", "nodeclaims")`.
+    pub fn new(method: &str, resource: &str) -> Self {
+        Self { method: Some(method.to_string()), resource: Some(resource.to_string()), ..Self::default() }
+    }
+
+    /// Kubernetes verb and resource, e.g. `RequestMatch::verb("watch", "nodes")`.
+    pub fn verb(verb: &str, resource: &str) -> Self {
+        Self { verb: Some(verb.to_string()), resource: Some(resource.to_string()), ..Self::default() }
+    }
+
+    /// Restricts to a subresource (`"status"`, `"eviction"`), or `""` for the main resource.
+    pub fn subresource(mut self, sub: &str) -> Self {
+        self.subresource = Some(sub.to_string());
+        self
+    }
+
+    pub fn matches(&self, r: &RequestRecord) -> bool {
+        let eq = |want: &Option<String>, have: &str| want.as_ref().is_none_or(|w| w.eq_ignore_ascii_case(have));
+        eq(&self.method, &r.method)
+            && eq(&self.verb, &r.verb)
+            && self.resource.as_ref().is_none_or(|res| r.is_resource(res))
+            && self.subresource.as_ref().is_none_or(|s| s == r.subresource.as_deref().unwrap_or(""))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Fault {
+    matcher: RequestMatch,
+    remaining: u32,
+    code: u16,
+}
+
+/// Pending faults and the request log.
+#[derive(Debug, Default)]
+pub struct Faults {
+    faults: Vec<Fault>,
+    log: Vec<RequestRecord>,
+}
+
+impl Faults {
+    pub fn add(&mut self, matcher: RequestMatch, times: u32, code: u16) {
+        self.faults.push(Fault { matcher, remaining: times, code });
+    }
+
+    pub fn clear(&mut self) {
+        self.faults.clear();
+    }
+
+    /// Logs the request and returns the injected error, if a pending fault matches (the oldest
+    /// matching fault is used up first).
+    pub fn on_request(&mut self, r: RequestRecord) -> Option<ApiError> {
+        let hit = self.faults.iter_mut().find(|f| f.remaining > 0 && f.matcher.matches(&r));
+        let err = hit.map(|f| {
+            f.remaining -= 1;
+            ApiError::injected(f.code)
+        });
+        self.faults.retain(|f| f.remaining > 0);
+        self.log.push(r);
+        err
+    }
+
+    pub fn log(&self) -> Vec<RequestRecord> {
+        self.log.clone()
+    }
+
+    pub fn count(&self, m: &RequestMatch) -> usize {
+        self.log.iter().filter(|r| m.matches(r)).count()
+    }
+
+    pub fn reset_log(&mut self) {
+        self.log.clear();
+    }
+}
