@@ -188,6 +188,22 @@ pub fn parse_nillable_duration(text: &str) -> Result<Option<Duration>, DurationE
     parse_duration(text).map(Some)
 }
 
+/// Implements [`HasConditions`] for a kind whose optional status struct holds `conditions`.
+macro_rules! has_conditions {
+    ($kind:ty, $status:ty) => {
+        impl $crate::api::common::HasConditions for $kind {
+            fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+                self.status.as_ref().map_or(&[], |s| s.conditions.as_slice())
+            }
+
+            fn conditions_mut(&mut self) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+                &mut self.status.get_or_insert_with(<$status>::default).conditions
+            }
+        }
+    };
+}
+pub(crate) use has_conditions;
+
 /// Access to a resource's `status.conditions`, with helpers shared by every kind.
 pub trait HasConditions {
     /// The conditions, empty when there is no status yet.

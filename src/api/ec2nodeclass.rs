@@ -14,7 +14,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{deserialize_conditions, HasConditions};
+use super::common::deserialize_conditions;
 
 /// EC2NodeClass condition: at least one subnet matched the selectors.
 pub const EC2NODECLASS_SUBNETS_READY: &str = "SubnetsReady";
@@ -598,20 +598,7 @@ impl EC2NodeClass {
     }
 }
 
-impl HasConditions for EC2NodeClass {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-
-    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-        &mut self
-            .status
-            .get_or_insert_with(EC2NodeClassStatus::default)
-            .conditions
-    }
-}
+super::common::has_conditions!(EC2NodeClass, EC2NodeClassStatus);
 
 #[cfg(test)]
 mod tests {

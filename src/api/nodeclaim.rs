@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{
     deserialize_conditions, parse_nillable_duration, quantity_map_schema, DurationError,
-    HasConditions, NodeClassReference, NodeSelectorRequirementWithMinValues, DURATION_PATTERN,
+    NodeClassReference, NodeSelectorRequirementWithMinValues, DURATION_PATTERN,
     NILLABLE_DURATION_PATTERN, REQUIREMENT_COMPARISON_ONE_INTEGER, REQUIREMENT_IN_NEEDS_VALUES,
     REQUIREMENT_MIN_VALUES_FIT,
 };
@@ -223,24 +223,12 @@ impl NodeClaim {
     }
 }
 
-impl HasConditions for NodeClaim {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-
-    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-        &mut self
-            .status
-            .get_or_insert_with(NodeClaimStatus::default)
-            .conditions
-    }
-}
+super::common::has_conditions!(NodeClaim, NodeClaimStatus);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::common::HasConditions;
 
     fn at(seconds: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(seconds).expect("valid timestamp"))

@@ -105,6 +105,10 @@ pub trait CloudProvider {
     async fn list(&self) -> Result<Vec<Instance>, CloudError>;
     /// Instance types and offerings with current prices and availability.
     async fn catalog(&self) -> Result<Catalog, CloudError>;
+    /// Why an instance no longer matches what its node class resolves to now (an AMI, subnet or
+    /// security group that changed), or None. Drift joiner sees in the cluster itself (the
+    /// NodePool template, requirements, instance types) is found by the disruption candidates.
+    async fn drifted(&self, id: &str) -> Result<Option<String>, CloudError>;
 }
 
 /// Offerings known to lack capacity, each until an expiry time (seconds on the caller's clock).

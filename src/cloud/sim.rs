@@ -197,6 +197,12 @@ impl CloudProvider for SimCloud {
     async fn catalog(&self) -> Result<Catalog, CloudError> {
         Ok(self.catalog.clone())
     }
+
+    /// The simulated cloud launches no images into no subnets: nothing of an instance can drift
+    /// on the provider's side, but a terminated or unknown instance is an error as in EC2.
+    async fn drifted(&self, id: &str) -> Result<Option<String>, CloudError> {
+        self.get(id).await.map(|_| None)
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,12 @@ pub trait Cluster {
     }
     /// The launch of claim `name` failed (no capacity, provider error): the claim goes.
     fn claim_failed(&mut self, _name: &str) {}
+    /// Whether the node launched for claim `name` is Initialized (Ready, startup taints gone):
+    /// disruption deletes nothing before its replacements are. The simulator registers nodes
+    /// initialized.
+    fn initialized(&self, _name: &str) -> bool {
+        true
+    }
     /// Records the NodeClaim `name` for an instance just launched; the node registers on its own.
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance);
     /// No offering can hold pending pod `pod` now; `why` says what stands in the way.

@@ -14,6 +14,13 @@ use crate::cloud::CloudProvider;
 use crate::disruption::candidates::Candidates;
 use crate::disruption::{self, fingerprint, DisruptionPlan, DisruptionSettings};
 
+/// Pods at or above this priority (system-cluster-critical, system-node-critical) are drained last.
+const CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+fn is_critical(p: &crate::domain::Pod) -> bool {
+    p.priority >= CRITICAL_PRIORITY
+}
+
 /// Retry interval of a drain blocked by a PodDisruptionBudget.
 const DRAIN_RETRY_SECONDS: f64 = 5.0;
 /// Budgets with cron schedules change what a pass may do as time passes; a quiet cluster with
@@ -147,11 +154,12 @@ impl<P: CloudProvider> Controller<P> {
         self.disruption.quiet = None;
     }
 
-    /// Starts draining once the command is validated and every replacement has registered.
+    /// Starts draining once the command is validated and every replacement has registered and
+    /// initialized.
     pub(super) fn replacement_ready(&mut self, cluster: &mut impl Cluster, now: f64) {
         let in_flight: Vec<String> = cluster.in_flight().into_iter().map(|(n, _)| n.to_string()).collect();
         let Some(cmd) = self.disruption.command.as_mut() else { return };
-        if !cmd.validated || cmd.draining || cmd.replacements.iter().any(|r| in_flight.contains(r)) {
+        if !cmd.validated || cmd.draining || cmd.replacements.iter().any(|r| in_flight.contains(r) || !cluster.initialized(r)) {
             return;
         }
         cmd.draining = true;
@@ -166,17 +174,25 @@ impl<P: CloudProvider> Controller<P> {
         }
     }
 
-    /// Evicts what the budgets allow from the command's nodes; terminates the nodes left empty.
+    /// Evicts what the budgets allow from the command's nodes, in Karpenter's order (critical pods
+    /// only once the others are gone); terminates the nodes left empty.
     pub fn drain_step(&mut self, cluster: &mut impl Cluster, now: f64) {
         let Some(cmd) = self.disruption.command.as_ref().filter(|c| c.draining) else { return };
         let nodes: Vec<String> = cmd.plan.actions.iter().flat_map(|a| a.delete.iter().cloned()).collect();
         let mut waiting = false;
         for node in &nodes {
-            let pods: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable()).map(|p| p.key()).collect();
-            for pod in &pods {
-                match cluster.evict(pod) {
-                    Ok(()) => self.stats.evicted += 1,
-                    Err(_) => waiting = true,
+            for critical in [false, true] {
+                let group: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable() && is_critical(p) == critical).map(|p| p.key()).collect();
+                let mut refused = false;
+                for pod in &group {
+                    match cluster.evict(pod) {
+                        Ok(()) => self.stats.evicted += 1,
+                        Err(_) => refused = true,
+                    }
+                }
+                if refused {
+                    waiting = true;
+                    break;
                 }
             }
             if !cluster.snapshot().pods.iter().any(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable()) {

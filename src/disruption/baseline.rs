@@ -366,19 +366,7 @@ mod tests {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Node {
-            name: name.into(),
-            labels,
-            taints: vec![],
-            capacity: t.capacity(None),
-            allocatable: t.allocatable(None),
-            unschedulable: false,
-            ready: true,
-            provider_id: None,
-            created: None,
-            annotations: Labels::new(),
-            deleting: false,
-        }
+        Node::new(name, labels, t.capacity(None), t.allocatable(None))
     }
 
     fn pod(name: &str, cpu_m: i64, node: &str) -> Pod {

@@ -30,6 +30,23 @@ pub struct Node {
 }
 
 impl Node {
+    /// A registered, Ready, schedulable node without taints (builders and tests).
+    pub fn new(name: &str, labels: Labels, capacity: Resources, allocatable: Resources) -> Node {
+        Node {
+            name: name.to_string(),
+            labels,
+            taints: vec![],
+            capacity,
+            allocatable,
+            unschedulable: false,
+            ready: true,
+            provider_id: None,
+            created: None,
+            annotations: Labels::new(),
+            deleting: false,
+        }
+    }
+
     pub fn nodepool(&self) -> Option<&str> {
         self.labels.get(super::labels::NODEPOOL).map(String::as_str)
     }

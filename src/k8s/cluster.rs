@@ -53,6 +53,8 @@ pub struct KubeCluster {
     /// Launches whose record on the claim (labels, status) failed, retried every step: without
     /// the providerID the claim's node could never register.
     unrecorded: BTreeMap<String, (serde_json::Value, serde_json::Value)>,
+    /// Claims written Initialized by this process.
+    initialized_claims: std::collections::BTreeSet<String>,
     /// Draws claim name suffixes; seeded from the clock so restarts draw new names.
     names: ChaCha8Rng,
     pub writes: Writes,
@@ -60,11 +62,15 @@ pub struct KubeCluster {
 
 impl KubeCluster {
     pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder) -> KubeCluster {
-        KubeCluster { client, evictions, rt, caches, catalog, recorder, snap: ClusterSnapshot::default(), planned: BTreeMap::new(), in_flight: BTreeMap::new(), stamp: String::new(), unrecorded: BTreeMap::new(), names: ChaCha8Rng::seed_from_u64(seed()), writes: Writes::default() }
+        KubeCluster { client, evictions, rt, caches, catalog, recorder, snap: ClusterSnapshot::default(), planned: BTreeMap::new(), in_flight: BTreeMap::new(), stamp: String::new(), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed()), writes: Writes::default() }
     }
 
     pub fn caches(&self) -> &Caches {
         &self.caches
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
     }
 
     pub fn client(&self) -> &Client {
@@ -99,6 +105,11 @@ impl KubeCluster {
                 self.in_flight.insert(name.clone(), node.clone());
             }
         }
+    }
+
+    /// The claim was just written Initialized (the caches may not show it yet).
+    pub fn initialized(&mut self, claim: &str) {
+        self.initialized_claims.insert(claim.to_string());
     }
 
     /// The claim's node registered: it is capacity in the snapshot now, no longer in flight.
@@ -170,6 +181,7 @@ impl KubeCluster {
         }
         self.planned.remove(name);
         self.in_flight.remove(name);
+        self.initialized_claims.remove(name);
         self.snap.node_claims.retain(|c| c.name != name);
     }
 
@@ -244,6 +256,10 @@ impl Cluster for KubeCluster {
         }
     }
 
+    fn initialized(&self, name: &str) -> bool {
+        self.initialized_claims.contains(name) || self.caches.node_claims().iter().any(|c| c.metadata.name.as_deref() == Some(name) && claims::has_condition(c, "Initialized"))
+    }
+
     fn claim_failed(&mut self, name: &str) {
         self.delete_claim(name);
     }
@@ -282,10 +298,12 @@ impl Cluster for KubeCluster {
                     kube::Error::Api(s) => s.message,
                     other => other.to_string(),
                 };
+                tracing::debug!(pod = key, reason = %reason, "eviction refused");
                 return Err(EvictionRefused { pod: key.to_string(), reason });
             }
         }
         self.writes.evictions += 1;
+        tracing::debug!(pod = key, "evicted");
         self.snap.pods.retain(|p| p.key() != key);
         Ok(())
     }

@@ -27,6 +27,8 @@ use crate::disruption::timing::{parse_go_duration, parse_timestamp, Timestamp};
 pub struct Transitions {
     /// (claim, node): the claim's node registered.
     pub registered: Vec<(String, String)>,
+    /// Nodes whose claim became Initialized.
+    pub initialized: Vec<String>,
     /// Claims given up: (claim, providerID if launched, reason).
     pub timed_out: Vec<(String, Option<String>, &'static str)>,
     /// Nodes being deleted by someone and drained: (node, providerID, drained, grace over).
@@ -66,8 +68,8 @@ pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) 
                     if register(cluster, &claim, node, &stamp) {
                         out.registered.push((name.clone(), node_name));
                     }
-                } else if !claims::has_condition(&claim, "Initialized") {
-                    initialize(cluster, &claim, node, &stamp);
+                } else if !claims::has_condition(&claim, "Initialized") && initialize(cluster, &claim, node, &stamp) {
+                    out.initialized.push(node_name);
                 }
             }
             None => {
@@ -115,14 +117,14 @@ fn register(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, stamp
 }
 
 /// Initialized once the node is Ready, reports allocatable and has shed its startup taints.
-fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, stamp: &str) {
+fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, stamp: &str) -> bool {
     let ready = node.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref()).is_some_and(|a| !a.is_empty());
     let node_taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
     let startup = claim.data["spec"]["startupTaints"].as_array().cloned().unwrap_or_default();
     let startup_left = startup.iter().any(|t| node_taints.iter().any(|n| t["key"] == n.key.as_str() && t["effect"] == n.effect.as_str()));
     if !ready || !allocatable || startup_left {
-        return;
+        return false;
     }
     let name = claim.metadata.name.clone().unwrap_or_default();
     let node_name = node.metadata.name.clone().unwrap_or_default();
@@ -132,7 +134,11 @@ fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, sta
     conditions = claims::with_condition(&with_ready, "Ready", true, "Ready", stamp);
     let node_patch = json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}});
     let status = json!({"status": {"conditions": conditions}});
-    write(cluster, &name, &node_name, node_patch, status);
+    let written = write(cluster, &name, &node_name, node_patch, status);
+    if written {
+        cluster.initialized(&name);
+    }
+    written
 }
 
 fn write(cluster: &mut KubeCluster, claim: &str, node: &str, node_patch: Value, status: Value) -> bool {

@@ -4,7 +4,7 @@
 //! a dump goes through, into domain types) → decisions (`controller`) → [`cluster::KubeCluster`]
 //! (NodeClaims, taints, evictions, deletes) → API server. [`lifecycle`] carries NodeClaims from
 //! launch to registration and initialization and drains what users delete; [`lease`] elects the
-//! one replica that acts. [`claims`] is the NodeClaim format joiner writes and reads back.
+//! one replica that acts; [`status`] reports conditions on NodeClaims and NodePools. [`claims`] is the NodeClaim format joiner writes and reads back.
 
 pub mod caches;
 pub mod claims;
@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod lease;
 pub mod lifecycle;
 pub mod snapshot;
+pub mod status;
 
 /// Failures talking to the API server.
 #[derive(Debug, thiserror::Error)]

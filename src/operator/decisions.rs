@@ -51,7 +51,13 @@ pub struct Decisions<P: CloudProvider> {
     last_writes: Writes,
     host_terminations: u64,
     adopted: bool,
+    /// Drift the cloud provider reports, by node, refreshed every [`DRIFT_CHECK_SECONDS`].
+    provider_drift: std::collections::BTreeMap<String, String>,
+    next_drift_check: f64,
 }
+
+/// How often instances are checked for provider-side drift (Karpenter checks every few minutes).
+const DRIFT_CHECK_SECONDS: f64 = 60.0;
 
 impl<P: CloudProvider> Decisions<P> {
     pub fn new(ctl: Controller<Measured<P>>, cluster: KubeCluster, metrics: Arc<Metrics>, settings: LoopSettings, origin: Timestamp, tick: fn(&P, f64)) -> Self {
@@ -72,6 +78,8 @@ impl<P: CloudProvider> Decisions<P> {
             last_writes: Writes::default(),
             host_terminations: 0,
             adopted: false,
+            provider_drift: Default::default(),
+            next_drift_check: 0.0,
         }
     }
 
@@ -108,12 +116,19 @@ impl<P: CloudProvider> Decisions<P> {
         (self.tick)(&self.ctl.cloud.inner, now);
         let (mut snapshot, errors) = crate::k8s::snapshot::build(self.cluster.caches());
         self.keep_good_weights(&mut snapshot, &errors);
+        let unreadable = errors;
         let stamp = self.timestamp(now).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         self.cluster.refresh(snapshot, stamp);
         if !self.adopted {
             self.adopt_existing();
         }
         self.lifecycle(now);
+        if now >= self.next_drift_check {
+            self.next_drift_check = now + DRIFT_CHECK_SECONDS;
+            self.check_drift();
+        }
+        let at = self.timestamp(now);
+        crate::k8s::status::report(&mut self.cluster, at, &unreadable, &self.provider_drift);
         self.track_pods();
         self.fire_timers(now);
         if self.settings.disruption_enabled && now >= self.next_disruption {
@@ -170,6 +185,22 @@ impl<P: CloudProvider> Decisions<P> {
         }
     }
 
+    /// Asks the cloud provider which registered nodes' instances drifted.
+    fn check_drift(&mut self) {
+        self.provider_drift.clear();
+        let nodes: Vec<String> = crate::controller::Cluster::snapshot(&self.cluster).nodes.iter().map(|n| n.name.clone()).collect();
+        for node in nodes {
+            let Some(id) = self.ctl.instance_of(&node).map(str::to_string) else { continue };
+            match pollster::block_on(self.ctl.cloud.drifted(&id)) {
+                Ok(Some(why)) => {
+                    self.provider_drift.insert(node, why);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::debug!(node = %node, error = %e, "drift not checked"),
+            }
+        }
+    }
+
     fn lifecycle(&mut self, now: f64) {
         let at = self.timestamp(now);
         let t = lifecycle::reconcile(&mut self.cluster, at, self.settings.timeouts);
@@ -177,6 +208,10 @@ impl<P: CloudProvider> Decisions<P> {
             tracing::info!(claim = %claim, node = %node, "nodeclaim registered");
             self.cluster.registered(&claim);
             self.ctl.claim_registered(&mut self.cluster, &claim, &node, now);
+        }
+        // a disruption command waits for its replacements to initialize before draining
+        for node in t.initialized {
+            self.ctl.node_registered(&mut self.cluster, &node, now);
         }
         for (claim, provider, reason) in t.timed_out {
             tracing::warn!(claim = %claim, reason, "nodeclaim given up");

@@ -66,4 +66,11 @@ impl<P: CloudProvider> CloudProvider for Measured<P> {
         self.record("catalog", started, &r);
         r
     }
+
+    async fn drifted(&self, id: &str) -> Result<Option<String>, CloudError> {
+        let started = Instant::now();
+        let r = self.inner.drifted(id).await;
+        self.record("drifted", started, &r);
+        r
+    }
 }

@@ -577,19 +577,7 @@ mod tests {
         pool.limits = Resources::new().with("cpu", Quantity::from_units(100));
         snapshot.nodepools.push(pool);
         let capacity = Resources::new().with("cpu", Quantity::from_units(8)).with("memory", Quantity::from_units(32 << 30));
-        let mut node = Node {
-            name: "n1".into(),
-            labels: Labels::new(),
-            taints: vec![],
-            capacity: capacity.clone(),
-            allocatable: capacity,
-            unschedulable: false,
-            ready: true,
-            provider_id: None,
-            created: None,
-            annotations: Labels::new(),
-            deleting: false,
-        };
+        let mut node = Node::new("n1", Labels::new(), capacity.clone(), capacity);
         node.labels.insert(NODEPOOL.into(), "default".into());
         snapshot.nodes.push(node);
         let info = &pool_infos(&snapshot, &catalog)[0];

@@ -4,7 +4,7 @@
 //! joiner registers it), **kube-scheduler** (binds pending pods where they fit, with joiner's own
 //! placement rules on an empty catalog, and marks the rest `PodScheduled=False/Unschedulable`), and
 //! **ReplicaSets** (keep each deployment at its replica count, recreating evicted pods under new
-//! names). Everything polls every 200 ms; errors (the faults tests inject) are retried next tick.
+//! names; a ReplicaSet object holds the scale PodDisruptionBudgets count against). Everything polls every 200 ms; errors (the faults tests inject) are retried next tick.
 
 #![allow(dead_code)]
 
@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
@@ -154,6 +155,11 @@ fn node_ready(n: &Node) -> bool {
 async fn replicasets(client: &Client, state: &Mutex<State>) -> kube::Result<()> {
     let deployments: Vec<Deployment> = state.lock().unwrap().deployments.values().cloned().collect();
     for d in deployments {
+        // the ReplicaSet object carries the scale the disruption controller budgets against
+        let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &d.namespace);
+        let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": format!("{}-rs", d.name), "namespace": d.namespace},
+            "spec": {"replicas": d.replicas, "selector": {"matchLabels": {"app": d.name}}, "template": {"metadata": {"labels": {"app": d.name}}}}});
+        sets.patch(&format!("{}-rs", d.name), &PatchParams::apply("kubesim").force(), &Patch::Apply(&rs)).await?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), &d.namespace);
         let mut live: Vec<Pod> = pods.list(&ListParams::default().labels(&format!("app={}", d.name))).await?.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
         live.sort_by_key(|p| p.metadata.name.clone());

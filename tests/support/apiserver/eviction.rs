@@ -26,6 +26,10 @@ fn pdbs() -> &'static ResourceInfo {
     by_path("policy", "v1", "poddisruptionbudgets").expect("pdbs are served")
 }
 
+fn replicasets() -> &'static ResourceInfo {
+    by_path("apps", "v1", "replicasets").expect("replicasets are served")
+}
+
 /// The pod's `Ready` condition is `True`.
 pub fn pod_ready(pod: &Value) -> bool {
     pod["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
@@ -40,8 +44,13 @@ pub fn refresh_budgets(state: &mut State, ns: &str) {
     let all = FieldSelector::default();
     let budgets = state.select(pdbs(), Some(ns), &LabelSelector::default(), &all);
     let ns_pods = state.select(pods(), Some(ns), &LabelSelector::default(), &all);
+    let scales: std::collections::BTreeMap<String, i64> = state
+        .select(replicasets(), Some(ns), &LabelSelector::default(), &all)
+        .iter()
+        .map(|rs| (obj_name(rs).to_string(), rs["spec"]["replicas"].as_i64().unwrap_or(1)))
+        .collect();
     for pdb in budgets {
-        let status = budget_status(&pdb, &ns_pods);
+        let status = budget_status(&pdb, &ns_pods, &scales);
         state.write_status_internal(pdbs(), ns, obj_name(&pdb), status);
     }
 }
@@ -54,9 +63,9 @@ fn selected<'a>(pdb: &Value, pods: &'a [Value]) -> Vec<&'a Value> {
     }
 }
 
-fn budget_status(pdb: &Value, pods: &[Value]) -> Value {
+fn budget_status(pdb: &Value, pods: &[Value], scales: &std::collections::BTreeMap<String, i64>) -> Value {
     let matching = selected(pdb, pods);
-    let expected = matching.len() as i64;
+    let expected = expected_pods(pdb, &matching, scales);
     let current = matching.iter().filter(|p| healthy(p)).count() as i64;
     let desired = desired_healthy(&pdb["spec"], expected);
     let allowed = (current - desired).max(0);
@@ -78,6 +87,23 @@ fn budget_status(pdb: &Value, pods: &[Value]) -> Value {
             "message": "", "observedGeneration": generation, "lastTransitionTime": since,
         }],
     })
+}
+
+/// As the disruption controller counts them: with maxUnavailable or a percentage, the scale of the
+/// ReplicaSets owning the pods (an evicted pod still counts until its replacement exists); with an
+/// integer minAvailable, or pods no known ReplicaSet owns, the pods themselves.
+fn expected_pods(pdb: &Value, matching: &[&Value], scales: &std::collections::BTreeMap<String, i64>) -> i64 {
+    let integer_min = pdb["spec"]["maxUnavailable"].is_null() && pdb["spec"]["minAvailable"].is_i64();
+    let owner = |p: &Value| -> Option<String> {
+        let refs = p["metadata"]["ownerReferences"].as_array()?;
+        let r = refs.iter().find(|r| r["controller"] == true && r["kind"] == "ReplicaSet")?;
+        r["name"].as_str().filter(|n| scales.contains_key(*n)).map(str::to_string)
+    };
+    let owners: Option<std::collections::BTreeSet<String>> = matching.iter().map(|p| owner(p)).collect();
+    match owners {
+        Some(owners) if !integer_min && !owners.is_empty() => owners.iter().map(|o| scales[o]).sum(),
+        _ => matching.len() as i64,
+    }
 }
 
 fn desired_healthy(spec: &Value, expected: i64) -> i64 {

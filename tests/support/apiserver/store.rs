@@ -329,7 +329,7 @@ impl State {
 
     /// The controllers the server runs in-process: the disruption controller's PDB status.
     fn after_change(&mut self, res: &'static ResourceInfo, ns: &str) {
-        if res.is_pod() || res.is_pdb() {
+        if res.is_pod() || res.is_pdb() || res.plural == "replicasets" {
             super::eviction::refresh_budgets(self, ns);
         }
     }
