@@ -386,3 +386,21 @@ async fn a_deleted_node_is_drained_through_the_eviction_api_then_released() {
     assert!(joiner.metric("joiner_nodeclaims_terminated_total{reason=\"deleted\"}").await >= 1.0);
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_never_registers_is_given_up_and_its_pods_solved_again() {
+    let (server, client, dir) = cluster("registration").await;
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption", "--registration-timeout", "3s"]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.never_boot(1);
+    sim.deploy(web(4, "1"));
+    let first = eventually(Duration::from_secs(20), || async { nodeclaims(&client).list(&ListParams::default()).await.unwrap().items }, |cs| !cs.is_empty()).await;
+    let first = first.unwrap_or_else(|_| panic!("no nodeclaim\n{}", joiner.log()))[0].metadata.name.clone().unwrap();
+    let c = settled(&client, 4).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let names: Vec<String> = nodeclaims(&client).list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    assert!(!names.contains(&first), "the claim that never registered is still there: {names:?}");
+    assert_eq!(c.claims, c.nodes);
+    assert!(joiner.metric("joiner_nodeclaims_terminated_total{reason=\"registration-timeout\"}").await >= 1.0, "{}", joiner.log());
+    assert!(joiner.metric("joiner_cloudprovider_duration_seconds_count{method=\"delete\"}").await >= 1.0, "its instance was not terminated");
+    sim.stop().await;
+}

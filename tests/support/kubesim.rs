@@ -36,6 +36,10 @@ struct State {
     booting: BTreeMap<String, Instant>,
     next_node: u32,
     next_pod: u32,
+    /// How many launched instances, in order, never boot (a broken AMI, a kubelet that crashes).
+    dead_on_arrival: usize,
+    /// providerIDs that will never register.
+    dead: BTreeSet<String>,
 }
 
 pub struct KubeSim {
@@ -76,6 +80,11 @@ impl KubeSim {
         self.state.lock().unwrap().deployments.insert(format!("{}/{}", d.namespace, d.name), d);
     }
 
+    /// The next `n` instances never register a Node.
+    pub fn never_boot(&self, n: usize) {
+        self.state.lock().unwrap().dead_on_arrival = n;
+    }
+
     pub fn scale(&self, namespace: &str, name: &str, replicas: usize) {
         if let Some(d) = self.state.lock().unwrap().deployments.get_mut(&format!("{namespace}/{name}")) {
             d.replicas = replicas;
@@ -110,6 +119,13 @@ async fn kubelets(client: &Client, state: &Mutex<State>, boot_delay: Duration) -
         }
         let (due, n) = {
             let mut st = state.lock().unwrap();
+            if !st.booting.contains_key(&pid) && st.dead_on_arrival > 0 {
+                st.dead_on_arrival -= 1;
+                st.dead.insert(pid.clone());
+            }
+            if st.dead.contains(&pid) {
+                continue;
+            }
             let since = *st.booting.entry(pid.clone()).or_insert_with(Instant::now);
             let due = since.elapsed() >= boot_delay;
             if due {
