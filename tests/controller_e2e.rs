@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use joiner::k8s::caches::karpenter_resource;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -117,8 +118,8 @@ async fn http_get(port: u16, path: &str) -> std::io::Result<String> {
 
 /// A NodePool over general-purpose on-demand amd64 types and its EC2NodeClass.
 async fn install_nodepool(client: &Client) {
-    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"), "nodepools"));
-    let classes: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass"), "ec2nodeclasses"));
+    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
+    let classes: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
     let class: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
         "spec": {"role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -209,7 +210,7 @@ async fn pending_pods_become_nodeclaims_nodes_and_running_pods() {
         assert!(node.metadata.finalizers.unwrap_or_default().contains(&"karpenter.sh/termination".to_string()));
     }
     // the NodePool reports itself Ready with its nodes' capacity
-    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"), "nodepools"));
+    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
     let reported = eventually(Duration::from_secs(10), || async { pools.get("default").await.unwrap() }, |p| p.data["status"]["resources"]["nodes"].as_str() == Some(c.nodes.to_string().as_str())).await;
     let pool = reported.unwrap_or_else(|p| panic!("nodepool status not reported: {:?}", p.data["status"]));
     let ready = |o: &DynamicObject, t: &str| o.data["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"));

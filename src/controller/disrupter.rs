@@ -14,13 +14,6 @@ use crate::cloud::CloudProvider;
 use crate::disruption::candidates::Candidates;
 use crate::disruption::{self, fingerprint, DisruptionPlan, DisruptionSettings};
 
-/// Pods at or above this priority (system-cluster-critical, system-node-critical) are drained last.
-const CRITICAL_PRIORITY: i32 = 2_000_000_000;
-
-fn is_critical(p: &crate::domain::Pod) -> bool {
-    p.priority >= CRITICAL_PRIORITY
-}
-
 /// Retry interval of a drain blocked by a PodDisruptionBudget.
 const DRAIN_RETRY_SECONDS: f64 = 5.0;
 /// Budgets with cron schedules change what a pass may do as time passes; a quiet cluster with
@@ -182,7 +175,7 @@ impl<P: CloudProvider> Controller<P> {
         let mut waiting = false;
         for node in &nodes {
             for critical in [false, true] {
-                let group: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable() && is_critical(p) == critical).map(|p| p.key()).collect();
+                let group: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable() && p.is_critical() == critical).map(|p| p.key()).collect();
                 let mut refused = false;
                 for pod in &group {
                     match cluster.evict(pod) {

@@ -97,6 +97,9 @@ impl PodConstraints {
     }
 }
 
+/// The priority of `system-cluster-critical`; `system-node-critical` is above it.
+pub const CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pod {
     pub namespace: String,
@@ -184,6 +187,11 @@ impl Pod {
             && !self.is_daemonset_pod()
             && !self.mirror
             && (!self.terminating || self.owner_kind.as_deref() == Some("StatefulSet"))
+    }
+
+    /// At system-cluster-critical or system-node-critical priority: drains move such pods last.
+    pub fn is_critical(&self) -> bool {
+        self.priority >= CRITICAL_PRIORITY
     }
 
     /// Bound and still holding room on its node.

@@ -7,12 +7,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::DynamicObject;
 use serde_json::{json, Value};
 
+use crate::api::{self, deserialize_conditions, find_condition, NODECLAIM_LAUNCHED};
 use crate::catalog::{CapacityType, Catalog};
 use crate::cloud::Instance;
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
+use crate::disruption::timing::Timestamp;
 use crate::domain::{ClusterSnapshot, Resources, Taint};
 use crate::optimizer::NewNode;
 
@@ -73,7 +76,7 @@ pub fn taints(taints: &[Taint]) -> Vec<Value> {
 }
 
 /// The claim's metadata labels and status once its instance runs.
-pub fn launched_patches(node: &NewNode, instance: &Instance, capacity: &Resources, now: &str) -> (Value, Value) {
+pub fn launched_patches(node: &NewNode, instance: &Instance, capacity: &Resources, now: &Time) -> (Value, Value) {
     let labels = json!({"metadata": {"labels": node.labels}});
     let quantities = |r: &Resources| r.iter().map(|(k, q)| (k.to_string(), q.to_string())).collect::<BTreeMap<_, _>>();
     let allocatable: BTreeMap<String, String> = node.allocatable.clone();
@@ -81,9 +84,10 @@ pub fn launched_patches(node: &NewNode, instance: &Instance, capacity: &Resource
         "providerID": provider_id(&node.zone, &instance.id),
         "capacity": quantities(capacity),
         "allocatable": allocatable,
-        "conditions": [condition("Launched", true, "Launched", "", now)],
     }});
-    (labels, status)
+    let mut launched = DynamicObject { types: None, metadata: Default::default(), data: status };
+    set_condition(&mut launched, NODECLAIM_LAUNCHED, true, "Launched", "", now);
+    (labels, launched.data)
 }
 
 pub fn provider_id(zone: &str, instance: &str) -> String {
@@ -95,25 +99,30 @@ pub fn instance_of_provider_id(provider_id: &str) -> Option<&str> {
     provider_id.rsplit('/').next().filter(|s| !s.is_empty())
 }
 
-pub fn condition(kind: &str, status: bool, reason: &str, message: &str, now: &str) -> Value {
-    json!({"type": kind, "status": if status { "True" } else { "False" }, "reason": reason, "message": message, "lastTransitionTime": now})
+/// An API timestamp for a controller time.
+pub fn k8s_time(now: Timestamp) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_millisecond(now.timestamp_millis()).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
 }
 
-/// Whether the claim's condition `kind` is True.
-pub fn has_condition(claim: &DynamicObject, kind: &str) -> bool {
-    claim.data["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+/// The object's status conditions, read leniently as the typed CRDs read them.
+pub fn conditions_of(o: &DynamicObject) -> Vec<Condition> {
+    deserialize_conditions(&o.data["status"]["conditions"]).unwrap_or_default()
 }
 
-/// The conditions list with `kind` set, keeping its transition time when the status is unchanged.
-pub fn with_condition(claim: &DynamicObject, kind: &str, status: bool, reason: &str, now: &str) -> Value {
-    let mut list: Vec<Value> = claim.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
-    let wanted = if status { "True" } else { "False" };
-    match list.iter_mut().find(|c| c["type"] == kind) {
-        Some(c) if c["status"] == wanted => {}
-        Some(c) => *c = condition(kind, status, reason, "", now),
-        None => list.push(condition(kind, status, reason, "", now)),
+/// Whether the object's condition `kind` is True.
+pub fn has_condition(o: &DynamicObject, kind: &str) -> bool {
+    find_condition(&conditions_of(o), kind).is_some_and(|c| c.status == "True")
+}
+
+/// Sets condition `kind` in the object's status with the CRDs' rule (the transition time moves
+/// only when the status flips); returns whether anything changed.
+pub fn set_condition(o: &mut DynamicObject, kind: &str, status: bool, reason: &str, message: &str, now: &Time) -> bool {
+    let mut list = conditions_of(o);
+    let changed = api::set_condition(&mut list, kind, status, reason, message, now.clone());
+    if changed {
+        o.data["status"]["conditions"] = serde_json::to_value(list).unwrap_or_default();
     }
-    Value::Array(list)
+    changed
 }
 
 pub fn provider_id_of(claim: &DynamicObject) -> Option<&str> {
@@ -218,13 +227,16 @@ mod tests {
 
     #[test]
     fn conditions_keep_their_transition_time_while_unchanged() {
+        let at = |secs: i64| Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap());
+        let transition = |o: &DynamicObject| conditions_of(o)[0].last_transition_time.clone();
         let mut claim: DynamicObject = serde_json::from_value(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c"}})).unwrap();
-        claim.data["status"] = json!({"conditions": with_condition(&claim, "Launched", true, "Launched", "t1")});
+        assert!(set_condition(&mut claim, "Launched", true, "Launched", "", &at(1)));
         assert!(has_condition(&claim, "Launched"));
-        let again = with_condition(&claim, "Launched", true, "Launched", "t2");
-        assert_eq!(again[0]["lastTransitionTime"], "t1");
-        let flipped = with_condition(&claim, "Launched", false, "Failed", "t3");
-        assert_eq!(flipped[0]["lastTransitionTime"], "t3");
+        assert!(!set_condition(&mut claim, "Launched", true, "Launched", "", &at(2)));
+        assert_eq!(transition(&claim), at(1));
+        assert!(set_condition(&mut claim, "Launched", false, "Failed", "", &at(3)));
+        assert_eq!(transition(&claim), at(3));
+        assert!(!has_condition(&claim, "Launched"));
         assert_eq!(instance_of_provider_id("aws:///us-east-1a/i-0abc"), Some("i-0abc"));
     }
 }

@@ -8,20 +8,23 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::runtime::Handle;
 
 use super::caches::{karpenter_resource, Caches};
-use super::claims::{self, DISRUPTED_TAINT, TERMINATION_FINALIZER};
+use super::claims::{self, k8s_time, DISRUPTED_TAINT, TERMINATION_FINALIZER};
 use crate::catalog::Catalog;
 use crate::cloud::Instance;
 use crate::controller::{Cluster, EvictionRefused};
+use crate::disruption::timing::Timestamp;
 use crate::domain::ClusterSnapshot;
 use crate::optimizer::NewNode;
 
@@ -49,20 +52,22 @@ pub struct KubeCluster {
     planned: BTreeMap<String, NewNode>,
     /// Claims without a registered node, by name.
     in_flight: BTreeMap<String, NewNode>,
-    stamp: String,
+    /// The time of the step, for conditions written during it.
+    now: Time,
     /// Launches whose record on the claim (labels, status) failed, retried every step: without
     /// the providerID the claim's node could never register.
     unrecorded: BTreeMap<String, (serde_json::Value, serde_json::Value)>,
     /// Claims written Initialized by this process.
     initialized_claims: std::collections::BTreeSet<String>,
-    /// Draws claim name suffixes; seeded from the clock so restarts draw new names.
+    /// Draws claim name suffixes; seeded per process so restarts draw new names.
     names: ChaCha8Rng,
     pub writes: Writes,
 }
 
 impl KubeCluster {
-    pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder) -> KubeCluster {
-        KubeCluster { client, evictions, rt, caches, catalog, recorder, snap: ClusterSnapshot::default(), planned: BTreeMap::new(), in_flight: BTreeMap::new(), stamp: String::new(), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed()), writes: Writes::default() }
+    /// `seed` draws claim name suffixes: it must differ between processes (see `operator`).
+    pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder, seed: u64) -> KubeCluster {
+        KubeCluster { client, evictions, rt, caches, catalog, recorder, snap: ClusterSnapshot::default(), planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
     }
 
     pub fn caches(&self) -> &Caches {
@@ -81,10 +86,11 @@ impl KubeCluster {
         &self.rt
     }
 
-    /// Rebuilds the snapshot from the caches at `stamp` (RFC 3339); returns the objects left out.
-    pub fn refresh(&mut self, snapshot: ClusterSnapshot, stamp: String) {
+    /// Takes the step's snapshot (built from the caches) at `now`, retries unrecorded launches,
+    /// and works out which claims are in flight.
+    pub fn refresh(&mut self, snapshot: ClusterSnapshot, now: Timestamp) {
         self.snap = snapshot;
-        self.stamp = stamp;
+        self.now = k8s_time(now);
         self.record_launches();
         let claims = self.caches.node_claims();
         self.in_flight.clear();
@@ -127,9 +133,13 @@ impl KubeCluster {
         let Some((ns, name)) = key.split_once('/') else { return };
         let pod = self.caches.pods.state().into_iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name));
         let Some(pod) = pod else { return };
-        let event = Event { type_: kind, reason: reason.into(), note: Some(note), action: "Provisioning".into(), secondary: None };
-        if let Err(e) = self.rt.block_on(self.recorder.publish(&event, &pod.object_ref(&()))) {
-            tracing::debug!(pod = key, error = %e, "event not recorded");
+        self.publish(&pod.object_ref(&()), Event { type_: kind, reason: reason.into(), note: Some(note), action: "Provisioning".into(), secondary: None });
+    }
+
+    /// Publishes an Event about `object`; failures are logged, never fatal.
+    fn publish(&self, object: &ObjectReference, event: Event) {
+        if let Err(e) = self.rt.block_on(self.recorder.publish(&event, object)) {
+            tracing::debug!(object = ?object.name, reason = %event.reason, error = %e, "event not recorded");
         }
     }
 
@@ -157,27 +167,13 @@ impl KubeCluster {
     /// Publishes a Warning Event on joiner's cost-weight ConfigMap.
     pub fn config_map_event(&mut self, reason: &str, note: String) {
         let Some(cm) = self.caches.config_maps.state().into_iter().next() else { return };
-        let event = Event { type_: EventType::Warning, reason: reason.into(), note: Some(note), action: "LoadCostWeights".into(), secondary: None };
-        if let Err(e) = self.rt.block_on(self.recorder.publish(&event, &cm.object_ref(&()))) {
-            tracing::debug!(error = %e, "event not recorded");
-        }
+        self.publish(&cm.object_ref(&()), Event { type_: EventType::Warning, reason: reason.into(), note: Some(note), action: "LoadCostWeights".into(), secondary: None });
     }
 
     /// Removes the termination finalizer and deletes a NodeClaim; absent is fine.
     pub fn delete_claim(&mut self, name: &str) {
-        let api = self.claims_api();
-        let unfinalize = json!({"metadata": {"finalizers": null}});
-        let result = self.rt.block_on(async {
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalize)).await?;
-            api.delete(name, &DeleteParams::default()).await.map(|_| ())
-        });
-        match result {
-            Ok(()) => self.writes.claims_deleted += 1,
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => {
-                self.writes.errors += 1;
-                tracing::warn!(claim = name, error = %e, "nodeclaim delete failed");
-            }
+        if self.release(self.claims_api(), name) {
+            self.writes.claims_deleted += 1;
         }
         self.planned.remove(name);
         self.in_flight.remove(name);
@@ -185,19 +181,20 @@ impl KubeCluster {
         self.snap.node_claims.retain(|c| c.name != name);
     }
 
-    fn delete_node_object(&mut self, name: &str) {
-        let api: Api<Node> = Api::all(self.client.clone());
+    /// Drops an object's finalizers and deletes it; one already gone is fine. Whether it went.
+    fn release<K: Clone + DeserializeOwned + std::fmt::Debug>(&mut self, api: Api<K>, name: &str) -> bool {
         let unfinalize = json!({"metadata": {"finalizers": null}});
         let result = self.rt.block_on(async {
             api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalize)).await?;
             api.delete(name, &DeleteParams::default()).await.map(|_| ())
         });
         match result {
-            Ok(()) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Ok(()) => true,
+            Err(kube::Error::Api(e)) if e.code == 404 => false,
             Err(e) => {
                 self.writes.errors += 1;
-                tracing::warn!(node = name, error = %e, "node delete failed");
+                tracing::warn!(object = name, error = %e, "delete failed");
+                false
             }
         }
     }
@@ -257,7 +254,7 @@ impl Cluster for KubeCluster {
     }
 
     fn initialized(&self, name: &str) -> bool {
-        self.initialized_claims.contains(name) || self.caches.node_claims().iter().any(|c| c.metadata.name.as_deref() == Some(name) && claims::has_condition(c, "Initialized"))
+        self.initialized_claims.contains(name) || self.caches.node_claims().iter().any(|c| c.metadata.name.as_deref() == Some(name) && claims::has_condition(c, crate::api::NODECLAIM_INITIALIZED))
     }
 
     fn claim_failed(&mut self, name: &str) {
@@ -266,7 +263,7 @@ impl Cluster for KubeCluster {
 
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance) {
         let capacity = self.catalog.instance_types.iter().find(|t| t.name == node.instance_type).map(|t| t.capacity(None)).unwrap_or_default();
-        let patches = claims::launched_patches(node, instance, &capacity, &self.stamp);
+        let patches = claims::launched_patches(node, instance, &capacity, &self.now);
         self.unrecorded.insert(name.to_string(), patches);
         self.record_launches();
         self.planned.insert(name.to_string(), node.clone());
@@ -317,16 +314,11 @@ impl Cluster for KubeCluster {
         if let Some(claim) = self.claim_of_node(name) {
             self.delete_claim(&claim);
         }
-        self.delete_node_object(name);
+        self.release(Api::<Node>::all(self.client.clone()), name);
         self.snap.nodes.retain(|n| n.name != name);
         self.snap.pods.retain(|p| p.node_name.as_deref() != Some(name));
         moved
     }
-}
-
-fn seed() -> u64 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    nanos ^ u64::from(std::process::id()).rotate_left(32)
 }
 
 /// Adds or removes the `karpenter.sh/disrupted:NoSchedule` taint, keeping the node's others.

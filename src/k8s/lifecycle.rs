@@ -13,14 +13,17 @@
 //! These functions write to the API server and return what the host must tell the controller.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::caches::karpenter_resource;
 use super::claims::{self, INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT};
 use super::cluster::{has_finalizer, KubeCluster};
+use crate::api::{NODECLAIM_INITIALIZED, NODECLAIM_REGISTERED, READY};
+use crate::controller::Cluster;
 use crate::disruption::timing::{parse_go_duration, parse_timestamp, Timestamp};
+use crate::domain::Pod as DomainPod;
 
 /// What changed for the host to act on.
 #[derive(Debug, Default, PartialEq)]
@@ -52,7 +55,7 @@ pub struct Timeouts {
 
 pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) -> Transitions {
     let mut out = Transitions::default();
-    let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let at = claims::k8s_time(now);
     let nodes = cluster.caches().nodes.state();
     for claim in cluster.caches().node_claims() {
         let name = claim.metadata.name.clone().unwrap_or_default();
@@ -64,11 +67,11 @@ pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) 
         match node {
             Some(node) => {
                 let node_name = node.metadata.name.clone().unwrap_or_default();
-                if !claims::has_condition(&claim, "Registered") {
-                    if register(cluster, &claim, node, &stamp) {
+                if !claims::has_condition(&claim, NODECLAIM_REGISTERED) {
+                    if register(cluster, &claim, node, &at) {
                         out.registered.push((name.clone(), node_name));
                     }
-                } else if !claims::has_condition(&claim, "Initialized") && initialize(cluster, &claim, node, &stamp) {
+                } else if !claims::has_condition(&claim, NODECLAIM_INITIALIZED) && initialize(cluster, &claim, node, &at) {
                     out.initialized.push(node_name);
                 }
             }
@@ -92,7 +95,7 @@ fn age_seconds(meta: &ObjectMeta, now: Timestamp) -> f64 {
 }
 
 /// Gives the node its claim's labels and taints and takes ownership; records the claim Registered.
-fn register(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, stamp: &str) -> bool {
+fn register(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, at: &Time) -> bool {
     let name = claim.metadata.name.clone().unwrap_or_default();
     let node_name = node.metadata.name.clone().unwrap_or_default();
     let mut labels = claim.metadata.labels.clone().unwrap_or_default();
@@ -112,12 +115,14 @@ fn register(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, stamp
     }
     let owner = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": name, "uid": claim.metadata.uid, "blockOwnerDeletion": true});
     let node_patch = json!({"metadata": {"labels": labels, "finalizers": finalizers, "ownerReferences": [owner]}, "spec": {"taints": taints}});
-    let status = json!({"status": {"nodeName": node_name, "conditions": claims::with_condition(claim, "Registered", true, "Registered", stamp)}});
+    let mut registered = claim.clone();
+    claims::set_condition(&mut registered, NODECLAIM_REGISTERED, true, "Registered", "", at);
+    let status = json!({"status": {"nodeName": node_name, "conditions": registered.data["status"]["conditions"]}});
     write(cluster, &name, &node_name, node_patch, status)
 }
 
 /// Initialized once the node is Ready, reports allocatable and has shed its startup taints.
-fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, stamp: &str) -> bool {
+fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, at: &Time) -> bool {
     let ready = node.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref()).is_some_and(|a| !a.is_empty());
     let node_taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
@@ -128,12 +133,11 @@ fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, sta
     }
     let name = claim.metadata.name.clone().unwrap_or_default();
     let node_name = node.metadata.name.clone().unwrap_or_default();
-    let mut conditions = claims::with_condition(claim, "Initialized", true, "Initialized", stamp);
-    let mut with_ready = claim.clone();
-    with_ready.data["status"]["conditions"] = conditions.clone();
-    conditions = claims::with_condition(&with_ready, "Ready", true, "Ready", stamp);
+    let mut initialized = claim.clone();
+    claims::set_condition(&mut initialized, NODECLAIM_INITIALIZED, true, "Initialized", "", at);
+    claims::set_condition(&mut initialized, READY, true, "Ready", "", at);
     let node_patch = json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}});
-    let status = json!({"status": {"conditions": conditions}});
+    let status = json!({"status": {"conditions": initialized.data["status"]["conditions"]}});
     let written = write(cluster, &name, &node_name, node_patch, status);
     if written {
         cluster.initialized(&name);
@@ -197,32 +201,19 @@ fn cordon(cluster: &mut KubeCluster, node: &Node) {
 
 /// Karpenter's eviction order: non-critical pods, non-critical DaemonSet pods, critical pods,
 /// critical DaemonSet pods; a group starts once the one before it is gone. Returns whether the
-/// node has no pod left to evict.
+/// node has no pod left to evict (mirror pods and finished pods are not evicted).
 fn drain(cluster: &mut KubeCluster, node: &str, forced: bool) -> bool {
-    let pods: Vec<_> = cluster.caches().pods.state().into_iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) && evictable(p)).collect();
-    let Some(group) = pods.iter().map(|p| group_of(p)).min() else { return true };
-    for pod in pods.iter().filter(|p| group_of(p) == group && p.metadata.deletion_timestamp.is_none()) {
-        let key = format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or("default"), pod.metadata.name.as_deref().unwrap_or_default());
+    let group_of = |p: &DomainPod| (p.is_critical() as u8) * 2 + p.is_daemonset_pod() as u8;
+    let pods: Vec<DomainPod> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && !p.terminal && !p.mirror).cloned().collect();
+    let Some(group) = pods.iter().map(group_of).min() else { return true };
+    for pod in pods.iter().filter(|p| group_of(p) == group && !p.terminating) {
         if forced {
             // terminationGracePeriod is over: budgets no longer hold the node back
-            let api: Api<Pod> = Api::namespaced(cluster.client().clone(), pod.metadata.namespace.as_deref().unwrap_or("default"));
-            let _ = cluster.handle().block_on(api.delete(pod.metadata.name.as_deref().unwrap_or_default(), &DeleteParams::default()));
-        } else if let Err(e) = crate::controller::Cluster::evict(cluster, &key) {
-            tracing::debug!(pod = %key, reason = %e.reason, "eviction refused, retrying");
+            let api: Api<Pod> = Api::namespaced(cluster.client().clone(), &pod.namespace);
+            let _ = cluster.handle().block_on(api.delete(&pod.name, &DeleteParams::default()));
+        } else if let Err(e) = cluster.evict(&pod.key()) {
+            tracing::debug!(pod = %pod.key(), reason = %e.reason, "eviction refused, retrying");
         }
     }
     false
-}
-
-/// Pods a drain must move: not terminal, not mirror (static) pods.
-fn evictable(pod: &Pod) -> bool {
-    let terminal = pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
-    let mirror = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
-    !terminal && !mirror
-}
-
-fn group_of(pod: &Pod) -> u8 {
-    let critical = pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref()).is_some_and(|c| c == "system-cluster-critical" || c == "system-node-critical");
-    let daemon = pod.metadata.owner_references.as_ref().is_some_and(|o| o.iter().any(|r| r.kind == "DaemonSet"));
-    (critical as u8) * 2 + daemon as u8
 }

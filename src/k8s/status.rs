@@ -12,12 +12,14 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::caches::karpenter_resource;
-use super::claims::{node_name_of, with_condition};
+use super::claims::{conditions_of, k8s_time, node_name_of, set_condition};
 use super::cluster::KubeCluster;
+use crate::api::{find_condition, NODECLAIM_CONSOLIDATABLE, NODECLAIM_DRIFTED, NODEPOOL_NODE_CLASS_READY, NODEPOOL_VALIDATION_SUCCEEDED, READY};
 use crate::controller::Cluster;
 use crate::disruption::candidates::Candidates;
 use crate::disruption::timing::Timestamp;
@@ -31,28 +33,28 @@ const SELF_REPORTED: &str = "nodeclaim reports Drifted";
 
 /// `provider_drift`: drift the cloud provider reports, by node name.
 pub fn report(cluster: &mut KubeCluster, now: Timestamp, unreadable: &[SnapshotError], provider_drift: &BTreeMap<String, String>) {
-    let stamp = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    claims(cluster, now, &stamp, provider_drift);
-    nodepools(cluster, &stamp, unreadable);
+    let at = k8s_time(now);
+    claims(cluster, now, &at, provider_drift);
+    nodepools(cluster, &at, unreadable);
 }
 
-fn claims(cluster: &mut KubeCluster, now: Timestamp, stamp: &str, provider_drift: &BTreeMap<String, String>) {
+fn claims(cluster: &mut KubeCluster, now: Timestamp, at: &Time, provider_drift: &BTreeMap<String, String>) {
     let candidates = Candidates::build(cluster.snapshot(), cluster.catalog(), now);
     let by_node: BTreeMap<&str, _> = candidates.nodes.iter().map(|c| (c.name.as_str(), c)).collect();
     let mut writes = Vec::new();
     for claim in cluster.caches().node_claims() {
         let Some(info) = node_name_of(&claim).and_then(|n| by_node.get(n)) else { continue };
         let mut next = (*claim).clone();
-        let consolidatable = if info.consolidatable { ("True", "Consolidatable") } else { ("False", "ConsolidateAfterNotElapsed") };
-        set(&mut next, "Consolidatable", consolidatable.0 == "True", consolidatable.1, "", stamp);
+        let consolidatable = if info.consolidatable { "Consolidatable" } else { "ConsolidateAfterNotElapsed" };
+        let mut changed = set_condition(&mut next, NODECLAIM_CONSOLIDATABLE, info.consolidatable, consolidatable, "", at);
         match info.drift.as_deref().filter(|d| *d != SELF_REPORTED).or(provider_drift.get(&info.name).map(String::as_str)) {
-            Some(why) => set(&mut next, "Drifted", true, DRIFT_REASON, why, stamp),
-            None if condition(&next, "Drifted").is_some_and(|c| c["reason"] == DRIFT_REASON && c["status"] == "True") => {
-                set(&mut next, "Drifted", false, "NotDrifted", "", stamp)
+            Some(why) => changed |= set_condition(&mut next, NODECLAIM_DRIFTED, true, DRIFT_REASON, why, at),
+            None if find_condition(&conditions_of(&next), NODECLAIM_DRIFTED).is_some_and(|c| c.reason == DRIFT_REASON && c.status == "True") => {
+                changed |= set_condition(&mut next, NODECLAIM_DRIFTED, false, "NotDrifted", "", at)
             }
             None => {}
         }
-        if next.data["status"]["conditions"] != claim.data["status"]["conditions"] {
+        if changed {
             writes.push((claim.metadata.name.clone().unwrap_or_default(), next.data["status"]["conditions"].clone()));
         }
     }
@@ -62,7 +64,7 @@ fn claims(cluster: &mut KubeCluster, now: Timestamp, stamp: &str, provider_drift
     }
 }
 
-fn nodepools(cluster: &mut KubeCluster, stamp: &str, unreadable: &[SnapshotError]) {
+fn nodepools(cluster: &mut KubeCluster, at: &Time, unreadable: &[SnapshotError]) {
     let classes: Vec<String> = cluster.caches().nodeclasses.state().iter().filter_map(|c| c.metadata.name.clone()).collect();
     let mut writes = Vec::new();
     for pool in cluster.caches().nodepools.state() {
@@ -74,13 +76,15 @@ fn nodepools(cluster: &mut KubeCluster, stamp: &str, unreadable: &[SnapshotError
         let class = pool.data["spec"]["template"]["spec"]["nodeClassRef"]["name"].as_str().unwrap_or_default();
         let class_ready = classes.iter().any(|c| c == class);
         let mut next = (*pool).clone();
-        set(&mut next, "ValidationSucceeded", invalid.is_none(), if invalid.is_none() { "ValidationSucceeded" } else { "ValidationFailed" }, invalid.as_deref().unwrap_or(""), stamp);
+        let mut changed = set_condition(&mut next, NODEPOOL_VALIDATION_SUCCEEDED, invalid.is_none(), if invalid.is_none() { "ValidationSucceeded" } else { "ValidationFailed" }, invalid.as_deref().unwrap_or(""), at);
         let class_message = if class_ready { String::new() } else { format!("EC2NodeClass {class:?} not found") };
-        set(&mut next, "NodeClassReady", class_ready, if class_ready { "NodeClassReady" } else { "NodeClassNotFound" }, &class_message, stamp);
+        changed |= set_condition(&mut next, NODEPOOL_NODE_CLASS_READY, class_ready, if class_ready { "NodeClassReady" } else { "NodeClassNotFound" }, &class_message, at);
         let ready = invalid.is_none() && class_ready;
-        set(&mut next, "Ready", ready, if ready { "Ready" } else { "NotReady" }, "", stamp);
-        next.data["status"]["resources"] = resources(cluster, &name);
-        if next.data["status"] != pool.data["status"] {
+        changed |= set_condition(&mut next, READY, ready, if ready { "Ready" } else { "NotReady" }, "", at);
+        let resources = resources(cluster, &name);
+        changed |= next.data["status"]["resources"] != resources;
+        next.data["status"]["resources"] = resources;
+        if changed {
             writes.push((name, next.data["status"].clone()));
         }
     }
@@ -100,21 +104,6 @@ fn resources(cluster: &KubeCluster, pool: &str) -> Value {
     let mut out: BTreeMap<String, String> = total.iter().map(|(k, q)| (k.to_string(), q.to_string())).collect();
     out.insert("nodes".into(), nodes.len().to_string());
     json!(out)
-}
-
-fn condition<'a>(o: &'a DynamicObject, kind: &str) -> Option<&'a Value> {
-    o.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == kind)
-}
-
-/// Sets a condition on the object's status, keeping its transition time unless the status flips;
-/// a changed message is written too.
-fn set(o: &mut DynamicObject, kind: &str, status: bool, reason: &str, message: &str, stamp: &str) {
-    let mut list = with_condition(o, kind, status, reason, stamp);
-    if let Some(c) = list.as_array_mut().and_then(|l| l.iter_mut().find(|c| c["type"] == kind)) {
-        c["reason"] = json!(reason);
-        c["message"] = json!(message);
-    }
-    o.data["status"]["conditions"] = list;
 }
 
 fn write_status(cluster: &mut KubeCluster, api: &Api<DynamicObject>, name: &str, patch: Value) {

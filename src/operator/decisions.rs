@@ -113,21 +113,19 @@ impl<P: CloudProvider> Decisions<P> {
     /// One pass over everything that may have changed.
     pub fn step(&mut self) {
         let now = self.now();
+        let at = self.timestamp(now);
         (self.tick)(&self.ctl.cloud.inner, now);
-        let (mut snapshot, errors) = crate::k8s::snapshot::build(self.cluster.caches());
-        self.keep_good_weights(&mut snapshot, &errors);
-        let unreadable = errors;
-        let stamp = self.timestamp(now).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        self.cluster.refresh(snapshot, stamp);
+        let (mut snapshot, unreadable) = crate::k8s::snapshot::build(self.cluster.caches());
+        self.keep_good_weights(&mut snapshot, &unreadable);
+        self.cluster.refresh(snapshot, at);
         if !self.adopted {
             self.adopt_existing();
         }
-        self.lifecycle(now);
+        self.lifecycle(now, at);
         if now >= self.next_drift_check {
             self.next_drift_check = now + DRIFT_CHECK_SECONDS;
             self.check_drift();
         }
-        let at = self.timestamp(now);
         crate::k8s::status::report(&mut self.cluster, at, &unreadable, &self.provider_drift);
         self.track_pods();
         self.fire_timers(now);
@@ -201,8 +199,7 @@ impl<P: CloudProvider> Decisions<P> {
         }
     }
 
-    fn lifecycle(&mut self, now: f64) {
-        let at = self.timestamp(now);
+    fn lifecycle(&mut self, now: f64, at: Timestamp) {
         let t = lifecycle::reconcile(&mut self.cluster, at, self.settings.timeouts);
         for (claim, node) in t.registered {
             tracing::info!(claim = %claim, node = %node, "nodeclaim registered");

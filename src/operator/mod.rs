@@ -95,22 +95,24 @@ pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
 fn build_decisions(settings: &OperatorSettings, client: Client, evictions: Client, caches: Caches, metrics: Arc<Metrics>) -> Decisions<SimCloud> {
     let reporter = Reporter { controller: "joiner".into(), instance: Some(settings.identity.clone()) };
     let recorder = Recorder::new(client.clone(), reporter);
-    let cluster = KubeCluster::new(client, evictions, Handle::current(), caches, settings.catalog.clone(), recorder);
+    let process = process_seed();
+    let cluster = KubeCluster::new(client, evictions, Handle::current(), caches, settings.catalog.clone(), recorder, process);
     let CloudChoice::Sim { seed } = settings.cloud;
     let cloud = SimCloud::new(settings.catalog.clone(), vec![], 0.0, seed);
-    cloud.number_from(instance_id_base());
+    cloud.number_from(process & 0xffff_ffff_ffff);
     let ctl = Controller::new(settings.controller.clone(), settings.catalog.clone(), Measured::new(cloud, metrics.clone()));
     Decisions::new(ctl, cluster, metrics, settings.decisions.clone(), settings.controller.origin, |cloud: &SimCloud, now| cloud.set_now(now))
 }
 
-/// The API client, and a second one without the client's automatic retries for evictions: kube
-/// retries a 429 for minutes, while a budget's 429 is an answer the drain loop retries itself.
-/// A random 48-bit start for simulated instance ids, from the clock and the process id.
-fn instance_id_base() -> u64 {
+/// A seed that differs between processes, from the clock and the process id: claim names and
+/// simulated instance ids must not repeat when a replica takes over or the controller restarts.
+fn process_seed() -> u64 {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    (nanos ^ u64::from(std::process::id()) << 20) & 0xffff_ffff_ffff
+    nanos ^ u64::from(std::process::id()) << 20
 }
 
+/// The API client, and a second one without the client's automatic retries for evictions: kube
+/// retries a 429 for minutes, while a budget's 429 is an answer the drain loop retries itself.
 async fn client(settings: &OperatorSettings) -> Result<(Client, Client), K8sError> {
     let config = match &settings.kubeconfig {
         Some(path) => {

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use serde_json::{json, Value};
+use serde_json::json;
 
 #[derive(Debug, Clone)]
 pub struct Deployment {
@@ -49,8 +49,7 @@ pub struct KubeSim {
 }
 
 pub fn nodeclaims(client: &Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodeClaim"), "nodeclaims");
-    Api::all_with(client.clone(), &ar)
+    Api::all_with(client.clone(), &joiner::k8s::caches::karpenter_resource("NodeClaim"))
 }
 
 impl KubeSim {
@@ -306,8 +305,4 @@ where
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-pub fn value_of(v: &Value, path: &[&str]) -> Value {
-    path.iter().fold(v.clone(), |v, k| v[*k].clone())
 }
