@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing joiner needs on a fresh Debian machine that has only the Rust
 # toolchain: cmake, a C++ compiler and libclang (HiGHS is built from source by highs-sys, bindgen needs
-# libclang), and a Python venv with PyYAML for the independent plan checker. Safe to run repeatedly.
+# libclang), and a Python venv (scripts/requirements.txt) with PyYAML for the independent plan checker
+# and moto, the EC2/SQS emulator the AWS provider is tested against. Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -14,7 +15,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import yaml' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import yaml, moto' 2>/dev/null; then
   python3 -m venv .venv
-  .venv/bin/pip install -q pyyaml
+  .venv/bin/pip install -q -r scripts/requirements.txt
 fi

@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export JOINER_PYTHON="${JOINER_PYTHON:-$PWD/.venv/bin/python}"
+export JOINER_MOTO="${JOINER_MOTO:-$PWD/.venv/bin/moto_server}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/joiner-target}"
 cargo test --release --all-targets "$@"

@@ -185,6 +185,14 @@ pub enum TaintEffect {
 }
 
 impl TaintEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<TaintEffect> {
         Some(match s {
             "NoSchedule" => TaintEffect::NoSchedule,
