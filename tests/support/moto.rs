@@ -1,0 +1,102 @@
+//! A real EC2/SSM/SQS emulator for the AWS provider's tests: `moto_server` (PyPI `moto[server]`,
+//! installed into `.venv` by scripts/setup.sh) started on a free loopback port, one per test, and
+//! killed on drop. `$JOINER_MOTO` names the executable (scripts/test.sh sets it); a missing one fails
+//! the test rather than skipping it. See ../shared/notes/moto-ec2.md for what moto does not emulate.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use joiner::cloud::aws::{AwsClients, AwsSettings};
+
+pub struct Moto {
+    child: Child,
+    pub endpoint: String,
+    pub port: u16,
+}
+
+fn executable() -> PathBuf {
+    if let Ok(p) = std::env::var("JOINER_MOTO") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/moto_server")
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    l.local_addr().expect("local address").port()
+}
+
+impl Moto {
+    /// Starts moto with instance-type validation on (so an unknown type fails like EC2's does) and
+    /// waits until it answers.
+    pub fn start() -> Moto {
+        let exe = executable();
+        for _ in 0..3 {
+            let port = free_port();
+            let child = Command::new(&exe)
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .env("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {} ({e}); run scripts/setup.sh or set JOINER_MOTO", exe.display()));
+            let mut moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}"), port };
+            if moto.wait_ready(Duration::from_secs(60)) {
+                return moto;
+            }
+            let _ = moto.child.kill();
+        }
+        panic!("moto_server did not start on three ports");
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// An SDK configuration for `endpoint` (moto, or a fault proxy in front of it) with static
+    /// test credentials and quick retries.
+    pub fn sdk_config(endpoint: &str, region: &str) -> SdkConfig {
+        let creds = aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "moto");
+        SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(region.to_string()))
+            .endpoint_url(endpoint)
+            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
+            .http_client(aws_smithy_http_client::Builder::new().build_http())
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4).with_initial_backoff(Duration::from_millis(20)))
+            .sleep_impl(aws_smithy_async::rt::sleep::default_async_sleep().expect("tokio sleep"))
+            .time_source(aws_smithy_async::time::SystemTimeSource::new())
+            .build()
+    }
+
+    pub fn settings(&self, region: &str, cluster: &str) -> AwsSettings {
+        let mut s = AwsSettings::new(region, cluster, "https://kube.test:6443");
+        s.endpoint_url = Some(self.endpoint.clone());
+        s
+    }
+
+    pub fn clients(&self, region: &str, cluster: &str) -> AwsClients {
+        AwsClients::from_config(&Moto::sdk_config(&self.endpoint, region), &self.settings(region, cluster))
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
