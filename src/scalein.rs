@@ -85,7 +85,7 @@ pub fn scale_in(nodes: usize, pods_after: usize, drop: f64, seed: u64, catalog: 
     let ds_req = &daemonset.pod.requests;
     let mut snapshot = ClusterSnapshot {
         nodepools: vec![nodepool()],
-        node_classes: vec![NodeClass { name: "default".into(), kubelet: Default::default() }],
+        node_classes: vec![NodeClass { name: "default".into(), kubelet: Default::default(), zones: None }],
         daemonsets: vec![daemonset.clone()],
         ..Default::default()
     };

@@ -4,11 +4,11 @@
 
 #[path = "support/apiserver/mod.rs"]
 mod apiserver;
+#[path = "support/joinerproc.rs"]
+mod joinerproc;
 #[path = "support/kubesim.rs"]
 mod kubesim;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use joiner::k8s::caches::karpenter_resource;
@@ -17,104 +17,12 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use apiserver::{ApiServer, RequestMatch};
+use joinerproc::{tempdir, Joiner, SYSTEM_NS};
 use kubesim::{census, eventually, nodeclaims, Census, Deployment, KubeSim};
 
 const NS: &str = "default";
-const SYSTEM_NS: &str = "joiner";
-
-/// A running `joiner controller`; killed on drop. Its log is kept for failure messages.
-struct Joiner {
-    child: Child,
-    metrics_port: u16,
-    log: PathBuf,
-}
-
-impl Joiner {
-    fn start(server: &ApiServer, dir: &tempdir::Dir, identity: &str, extra: &[&str]) -> Joiner {
-        let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).expect("kubeconfig written");
-        let (metrics_port, health_port) = (free_port(), free_port());
-        let log = dir.path().join(format!("{identity}.log"));
-        let file = std::fs::File::create(&log).expect("log file");
-        let mut args: Vec<String> = [
-            "controller", "--cluster-name", "e2e", "--namespace", SYSTEM_NS, "--identity", identity,
-            "--bind-address", "127.0.0.1", "--batch-idle-duration", "300ms", "--batch-max-duration", "2s",
-            "--solver-time-limit", "2s", "--disruption-time-limit", "3s", "--disruption-interval", "1s",
-            "--validation-delay", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(["--kubeconfig".into(), kubeconfig.display().to_string()]);
-        // E2E_LOG=debug,kube=info,... shows the controller's decisions in failure messages
-        args.extend(["--log-level".into(), std::env::var("E2E_LOG").unwrap_or_else(|_| "info,highs=error".into())]);
-        args.extend(["--metrics-port".into(), metrics_port.to_string(), "--health-probe-port".into(), health_port.to_string()]);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(env!("CARGO_BIN_EXE_joiner")).args(&args).stdout(Stdio::null()).stderr(file).spawn().expect("joiner starts");
-        Joiner { child, metrics_port, log }
-    }
-
-    async fn metrics(&self) -> String {
-        http_get(self.metrics_port, "/metrics").await.unwrap_or_default()
-    }
-
-    /// The value of one sample line of /metrics (0 when absent).
-    async fn metric(&self, name_and_labels: &str) -> f64 {
-        let text = self.metrics().await;
-        text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Joiner {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A scratch directory removed on drop (no extra crate for it).
-mod tempdir {
-    pub struct Dir(std::path::PathBuf);
-    impl Dir {
-        pub fn new(name: &str) -> Dir {
-            let p = std::env::temp_dir().join(format!("joiner-e2e-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).expect("scratch dir");
-            Dir(p)
-        }
-        pub fn path(&self) -> &std::path::Path {
-            &self.0
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
-}
-
-async fn http_get(port: u16, path: &str) -> std::io::Result<String> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await?;
-    Ok(out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
-}
 
 /// A NodePool over general-purpose on-demand amd64 types and its EC2NodeClass.
 async fn install_nodepool(client: &Client) {

@@ -89,29 +89,38 @@ impl fmt::Display for BuildReport {
 
 // ---- input formats: only the fields the builder uses; serde ignores the rest ----
 
-#[derive(Deserialize)]
-struct RawType {
-    name: String,
-    vcpu: u32,
-    memory_mib: u64,
-    arch: Vec<String>,
-    cpu_manufacturer: Option<String>,
+/// The hardware record of one type, as `instance-types.json` stores it; `cloud::aws::discovery` builds
+/// the same record from a DescribeInstanceTypes answer, so both sources go through [`build_type`].
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct RawType {
+    pub(crate) name: String,
+    pub(crate) vcpu: u32,
+    pub(crate) memory_mib: u64,
+    pub(crate) arch: Vec<String>,
+    pub(crate) cpu_manufacturer: Option<String>,
     /// Same shape as the catalog's: total count, memory per GPU.
-    gpu: Option<Gpu>,
-    neuron: Option<RawNeuron>,
+    pub(crate) gpu: Option<Gpu>,
+    pub(crate) neuron: Option<RawNeuron>,
     #[serde(default)]
-    local_nvme_gb: Option<u64>,
+    pub(crate) local_nvme_gb: Option<u64>,
     /// ENIs on the default network card; see [`build_type`] for why this one.
-    default_card_max_enis: Option<u32>,
-    ipv4_per_eni: Option<u32>,
-    hypervisor: Option<String>,
+    pub(crate) default_card_max_enis: Option<u32>,
+    pub(crate) ipv4_per_eni: Option<u32>,
+    pub(crate) hypervisor: Option<String>,
     #[serde(default)]
-    supported_usage_classes: Vec<String>,
+    pub(crate) supported_usage_classes: Vec<String>,
 }
 
-#[derive(Deserialize)]
-struct RawNeuron {
-    count: u32,
+impl RawType {
+    /// Whether EC2 sells the type by `class` (`on-demand`, `spot`, `capacity-block`).
+    pub(crate) fn sold_as(&self, class: &str) -> bool {
+        self.supported_usage_classes.iter().any(|c| c == class)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RawNeuron {
+    pub(crate) count: u32,
 }
 
 #[derive(Deserialize)]
@@ -180,14 +189,14 @@ fn checked_price(path: &Path, field: impl FnOnce() -> String, price: f64) -> Res
     Ok(round6(price))
 }
 
-fn round6(x: f64) -> f64 {
+pub(crate) fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
 /// The Kubernetes architecture of an EC2 `SupportedArchitectures` list. Mac types (`arm64_mac`,
 /// `x86_64_mac`) need dedicated hosts and macOS, and i386-only types cannot run a 64-bit kubelet, so
 /// both are unsupported.
-fn arch_of(archs: &[String]) -> Option<Arch> {
+pub(crate) fn arch_of(archs: &[String]) -> Option<Arch> {
     if archs.iter().any(|a| a == "x86_64") {
         Some(Arch::Amd64)
     } else if archs.iter().any(|a| a == "arm64") {
@@ -294,7 +303,7 @@ impl Pricing<'_> {
         report: &mut BuildReport,
     ) -> Result<Vec<Offering>, CatalogError> {
         let name = &raw.name;
-        let has = |class: &str| raw.supported_usage_classes.iter().any(|c| c == class);
+        let has = |class: &str| raw.sold_as(class);
         let advice = self.advice.get(name);
         if let Some(a) = advice {
             let at = |field: &str| format!("regions.{}.{name}.{field}", self.region);
@@ -359,7 +368,7 @@ impl Pricing<'_> {
 /// pod IPs only through the default card, and Karpenter's `ENILimitedPods` uses
 /// `NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces` for the same reason. The two differ
 /// only on multi-card types (p5, trn1/trn2, c6in.32xlarge, ...), where the total would overstate max pods.
-fn build_type(raw: &RawType, arch: Arch, offerings: Vec<Offering>) -> InstanceType {
+pub(crate) fn build_type(raw: &RawType, arch: Arch, offerings: Vec<Offering>) -> InstanceType {
     let mut capacity = Resources::new().with(EPHEMERAL_STORAGE, Quantity::from_units(ROOT_VOLUME_GIB << 30));
     if let Some(n) = raw.neuron.as_ref().filter(|n| n.count > 0) {
         capacity.set(NEURON_RESOURCE, Quantity::from_units(i64::from(n.count)));

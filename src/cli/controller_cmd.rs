@@ -11,6 +11,7 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 
 use joiner::catalog::Catalog;
+use joiner::cloud::aws::AwsSettings;
 use joiner::controller::Settings;
 use joiner::disruption::timing::{parse_go_duration, parse_timestamp};
 use joiner::disruption::DisruptionStrategy;
@@ -21,8 +22,10 @@ use joiner::optimizer::Strategy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Provider {
-    /// In-process simulated EC2 (until the AWS adapter lands).
+    /// In-process simulated EC2: launches succeed at once; nodes join when something registers them.
     Sim,
+    /// EC2 through the AWS APIs (credentials from the default chain: IRSA, Pod Identity, env).
+    Aws,
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +96,33 @@ pub struct ControllerArgs {
     cloud_provider: Provider,
     #[arg(long, default_value_t = 1)]
     sim_seed: u64,
+    /// The API server URL nodes join (written into user data); required with `--cloud-provider aws`.
+    #[arg(long, env = "CLUSTER_ENDPOINT")]
+    cluster_endpoint: Option<String>,
+    /// Base64 PEM of the cluster CA, written into user data.
+    #[arg(long, env = "CLUSTER_CA_BUNDLE")]
+    cluster_ca_bundle: Option<String>,
+    /// The cluster's Service CIDR (AL2023 nodes derive their DNS address from it).
+    #[arg(long, env = "CLUSTER_CIDR")]
+    cluster_cidr: Option<String>,
+    /// SQS queue of interruption events; none disables interruption handling.
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
+    interruption_queue: Option<String>,
+    /// No route to the Pricing API: prices come only from the catalog.
+    #[arg(long, env = "ISOLATED_VPC")]
+    isolated_vpc: bool,
+    /// One endpoint for every AWS API (an emulator or a proxy).
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    aws_endpoint_url: Option<String>,
+    /// Attempts per AWS call, retries included.
+    #[arg(long, env = "AWS_MAX_ATTEMPTS", default_value_t = 5)]
+    aws_max_attempts: u32,
+    /// Kubernetes minor version for AMI aliases (`1.33`); read from the API server when omitted.
+    #[arg(long, env = "KUBERNETES_VERSION")]
+    kubernetes_version: Option<String>,
+    /// How long an instance tagged for the cluster may run without a NodeClaim before it is terminated.
+    #[arg(long, default_value = "30s")]
+    instance_gc_grace: String,
 }
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
@@ -153,7 +183,7 @@ impl ControllerArgs {
             Some(i) => i.clone(),
             None => std::env::var("HOSTNAME").unwrap_or_else(|_| format!("joiner-{}", std::process::id())),
         };
-        let Provider::Sim = self.cloud_provider;
+        let cloud = self.cloud()?;
         Ok(OperatorSettings {
             kubeconfig: self.kubeconfig.clone(),
             cluster_name: self.cluster_name.clone(),
@@ -165,8 +195,27 @@ impl ControllerArgs {
             metrics_addr: SocketAddr::new(self.bind_address, self.metrics_port),
             health_addr: SocketAddr::new(self.bind_address, self.health_probe_port),
             catalog,
-            cloud: CloudChoice::Sim { seed: self.sim_seed },
+            cloud,
         })
+    }
+
+    fn cloud(&self) -> anyhow::Result<CloudChoice> {
+        if self.cloud_provider == Provider::Sim {
+            return Ok(CloudChoice::Sim { seed: self.sim_seed });
+        }
+        let Some(endpoint) = &self.cluster_endpoint else { bail!("--cluster-endpoint (CLUSTER_ENDPOINT) is required with --cloud-provider aws") };
+        if self.aws_max_attempts == 0 {
+            bail!("--aws-max-attempts must be at least 1");
+        }
+        let mut aws = AwsSettings::new(&self.region, &self.cluster_name, endpoint);
+        aws.cluster_ca_bundle = self.cluster_ca_bundle.clone();
+        aws.cluster_cidr = self.cluster_cidr.clone();
+        aws.interruption_queue = self.interruption_queue.clone();
+        aws.isolated_vpc = self.isolated_vpc;
+        aws.endpoint_url = self.aws_endpoint_url.clone();
+        aws.max_attempts = self.aws_max_attempts;
+        aws.gc_grace = duration("instance-gc-grace", &self.instance_gc_grace)?;
+        Ok(CloudChoice::Aws { aws: Box::new(aws), kubernetes_version: self.kubernetes_version.clone() })
     }
 }
 

@@ -1,4 +1,4 @@
-//! Subcommands: `solve`, `solve-dump`, `consolidate`, `controller`, `simulate`, `bench`, `bench-disruption`, `catalog build` and `crds`. Each reads its inputs, calls the
+//! Subcommands: `solve`, `solve-dump`, `consolidate`, `controller`, `simulate`, `bench`, `bench-disruption`, `catalog build`, `catalog live` and `crds`. Each reads its inputs, calls the
 //! pure decision core, and prints or writes the result; nothing here makes decisions.
 
 mod bench_cmd;

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{CapacityType, Catalog};
+use crate::domain::labels::{Labels, Taint};
+use crate::domain::{ClusterSnapshot, KubeletSettings};
 use crate::optimizer::{NewNode, OfferingRef};
 
 /// How long an offering that reported insufficient capacity stays out of the catalog (Karpenter's
@@ -43,14 +45,35 @@ pub struct LaunchRequest {
     pub claim: String,
     pub nodepool: String,
     pub offerings: Vec<OfferingRef>,
+    pub template: NodeTemplate,
+}
+
+/// What the NodePool says a node boots with: its node class, and the labels, taints and kubelet
+/// settings the node registers with.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeTemplate {
+    pub node_class: Option<String>,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    pub kubelet: Option<KubeletSettings>,
+}
+
+impl NodeTemplate {
+    /// The template of NodePool `pool` in `snapshot` (empty when the pool is gone).
+    pub fn of(snapshot: &ClusterSnapshot, pool: &str) -> NodeTemplate {
+        let Some(p) = snapshot.nodepools.iter().find(|p| p.name == pool) else { return NodeTemplate::default() };
+        let kubelet = snapshot.node_class(p.node_class.as_deref()).map(|n| n.kubelet.clone());
+        NodeTemplate { node_class: p.node_class.clone(), labels: p.labels.clone(), taints: p.taints.clone(), startup_taints: p.startup_taints.clone(), kubelet }
+    }
 }
 
 impl LaunchRequest {
     /// The request for a plan's new node: its offering, then its fallbacks, without those `unavailable` holds.
-    pub fn for_node(claim: &str, node: &NewNode, unavailable: &Unavailable, now: f64) -> LaunchRequest {
+    pub fn for_node(claim: &str, node: &NewNode, template: NodeTemplate, unavailable: &Unavailable, now: f64) -> LaunchRequest {
         let first = OfferingRef { instance_type: node.instance_type.clone(), zone: node.zone.clone(), capacity_type: node.capacity_type, price: node.price };
         let offerings = std::iter::once(first).chain(node.fallbacks.iter().cloned()).filter(|o| !unavailable.contains(&o.into(), now)).collect();
-        LaunchRequest { claim: claim.to_string(), nodepool: node.nodepool.clone(), offerings }
+        LaunchRequest { claim: claim.to_string(), nodepool: node.nodepool.clone(), offerings, template }
     }
 }
 

@@ -222,7 +222,7 @@ mod tests {
 
     fn request(types: &[&str]) -> LaunchRequest {
         let offerings = types.iter().map(|t| OfferingRef { instance_type: t.to_string(), zone: "z1".into(), capacity_type: CapacityType::Spot, price: 0.0 }).collect();
-        LaunchRequest { claim: "c1".into(), nodepool: "default".into(), offerings }
+        LaunchRequest { claim: "c1".into(), nodepool: "default".into(), offerings, template: Default::default() }
     }
 
     #[test]

@@ -159,6 +159,15 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     /// Takes over a node that was running before the controller started.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Replaces the catalog later solves use (the provider refreshed prices or offerings).
+    pub fn set_catalog(&mut self, catalog: Catalog) {
+        self.catalog = catalog;
+    }
+
     pub fn adopt(&mut self, node: &str, instance: &str) {
         self.instance_of.insert(node.to_string(), instance.to_string());
     }

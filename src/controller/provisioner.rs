@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{Cluster, Controller, ControllerError, Wake};
 use crate::catalog::CapacityType;
-use crate::cloud::{CloudError, CloudProvider, LaunchRequest, OfferingKey};
+use crate::cloud::{CloudError, CloudProvider, LaunchRequest, NodeTemplate, OfferingKey};
 use crate::disruption::edit::register;
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 use crate::domain::ClusterSnapshot;
@@ -87,7 +87,8 @@ impl<P: CloudProvider> Controller<P> {
         if !cluster.claim_created(&name, node) {
             return None;
         }
-        let request = LaunchRequest::for_node(&name, node, &self.unavailable, now);
+        let template = NodeTemplate::of(cluster.snapshot(), &node.nodepool);
+        let request = LaunchRequest::for_node(&name, node, template, &self.unavailable, now);
         let result = pollster::block_on(self.cloud.launch(&request));
         if result.is_err() {
             cluster.claim_failed(&name);
@@ -165,17 +166,31 @@ impl<P: CloudProvider> Controller<P> {
     /// A spot interruption warning: cordon, evict, keep the offering out of solves, and reclaim
     /// the instance after the notice (a node still booting goes at once).
     pub fn interruption_warning(&mut self, cluster: &mut impl Cluster, instance: &str, now: f64) {
+        self.reclaim(cluster, instance, true, now);
+    }
+
+    /// The instance is going away for another reason (scheduled maintenance, stopped or terminated
+    /// outside joiner): the same cordon, evict and reclaim, without holding the offering against it.
+    pub fn instance_retiring(&mut self, cluster: &mut impl Cluster, instance: &str, now: f64) {
+        self.reclaim(cluster, instance, false, now);
+    }
+
+    fn reclaim(&mut self, cluster: &mut impl Cluster, instance: &str, spot: bool, now: f64) {
         let Some(name) = self.node_of(instance).map(str::to_string) else { return };
         self.stats.interruptions += 1;
         if let Some((_, n)) = cluster.in_flight().into_iter().find(|(n, _)| *n == name) {
-            let key = OfferingKey { instance_type: n.instance_type.clone(), zone: n.zone.clone(), capacity_type: n.capacity_type };
-            self.unavailable.mark(key, now);
+            if spot {
+                let key = OfferingKey { instance_type: n.instance_type.clone(), zone: n.zone.clone(), capacity_type: n.capacity_type };
+                self.unavailable.mark(key, now);
+            }
             self.terminate(cluster, &name);
             return;
         }
         let Some(node) = cluster.snapshot().nodes.iter().find(|n| n.name == name) else { return };
         let get = |k: &str| node.labels.get(k).cloned().unwrap_or_default();
-        self.unavailable.mark(OfferingKey { instance_type: get(INSTANCE_TYPE), zone: get(ZONE), capacity_type: CapacityType::Spot }, now);
+        if spot {
+            self.unavailable.mark(OfferingKey { instance_type: get(INSTANCE_TYPE), zone: get(ZONE), capacity_type: CapacityType::Spot }, now);
+        }
         cluster.set_disrupted(&name, true);
         let pods: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(&name) && p.is_reschedulable()).map(|p| p.key()).collect();
         for p in pods {

@@ -156,6 +156,9 @@ pub struct KubeletSettings {
 pub struct NodeClass {
     pub name: String,
     pub kubelet: KubeletSettings,
+    /// Zones its subnets are in (`status.subnets`), when resolved: nodes can only launch there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zones: Option<Vec<String>>,
 }
 
 /// A DaemonSet, reduced to the pod its template would create on each matching node.

@@ -78,6 +78,10 @@ impl KubeCluster {
         &self.catalog
     }
 
+    pub fn set_catalog(&mut self, catalog: Catalog) {
+        self.catalog = catalog;
+    }
+
     pub fn client(&self) -> &Client {
         &self.client
     }

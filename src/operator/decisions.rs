@@ -34,7 +34,21 @@ pub struct LoopSettings {
     pub resync: Duration,
 }
 
+/// Something the cloud reported about an instance, handed from the async side to the decision thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEvent {
+    /// A spot interruption warning: the instance is reclaimed after the notice and its offering is
+    /// kept out of solves.
+    SpotInterruption(String),
+    /// The instance is going away for another reason (scheduled maintenance, stopping, terminated).
+    Retiring(String),
+}
+
+/// Events waiting for the next step; the producer also signals the thread to wake.
+pub type HostEvents = Arc<std::sync::Mutex<Vec<HostEvent>>>;
+
 pub struct Decisions<P: CloudProvider> {
+    host_events: Option<HostEvents>,
     pub ctl: Controller<Measured<P>>,
     pub cluster: KubeCluster,
     metrics: Arc<Metrics>,
@@ -54,7 +68,12 @@ pub struct Decisions<P: CloudProvider> {
     /// Drift the cloud provider reports, by node, refreshed every [`DRIFT_CHECK_SECONDS`].
     provider_drift: std::collections::BTreeMap<String, String>,
     next_drift_check: f64,
+    next_catalog_check: f64,
 }
+
+/// How often the provider's catalog is compared with the one solves use (the AWS provider
+/// refreshes its own every 12 hours).
+const CATALOG_CHECK_SECONDS: f64 = 60.0;
 
 /// How often instances are checked for provider-side drift (Karpenter checks every few minutes).
 const DRIFT_CHECK_SECONDS: f64 = 60.0;
@@ -63,6 +82,7 @@ impl<P: CloudProvider> Decisions<P> {
     pub fn new(ctl: Controller<Measured<P>>, cluster: KubeCluster, metrics: Arc<Metrics>, settings: LoopSettings, origin: Timestamp, tick: fn(&P, f64)) -> Self {
         let next_disruption = settings.disruption_interval.as_secs_f64();
         Decisions {
+            host_events: None,
             ctl,
             cluster,
             metrics,
@@ -80,6 +100,25 @@ impl<P: CloudProvider> Decisions<P> {
             adopted: false,
             provider_drift: Default::default(),
             next_drift_check: 0.0,
+            next_catalog_check: CATALOG_CHECK_SECONDS,
+        }
+    }
+
+    /// Takes cloud events (interruptions) from `events` at every step.
+    pub fn with_host_events(mut self, events: HostEvents) -> Self {
+        self.host_events = Some(events);
+        self
+    }
+
+    fn handle_host_events(&mut self, now: f64) {
+        let Some(queue) = &self.host_events else { return };
+        let events = std::mem::take(&mut *queue.lock().unwrap_or_else(|e| e.into_inner()));
+        for e in events {
+            tracing::info!(event = ?e, "cloud event");
+            match e {
+                HostEvent::SpotInterruption(id) => self.ctl.interruption_warning(&mut self.cluster, &id, now),
+                HostEvent::Retiring(id) => self.ctl.instance_retiring(&mut self.cluster, &id, now),
+            }
         }
     }
 
@@ -122,9 +161,14 @@ impl<P: CloudProvider> Decisions<P> {
             self.adopt_existing();
         }
         self.lifecycle(now, at);
+        self.handle_host_events(now);
         if now >= self.next_drift_check {
             self.next_drift_check = now + DRIFT_CHECK_SECONDS;
             self.check_drift();
+        }
+        if now >= self.next_catalog_check {
+            self.next_catalog_check = now + CATALOG_CHECK_SECONDS;
+            self.refresh_catalog();
         }
         crate::k8s::status::report(&mut self.cluster, at, &unreadable, &self.provider_drift);
         self.track_pods();
@@ -180,6 +224,20 @@ impl<P: CloudProvider> Decisions<P> {
             let Some(instance) = provider_id_of(&claim).and_then(instance_of_provider_id) else { continue };
             let name = node_name_of(&claim).map(str::to_string).or(claim.metadata.name.clone()).unwrap_or_default();
             self.ctl.adopt(&name, instance);
+        }
+    }
+
+    /// Takes up the provider's catalog when it changed (new prices, offerings).
+    fn refresh_catalog(&mut self) {
+        match pollster::block_on(self.ctl.cloud.catalog()) {
+            Ok(c) if &c != self.ctl.catalog() && !c.instance_types.is_empty() => {
+                tracing::info!(types = c.instance_types.len(), "catalog refreshed");
+                self.metrics.set_prices(&c);
+                self.cluster.set_catalog(c.clone());
+                self.ctl.set_catalog(c);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "catalog not refreshed"),
         }
     }
 

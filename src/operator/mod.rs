@@ -6,6 +6,7 @@
 //! only watches, serves HTTP and renews the Lease; decisions and their writes run on that thread.
 //! Losing the Lease or a shutdown signal stops the thread before the process exits.
 
+pub mod aws;
 pub mod decisions;
 pub mod http;
 pub mod measured;
@@ -20,13 +21,17 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::Client;
 use tokio::runtime::Handle;
 
+use std::sync::mpsc::Receiver;
+
+use crate::cloud::aws::AwsCloud;
 use crate::cloud::sim::SimCloud;
+use crate::cloud::CloudProvider;
 use crate::controller::Controller;
 use crate::k8s::caches::{Caches, Signal};
 use crate::k8s::cluster::KubeCluster;
 use crate::k8s::lease::LeaseLock;
 use crate::k8s::K8sError;
-use decisions::Decisions;
+use decisions::{Decisions, HostEvents};
 use http::Readiness;
 use measured::Measured;
 use metrics::Metrics;
@@ -74,8 +79,20 @@ pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
     }
     ready.set(true);
     tracing::info!("caches synced");
-    let decisions = build_decisions(&settings, client, evictions, caches, metrics.clone());
-    let thread = std::thread::Builder::new().name("decisions".into()).spawn(move || decisions.run(rx)).map_err(|_| OperatorError::DecisionsStopped)?;
+    let thread = match &settings.cloud {
+        CloudChoice::Sim { seed } => spawn_decisions(sim_decisions(&settings, *seed, client, evictions, caches, metrics.clone()), rx)?,
+        CloudChoice::Aws { aws, kubernetes_version } => {
+            let events = HostEvents::default();
+            let cloud = tokio::select! {
+                r = aws::start(aws, kubernetes_version.as_deref(), &settings.catalog, &client, &caches, events.clone(), tx.clone()) => r?,
+                _ = shutdown() => return Ok(()),
+            };
+            let cluster = kube_cluster(&settings, client, evictions, caches, process_seed());
+            let ctl = Controller::new(settings.controller.clone(), settings.catalog.clone(), Measured::new(cloud, metrics.clone()));
+            let decisions = Decisions::new(ctl, cluster, metrics.clone(), settings.decisions.clone(), settings.controller.origin, |_: &AwsCloud, _| {});
+            spawn_decisions(decisions.with_host_events(events), rx)?
+        }
+    };
     let outcome = tokio::select! {
         _ = shutdown() => Ok(()),
         r = renew(lock.as_ref(), settings.leader_election.as_ref()) => r,
@@ -92,12 +109,20 @@ pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
     outcome
 }
 
-fn build_decisions(settings: &OperatorSettings, client: Client, evictions: Client, caches: Caches, metrics: Arc<Metrics>) -> Decisions<SimCloud> {
+/// Runs the decision loop on its own OS thread.
+fn spawn_decisions<P: CloudProvider + Send + 'static>(decisions: Decisions<P>, rx: Receiver<Signal>) -> Result<std::thread::JoinHandle<()>, OperatorError> {
+    std::thread::Builder::new().name("decisions".into()).spawn(move || decisions.run(rx)).map_err(|_| OperatorError::DecisionsStopped)
+}
+
+fn kube_cluster(settings: &OperatorSettings, client: Client, evictions: Client, caches: Caches, process: u64) -> KubeCluster {
     let reporter = Reporter { controller: "joiner".into(), instance: Some(settings.identity.clone()) };
     let recorder = Recorder::new(client.clone(), reporter);
+    KubeCluster::new(client, evictions, Handle::current(), caches, settings.catalog.clone(), recorder, process)
+}
+
+fn sim_decisions(settings: &OperatorSettings, seed: u64, client: Client, evictions: Client, caches: Caches, metrics: Arc<Metrics>) -> Decisions<SimCloud> {
     let process = process_seed();
-    let cluster = KubeCluster::new(client, evictions, Handle::current(), caches, settings.catalog.clone(), recorder, process);
-    let CloudChoice::Sim { seed } = settings.cloud;
+    let cluster = kube_cluster(settings, client, evictions, caches, process);
     let cloud = SimCloud::new(settings.catalog.clone(), vec![], 0.0, seed);
     cloud.number_from(process & 0xffff_ffff_ffff);
     let ctl = Controller::new(settings.controller.clone(), settings.catalog.clone(), Measured::new(cloud, metrics.clone()));

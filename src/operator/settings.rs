@@ -17,12 +17,14 @@ pub struct LeaderElection {
     pub retry_period: Duration,
 }
 
-/// Where instances come from. Only the simulated provider exists until the AWS adapter lands: it
-/// launches instantly and never runs out of capacity; nodes join when a kubelet (or a test's node
-/// simulator) registers them with the claim's providerID.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Where instances come from.
+#[derive(Debug, Clone, PartialEq)]
 pub enum CloudChoice {
+    /// Simulated: launches instantly and never runs out of capacity; nodes join when a kubelet (or
+    /// a test's node simulator) registers them with the claim's providerID.
     Sim { seed: u64 },
+    /// EC2. `kubernetes_version` picks AMI alias parameters; None reads it from the API server.
+    Aws { aws: Box<crate::cloud::aws::AwsSettings>, kubernetes_version: Option<String> },
 }
 
 #[derive(Debug, Clone)]

@@ -301,14 +301,16 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
     pools.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
     let mut shapes = Vec::new();
     for (pi, np) in pools.iter().enumerate() {
-        let kubelet = snapshot.node_class(np.node_class.as_deref()).map(|c| &c.kubelet);
+        let class = snapshot.node_class(np.node_class.as_deref());
+        let kubelet = class.map(|c| &c.kubelet);
+        let zones = class.and_then(|c| c.zones.as_ref());
         for it in &catalog.instance_types {
             let base = pool_type_labels(it, np, &catalog.region);
             let allocatable = it.allocatable(kubelet);
             let offerings: Vec<ShapeOffering> = it
                 .offerings
                 .iter()
-                .filter(|o| o.available)
+                .filter(|o| o.available && zones.is_none_or(|z| z.contains(&o.zone)))
                 .filter_map(|o| {
                     let labels = offering_labels(&base, o);
                     if !np.requirements.iter().all(|r| r.matches(&labels)) {
@@ -586,5 +588,23 @@ mod tests {
         assert_eq!(remaining.names().collect::<Vec<_>>(), vec!["cpu"]);
         // another node the size of the first still fits: only cpu is limited
         assert!(within_limits(&snapshot.nodes[0].capacity, remaining));
+    }
+
+    #[test]
+    fn a_resolved_node_class_keeps_its_pools_in_the_zones_of_its_subnets() {
+        let mut it = crate::catalog::InstanceType::new("m5.large", 2, 8192, crate::catalog::Arch::Amd64);
+        for zone in ["z1", "z2", "z3"] {
+            it.offerings.push(crate::catalog::Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.1, available: true, price_estimated: false, interruption_band: None });
+        }
+        let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
+        let mut snapshot = ClusterSnapshot::default();
+        let mut pool = crate::domain::NodePool::unconstrained("default");
+        pool.node_class = Some("nc".into());
+        snapshot.nodepools.push(pool);
+        let zones = |s: &ClusterSnapshot| -> Vec<String> { build_shapes(s, &catalog, &[]).iter().flat_map(|sh| sh.offerings.iter().map(|o| o.zone.clone())).collect() };
+        snapshot.node_classes.push(crate::domain::NodeClass { name: "nc".into(), kubelet: Default::default(), zones: None });
+        assert_eq!(zones(&snapshot), ["z1", "z2", "z3"], "an unresolved class does not narrow zones");
+        snapshot.node_classes[0].zones = Some(vec!["z1".into(), "z3".into()]);
+        assert_eq!(zones(&snapshot), ["z1", "z3"]);
     }
 }

@@ -191,6 +191,18 @@ pub(crate) struct NodeClassObject {
     #[serde(default)]
     pub metadata: Meta,
     pub spec: Option<NodeClassSpec>,
+    pub status: Option<NodeClassStatus>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct NodeClassStatus {
+    #[serde(default)]
+    pub subnets: Vec<SubnetStatus>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct SubnetStatus {
+    pub zone: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -256,6 +268,11 @@ pub(crate) fn convert_node_claim(obj: NodeClaimObject) -> FieldResult<NodeClaim>
 
 pub(crate) fn convert_node_class(obj: NodeClassObject) -> FieldResult<NodeClass> {
     let name = obj.metadata.required_name()?;
+    // an unresolved class (no status yet, as in hand-written dumps) is not narrowed to any zone
+    let mut zones: Vec<String> = obj.status.map(|s| s.subnets.into_iter().map(|s| s.zone).collect()).unwrap_or_default();
+    zones.sort();
+    zones.dedup();
+    let zones = (!zones.is_empty()).then_some(zones);
     let k = obj.spec.and_then(|s| s.kubelet).unwrap_or_default();
     let mut eviction_hard = BTreeMap::new();
     for (signal, Text(value)) in k.eviction_hard.unwrap_or_default() {
@@ -274,7 +291,7 @@ pub(crate) fn convert_node_class(obj: NodeClassObject) -> FieldResult<NodeClass>
         system_reserved: quantity_map(k.system_reserved.as_ref(), "spec.kubelet.systemReserved")?,
         eviction_hard,
     };
-    Ok(NodeClass { name, kubelet })
+    Ok(NodeClass { name, kubelet, zones })
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
 use joiner::cloud::aws::{AwsClients, AwsSettings};
 
 pub struct Moto {
@@ -98,5 +99,55 @@ impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// What the test account holds: two tagged subnets (1a, 1b), one untagged (1a), a tagged security
+/// group, and an x86_64 and an arm64 image (from moto's built-in AMIs), the x86 one behind an SSM
+/// parameter as well.
+pub struct Account {
+    pub subnet_a: String,
+    pub subnet_b: String,
+    pub group: String,
+    pub ami_x86: String,
+    pub ami_arm: String,
+}
+
+fn tagged(kind: ResourceType, k: &str, v: &str) -> TagSpecification {
+    TagSpecification::builder().resource_type(kind).tags(Tag::builder().key(k).value(v).build()).build()
+}
+
+impl Account {
+    /// Creates the account's network and images; subnets and the group carry
+    /// `karpenter.sh/discovery: <discovery>`.
+    pub async fn create(c: &AwsClients, discovery: &str) -> Account {
+        let vpc = c.ec2.create_vpc().cidr_block("10.0.0.0/16").send().await.expect("vpc").vpc.and_then(|v| v.vpc_id).expect("vpc id");
+        let subnet = |cidr: &'static str, zone: &'static str, tag: bool| {
+            let mut call = c.ec2.create_subnet().vpc_id(&vpc).cidr_block(cidr).availability_zone(zone);
+            if tag {
+                call = call.tag_specifications(tagged(ResourceType::Subnet, "karpenter.sh/discovery", discovery));
+            }
+            async move { call.send().await.expect("subnet").subnet.and_then(|s| s.subnet_id).expect("subnet id") }
+        };
+        let subnet_a = subnet("10.0.1.0/24", "us-east-1a", true).await;
+        let subnet_b = subnet("10.0.2.0/24", "us-east-1b", true).await;
+        subnet("10.0.3.0/24", "us-east-1a", false).await;
+        let group = c
+            .ec2
+            .create_security_group()
+            .group_name("nodes")
+            .description("nodes")
+            .vpc_id(&vpc)
+            .tag_specifications(tagged(ResourceType::SecurityGroup, "karpenter.sh/discovery", discovery))
+            .send()
+            .await
+            .expect("security group")
+            .group_id
+            .expect("group id");
+        let images = c.ec2.describe_images().send().await.expect("images").images.unwrap_or_default();
+        let image = |arch: &str| images.iter().find(|i| i.architecture().map(|a| a.as_str()) == Some(arch) && i.image_id().is_some()).and_then(|i| i.image_id()).expect("moto has an image of the arch").to_string();
+        let (ami_x86, ami_arm) = (image("x86_64"), image("arm64"));
+        c.ssm.put_parameter().name("/joiner/test/ami").value(&ami_x86).r#type(aws_sdk_ssm::types::ParameterType::String).send().await.expect("ssm parameter");
+        Account { subnet_a, subnet_b, group, ami_x86, ami_arm }
     }
 }

@@ -17,9 +17,20 @@
 //! decision thread can block on the provider's futures without a runtime of its own.
 
 pub mod clients;
+pub mod discovery;
+pub mod gc;
+pub mod instances;
+pub mod interruption;
+pub mod launch;
+pub mod nodeclass;
+pub mod pricing;
 pub mod userdata;
 
+mod provider;
+
 pub use clients::{AwsClients, AwsSettings};
+pub use nodeclass::ResolvedNodeClass;
+pub use provider::AwsCloud;
 
 /// Tag every instance, launch template and fleet joiner creates carries: the cluster it belongs to
 /// (Karpenter's `kubernetes.io/cluster/<name>: owned`).
@@ -32,6 +43,8 @@ pub const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
 pub const NODECLAIM_TAG: &str = "karpenter.sh/nodeclaim";
 /// Tag naming the EC2NodeClass an instance was launched from.
 pub const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// Tag holding the capacity type joiner asked the fleet for (`spot`, `on-demand`).
+pub const CAPACITY_TYPE_TAG: &str = "karpenter.sh/capacity-type";
 /// Tag holding the cluster name (Karpenter's `eks:eks-cluster-name`).
 pub const CLUSTER_NAME_TAG: &str = "eks:eks-cluster-name";
 

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::AwsError;
-use crate::api::ec2nodeclass::{AmiFamily, KubeletConfiguration};
+use crate::api::{AmiFamily, KubeletConfiguration};
 use crate::domain::labels::Taint;
 
 /// Boundary of the MIME archives joiner writes.

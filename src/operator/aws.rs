@@ -1,0 +1,211 @@
+//! The AWS side of the host: builds the [`AwsCloud`] and runs its background work on the async
+//! runtime.
+//!
+//! - EC2NodeClasses are resolved once before the first decision, then every minute and soon after
+//!   one changes; their status (subnets, security groups, AMIs, conditions) is written back and the
+//!   provider launches with what they resolved to.
+//! - The garbage collector terminates instances tagged for the cluster that no NodeClaim owns,
+//!   10 seconds after start and every 2 minutes.
+//! - With an interruption queue, its events become [`HostEvent`]s for the decision thread (which
+//!   cordons, drains and reclaims), and each message is deleted once handed over.
+//! - Every 12 hours the catalog is discovered again from the EC2 APIs, with on-demand prices from the
+//!   Pricing API (or the bundled catalog's in an isolated VPC); the decision thread takes it up.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::Client;
+use tokio::runtime::Handle;
+
+use super::decisions::{HostEvent, HostEvents};
+use super::OperatorError;
+use crate::api::EC2NodeClass;
+use crate::catalog::Catalog;
+use crate::cloud::aws::{discovery, gc, interruption, nodeclass, pricing, AwsClients, AwsCloud, AwsSettings};
+use crate::k8s::caches::{karpenter_resource, Caches, Signal, Wakeup};
+use crate::k8s::claims::provider_id_of;
+
+/// How often EC2NodeClasses are resolved again without a change (Karpenter's is a minute too).
+const RESOLVE_EVERY: Duration = Duration::from_secs(60);
+
+/// Builds the provider, resolves the node classes once, and starts the background loops.
+pub async fn start(aws: &AwsSettings, version: Option<&str>, catalog: &Catalog, client: &Client, caches: &Caches, events: HostEvents, wake: Wakeup) -> Result<AwsCloud, OperatorError> {
+    let clients = AwsClients::load(aws).await.map_err(|e| OperatorError::Setting { name: "aws", message: e.to_string() })?;
+    let cloud = AwsCloud::new(clients, aws.clone(), catalog.clone(), Handle::current());
+    let version = match version {
+        Some(v) => v.to_string(),
+        None => kubernetes_version(client).await,
+    };
+    let resolver = Resolver { cloud: cloud.clone(), client: client.clone(), caches: caches.clone(), version: Arc::new(version) };
+    resolver.pass().await;
+    tokio::spawn(resolver.run());
+    tokio::spawn(collect_garbage(cloud.clone(), caches.clone()));
+    if let Some(queue) = &aws.interruption_queue {
+        tokio::spawn(interruptions(cloud.clone(), queue.clone(), events, wake));
+    }
+    if !aws.isolated_vpc {
+        tokio::spawn(refresh_catalog(cloud.clone(), catalog.clone()));
+    }
+    Ok(cloud)
+}
+
+const GC_FIRST: Duration = Duration::from_secs(10);
+const GC_EVERY: Duration = Duration::from_secs(120);
+const CATALOG_EVERY: Duration = Duration::from_secs(12 * 3600);
+
+async fn collect_garbage(cloud: AwsCloud, caches: Caches) {
+    tokio::time::sleep(GC_FIRST).await;
+    loop {
+        let owners = || {
+            let claims = caches.node_claims();
+            let pairs: Vec<(String, Option<String>)> = claims.iter().map(|c| (c.metadata.name.clone().unwrap_or_default(), provider_id_of(c).map(str::to_string))).collect();
+            gc::Owners::from_claims(pairs.iter().map(|(n, p)| (n.as_str(), p.as_deref())))
+        };
+        let s = cloud.settings();
+        match gc::collect(cloud.clients(), &s.cluster_name, chrono::Utc::now(), s.gc_grace, owners).await {
+            Ok(ids) if !ids.is_empty() => tracing::warn!(instances = ?ids, "terminated instances no nodeclaim owns"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
+        }
+        tokio::time::sleep(GC_EVERY).await;
+    }
+}
+
+async fn interruptions(cloud: AwsCloud, queue: String, events: HostEvents, wake: Wakeup) {
+    let url = loop {
+        match interruption::queue_url(cloud.clients(), &queue).await {
+            Ok(u) => break u,
+            Err(e) => tracing::error!(queue = %queue, error = %e, "interruption queue not found; retrying"),
+        }
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    };
+    loop {
+        let received = match interruption::receive(cloud.clients(), &url).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "interruption queue not read");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                continue;
+            }
+        };
+        for (receipt, parsed) in received {
+            match parsed {
+                Ok(ev) => hand_over(&ev, &events, &wake),
+                Err(ignored) => tracing::info!(reason = ignored.reason(), error = %ignored, "interruption message ignored"),
+            }
+            if let Err(e) = interruption::delete(cloud.clients(), &url, &receipt).await {
+                tracing::warn!(error = %e, "interruption message not deleted");
+            }
+        }
+    }
+}
+
+fn hand_over(ev: &interruption::InterruptionEvent, events: &HostEvents, wake: &Wakeup) {
+    tracing::info!(kind = ev.kind.as_str(), instances = ?ev.instance_ids, "interruption event");
+    let make: fn(String) -> HostEvent = match ev.action() {
+        interruption::InterruptionAction::CordonAndDrainMarkUnavailable => HostEvent::SpotInterruption,
+        interruption::InterruptionAction::CordonAndDrain => HostEvent::Retiring,
+        interruption::InterruptionAction::NoAction => return,
+    };
+    events.lock().unwrap_or_else(|e| e.into_inner()).extend(ev.instance_ids.iter().cloned().map(make));
+    let _ = wake.send(Signal::Changed);
+}
+
+/// Discovers the catalog at start and every 12 hours; the bundled one stays in force until then
+/// and whenever discovery fails.
+async fn refresh_catalog(cloud: AwsCloud, bundled: Catalog) {
+    loop {
+        let s = cloud.settings();
+        let prices = match pricing::on_demand_prices(&cloud.clients().pricing, &s.region).await {
+            Ok((p, _)) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "on-demand prices not read; using the bundled catalog's");
+                discovery::on_demand_prices_of(&bundled)
+            }
+        };
+        match discovery::discover(cloud.clients(), &s.region, &prices).await {
+            Ok((catalog, report)) => {
+                tracing::info!(types = catalog.instance_types.len(), report = ?report, "catalog discovered");
+                cloud.set_catalog(catalog);
+            }
+            Err(e) => tracing::warn!(error = %e, "catalog not discovered; keeping the current one"),
+        }
+        tokio::time::sleep(CATALOG_EVERY).await;
+    }
+}
+
+/// `major.minor` of the API server (`1.33`), or `1.33` when it cannot be read: only AMI aliases use it.
+async fn kubernetes_version(client: &Client) -> String {
+    match client.apiserver_version().await {
+        Ok(info) => format!("{}.{}", info.major, info.minor.trim_end_matches('+')),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the kubernetes version; AMI aliases resolve for 1.33");
+            "1.33".to_string()
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Resolver {
+    cloud: AwsCloud,
+    client: Client,
+    caches: Caches,
+    version: Arc<String>,
+}
+
+impl Resolver {
+    async fn run(self) {
+        let mut seen = self.fingerprint();
+        let mut next = tokio::time::Instant::now() + RESOLVE_EVERY;
+        loop {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let now = self.fingerprint();
+            if now != seen || tokio::time::Instant::now() >= next {
+                seen = now;
+                next = tokio::time::Instant::now() + RESOLVE_EVERY;
+                self.pass().await;
+            }
+        }
+    }
+
+    /// Names and generations of the cached EC2NodeClasses: a spec change moves the generation.
+    fn fingerprint(&self) -> BTreeSet<(String, i64)> {
+        self.caches.nodeclasses.state().iter().map(|o| (o.metadata.name.clone().unwrap_or_default(), o.metadata.generation.unwrap_or(0))).collect()
+    }
+
+    /// Resolves every cached EC2NodeClass, writes changed statuses and updates the provider.
+    async fn pass(&self) {
+        let objects = self.caches.nodeclasses.state();
+        let mut live = BTreeSet::new();
+        for obj in objects {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            live.insert(name.clone());
+            let nc: EC2NodeClass = match serde_json::to_value(obj.as_ref()).and_then(serde_json::from_value) {
+                Ok(nc) => nc,
+                Err(e) => {
+                    tracing::warn!(ec2nodeclass = %name, error = %e, "unreadable ec2nodeclass");
+                    self.cloud.set_node_class(&name, None);
+                    continue;
+                }
+            };
+            let r = nodeclass::resolve(self.cloud.clients(), &nc, &self.version).await;
+            if nc.status.as_ref() != Some(&r.status) {
+                self.write_status(&name, &r.status).await;
+            }
+            self.cloud.set_node_class(&name, r.resolved);
+        }
+        for gone in self.cloud.node_class_names().into_iter().filter(|n| !live.contains(n)) {
+            self.cloud.set_node_class(&gone, None);
+        }
+    }
+
+    async fn write_status(&self, name: &str, status: &crate::api::EC2NodeClassStatus) {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &karpenter_resource("EC2NodeClass"));
+        let patch = serde_json::json!({"status": status});
+        if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            tracing::warn!(ec2nodeclass = %name, error = %e, "status not written");
+        }
+    }
+}
