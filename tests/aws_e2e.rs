@@ -6,6 +6,8 @@
 
 #[path = "support/apiserver/mod.rs"]
 mod apiserver;
+#[path = "support/faultproxy.rs"]
+mod faultproxy;
 #[path = "support/joinerproc.rs"]
 mod joinerproc;
 #[path = "support/kubesim.rs"]
@@ -130,5 +132,92 @@ async fn pending_pods_become_ec2_instances_and_scale_down_terminates_them() {
         .filter(|i| matches!(i.state().and_then(|s| s.name()), Some(InstanceStateName::Pending | InstanceStateName::Running)))
         .count();
     assert_eq!(running, 0, "every instance is terminated after scale-down\n{}", joiner.log());
+    sim.stop().await;
+}
+
+/// A spot interruption warning for `instance`, as EventBridge delivers it to the queue.
+fn spot_warning(instance: &str) -> String {
+    json!({
+        "version": "0", "id": format!("e2e-{instance}"), "detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
+        "account": "123456789012", "time": "2026-11-30T10:15:00Z", "region": REGION, "resources": [format!("arn:aws:ec2:{REGION}:123456789012:instance/{instance}")],
+        "detail": {"instance-id": instance, "instance-action": "terminate"},
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_shortages_fall_back_leaks_are_collected_and_interrupted_nodes_are_drained() {
+    let moto = Moto::start();
+    let ec2 = moto.clients(REGION, "e2e");
+    Account::create(&ec2, "e2e").await;
+    // no c5 capacity anywhere: the plan's c5 offerings come back as InsufficientInstanceCapacity
+    let proxy = faultproxy::FaultProxy::start(&moto.endpoint).await;
+    let catalog = joiner::catalog::Catalog::bundled(REGION).expect("catalog");
+    proxy.faults().ice_types.extend(catalog.instance_types.iter().filter(|t| t.name.starts_with("c5.")).map(|t| t.name.clone()));
+    // an instance tagged for the cluster that no NodeClaim will ever own
+    let images = ec2.ec2.describe_images().send().await.expect("images");
+    let image = images.images()[0].image_id().expect("image").to_string();
+    let leak = ec2
+        .ec2
+        .run_instances()
+        .image_id(image)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(aws_sdk_ec2::types::TagSpecification::builder().resource_type(aws_sdk_ec2::types::ResourceType::Instance).tags(aws_sdk_ec2::types::Tag::builder().key("kubernetes.io/cluster/e2e").value("owned").build()).build())
+        .send()
+        .await
+        .expect("leaked instance")
+        .instances()[0]
+        .instance_id()
+        .expect("id")
+        .to_string();
+    let queue = ec2.sqs.create_queue().queue_name("joiner-e2e").send().await.expect("queue").queue_url.expect("queue url");
+
+    let server = ApiServer::start().await;
+    let client = server.client();
+    install(&client).await;
+    let dir = tempdir::Dir::new("aws-faults");
+    let args = [
+        "--disable-leader-election", "--cloud-provider", "aws", "--cluster-endpoint", "https://e2e.example:443", "--aws-endpoint-url", &proxy.endpoint,
+        "--kubernetes-version", "1.33", "--interruption-queue", "joiner-e2e", "--instance-gc-grace", "0s",
+    ];
+    let creds = [("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_EC2_METADATA_DISABLED", "true")];
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &creds);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
+    sim.deploy(Deployment { namespace: NS.into(), name: "web".into(), replicas: 6, cpu: "700m".into(), memory: "1Gi".into() });
+    let settled = eventually(Duration::from_secs(90), || async { census(&client, NS).await.expect("census") }, |c| c.pods_running == 6 && c.pods_pending == 0 && c.claims == c.nodes && c.claims > 0).await;
+    settled.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let claims = nodeclaims(&client).list(&ListParams::default()).await.expect("claims").items;
+    let types: Vec<String> = claims.iter().filter_map(|c| c.metadata.labels.as_ref()?.get("node.kubernetes.io/instance-type").cloned()).collect();
+    assert!(types.iter().all(|t| t.starts_with("m5.")), "no c5 capacity, so every node is m5: {types:?}");
+    let ice = proxy.faults().ice_answered;
+    assert!(ice > 0, "the plan asked for c5 at least once and got InsufficientInstanceCapacity");
+
+    let state = |id: String| {
+        let ec2 = ec2.ec2.clone();
+        async move { ec2.describe_instances().instance_ids(id).send().await.ok().and_then(|o| o.reservations().first()?.instances().first()?.state()?.name().cloned()) }
+    };
+    let collected = eventually(Duration::from_secs(60), || state(leak.clone()), |s| matches!(s, Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated))).await;
+    collected.unwrap_or_else(|s| panic!("leaked instance still {s:?}\n{}", joiner.log()));
+
+    let victim = &claims[0];
+    let node = victim.data["status"]["nodeName"].as_str().expect("node name").to_string();
+    let instance = victim.data["status"]["providerID"].as_str().and_then(|p| p.rsplit('/').next()).expect("instance").to_string();
+    ec2.sqs.send_message().queue_url(&queue).message_body(spot_warning(&instance)).send().await.expect("message sent");
+    let drained = eventually(
+        Duration::from_secs(60),
+        || async {
+            let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS).list(&ListParams::default()).await.expect("pods").items;
+            let on_victim = pods.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str())).count();
+            (on_victim, census(&client, NS).await.expect("census"))
+        },
+        |(on_victim, c)| *on_victim == 0 && c.pods_running == 6 && c.pods_pending == 0,
+    )
+    .await;
+    drained.unwrap_or_else(|d| panic!("interrupted node not drained: {d:?}\n{}", joiner.log()));
+    let depth = joiner::cloud::aws::interruption::approximate_depth(&ec2, &queue).await.expect("queue depth");
+    assert_eq!(depth, 0, "the message was deleted once handled");
+    assert!(joiner.log().contains("interruption event"), "{}", joiner.log());
     sim.stop().await;
 }

@@ -54,7 +54,7 @@ async fn provider(moto: &Moto, endpoint: &str) -> (AwsCloud, Account) {
     let clients = AwsClients::from_config(&Moto::sdk_config(endpoint, REGION), &settings);
     let acct = Account::create(&moto.clients(REGION, CLUSTER), CLUSTER).await;
     let nc = node_class("default", CLUSTER, serde_json::json!([{"ssmParameter": "/joiner/test/ami"}, {"id": acct.ami_arm}]));
-    let resolution = nodeclass::resolve(&clients, &nc, "1.33").await;
+    let resolution = nodeclass::resolve(&clients, &settings, &nc, "1.33").await;
     let cloud = AwsCloud::new(clients, settings, Catalog::bundled(REGION).expect("bundled catalog"), tokio::runtime::Handle::current());
     cloud.set_node_class("default", resolution.resolved);
     (cloud, acct)
@@ -70,7 +70,7 @@ async fn a_nodeclass_resolves_its_selectors_and_reports_what_is_missing() {
     let c = moto.clients(REGION, CLUSTER);
     let acct = Account::create(&c, CLUSTER).await;
     let nc = node_class("default", CLUSTER, serde_json::json!([{"ssmParameter": "/joiner/test/ami"}, {"id": acct.ami_arm}]));
-    let r = nodeclass::resolve(&c, &nc, "1.33").await;
+    let r = nodeclass::resolve(&c, &moto.settings(REGION, CLUSTER), &nc, "1.33").await;
     let resolved = r.resolved.expect("resolves");
     let subnets: Vec<(&str, &str)> = resolved.subnets.iter().map(|s| (s.id.as_str(), s.zone.as_str())).collect();
     assert_eq!(subnets.len(), 2, "the untagged subnet is not selected: {subnets:?}");
@@ -83,7 +83,7 @@ async fn a_nodeclass_resolves_its_selectors_and_reports_what_is_missing() {
     assert_eq!(r.status.amis.len(), 2);
 
     let lost = node_class("lost", "nobody", serde_json::json!([{"ssmParameter": "/joiner/test/missing"}]));
-    let r = nodeclass::resolve(&c, &lost, "1.33").await;
+    let r = nodeclass::resolve(&c, &moto.settings(REGION, CLUSTER), &lost, "1.33").await;
     assert!(r.resolved.is_none());
     let cond = |t: &str| find_condition(&r.status.conditions, t).map(|c| (c.status.clone(), c.message.clone())).expect("condition");
     assert_eq!(cond("SubnetsReady").0, "False");
@@ -198,4 +198,38 @@ async fn an_instance_whose_ami_is_no_longer_selected_has_drifted() {
     cloud.set_node_class("default", Some(nc));
     let drift = cloud.drifted(&launched.instance.id).await.expect("drift check");
     assert!(drift.as_deref().is_some_and(|d| d.starts_with("AMIDrift")), "{drift:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodeclass_with_a_role_gets_an_instance_profile_holding_it() {
+    let moto = Moto::start();
+    let c = moto.clients(REGION, CLUSTER);
+    let acct = Account::create(&c, CLUSTER).await;
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+    for role in ["KarpenterNodeRole-prod", "NodeRole-v2"] {
+        c.iam.create_role().role_name(role).assume_role_policy_document(trust).send().await.expect("role");
+    }
+    let with_role = |role: &str| {
+        let mut nc = node_class("default", CLUSTER, serde_json::json!([{"id": acct.ami_x86}]));
+        nc.spec.instance_profile = None;
+        nc.spec.role = Some(role.to_string());
+        nc
+    };
+    let settings = moto.settings(REGION, CLUSTER);
+    let profile_roles = |name: String| {
+        let iam = c.iam.clone();
+        async move {
+            let out = iam.get_instance_profile().instance_profile_name(name).send().await.expect("profile exists");
+            out.instance_profile().map(|p| p.roles().iter().map(|r| r.role_name().to_string()).collect::<Vec<_>>()).unwrap_or_default()
+        }
+    };
+    let r = nodeclass::resolve(&c, &settings, &with_role("arn:aws:iam::123456789012:role/KarpenterNodeRole-prod"), "1.33").await;
+    let profile = r.status.instance_profile.clone().expect("profile in status");
+    assert_eq!(profile, joiner::cloud::aws::profile::profile_name(REGION, CLUSTER, "default"));
+    assert_eq!(find_condition(&r.status.conditions, "InstanceProfileReady").map(|c| c.status.as_str()), Some("True"));
+    assert_eq!(profile_roles(profile.clone()).await, ["KarpenterNodeRole-prod"]);
+    let again = nodeclass::resolve(&c, &settings, &with_role("KarpenterNodeRole-prod"), "1.33").await;
+    assert_eq!(again.status.instance_profile.as_deref(), Some(profile.as_str()), "resolving again finds the same profile");
+    nodeclass::resolve(&c, &settings, &with_role("NodeRole-v2"), "1.33").await.resolved.expect("resolves with the new role");
+    assert_eq!(profile_roles(profile).await, ["NodeRole-v2"], "a changed role replaces the old one");
 }

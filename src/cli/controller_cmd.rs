@@ -127,7 +127,7 @@ pub struct ControllerArgs {
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
     let d = parse_go_duration(text).with_context(|| format!("--{name}"))?;
-    if d.is_zero() && name != "validation-delay" {
+    if d.is_zero() && !["validation-delay", "instance-gc-grace"].contains(&name) {
         bail!("--{name}: must be positive");
     }
     Ok(d)

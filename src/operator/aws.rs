@@ -190,7 +190,7 @@ impl Resolver {
                     continue;
                 }
             };
-            let r = nodeclass::resolve(self.cloud.clients(), &nc, &self.version).await;
+            let r = nodeclass::resolve(self.cloud.clients(), self.cloud.settings(), &nc, &self.version).await;
             if nc.status.as_ref() != Some(&r.status) {
                 self.write_status(&name, &r.status).await;
             }

@@ -31,6 +31,8 @@ pub struct Faults {
     pub fail: BTreeMap<String, u32>,
     pub calls: BTreeMap<String, u32>,
     pub fleets: Vec<Vec<(String, String)>>,
+    /// Overrides answered with InsufficientInstanceCapacity so far.
+    pub ice_answered: u32,
 }
 
 #[derive(Clone)]
@@ -99,6 +101,7 @@ async fn handle(State(p): State<Proxy>, method: axum::http::Method, uri: axum::h
         if action == "CreateFleet" {
             f.fleets.push(params.clone());
             let (kept, gone) = drop_overrides(&params, &f.ice_types);
+            f.ice_answered += gone.len() as u32;
             removed = gone;
             forward = Bytes::from(form_urlencoded::Serializer::new(String::new()).extend_pairs(kept.iter()).finish());
         }

@@ -72,6 +72,8 @@ pub struct AwsClients {
     pub ssm: aws_sdk_ssm::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub pricing: aws_sdk_pricing::Client,
+    /// Instance profiles for EC2NodeClasses that name a role.
+    pub iam: aws_sdk_iam::Client,
 }
 
 impl AwsClients {
@@ -101,6 +103,7 @@ impl AwsClients {
             ssm: aws_sdk_ssm::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
             pricing: aws_sdk_pricing::Client::from_conf(pricing),
+            iam: aws_sdk_iam::Client::new(config),
         }
     }
 }

@@ -6,7 +6,8 @@
 //! DescribeInstanceTypeOfferings, DescribeSpotPriceHistory and the Pricing API into the same
 //! [`Catalog`](crate::catalog::Catalog) the bundled files produce. `nodeclass` resolves each
 //! EC2NodeClass's selectors (subnets, security groups, AMIs) into a [`ResolvedNodeClass`] and the
-//! status conditions the operator writes back. A launch goes through `launch`: a launch template keyed
+//! status conditions the operator writes back; `profile` keeps the instance profile of a class that
+//! names a role. A launch goes through `launch`: a launch template keyed
 //! by the hash of its resolved options (user data from `userdata`), then CreateFleet `instant` with
 //! the plan's offering first and its fallbacks as overrides; insufficient-capacity errors come back as
 //! offerings to mark unavailable. `instances` lists, describes and terminates instances by the
@@ -24,6 +25,7 @@ pub mod interruption;
 pub mod launch;
 pub mod nodeclass;
 pub mod pricing;
+pub mod profile;
 pub mod userdata;
 
 mod provider;

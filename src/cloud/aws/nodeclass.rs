@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use aws_sdk_ec2::types::{Filter, Image};
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
-use super::{AwsClients, AwsError};
+use super::{AwsClients, AwsError, AwsSettings};
 use crate::api::{
     Ami, AmiFamily, AmiSelectorTerm, EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroup, Subnet, EC2NODECLASS_AMIS_READY,
     EC2NODECLASS_INSTANCE_PROFILE_READY, EC2NODECLASS_SECURITY_GROUPS_READY, EC2NODECLASS_SUBNETS_READY,
@@ -107,17 +107,19 @@ pub fn alias_parameter(alias: &str, arch: Arch, k8s_version: &str) -> Result<Str
     }
 }
 
-/// Resolves `nc` against EC2 and SSM. `k8s_version` (`1.33`) picks the alias parameters.
-pub async fn resolve(clients: &AwsClients, nc: &EC2NodeClass, k8s_version: &str) -> Resolution {
+/// Resolves `nc` against EC2, SSM and (for a role) IAM. `k8s_version` (`1.33`) picks the alias
+/// parameters.
+pub async fn resolve(clients: &AwsClients, settings: &AwsSettings, nc: &EC2NodeClass, k8s_version: &str) -> Resolution {
     let name = nc.metadata.name.clone().unwrap_or_default();
     let mut status = EC2NodeClassStatus { conditions: nc.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default(), ..Default::default() };
     let subnets = subnets(clients, &nc.spec).await;
     let groups = security_groups(clients, &nc.spec).await;
     let amis = amis(clients, nc, k8s_version).await;
-    let profile = nc.spec.instance_profile.clone().ok_or_else(|| {
-        // creating an instance profile for a role needs IAM, which joiner does not call (docs/aws.md)
-        "spec.role: joiner cannot create instance profiles; set spec.instanceProfile".to_string()
-    });
+    let profile = match (&nc.spec.instance_profile, &nc.spec.role) {
+        (Some(p), _) => Ok(p.clone()),
+        (None, Some(role)) => super::profile::ensure(clients, &settings.region, &settings.cluster_name, &name, role).await.map_err(|e| e.to_string()),
+        (None, None) => Err("set spec.role or spec.instanceProfile".to_string()),
+    };
     set(&mut status, EC2NODECLASS_SUBNETS_READY, found(&subnets, "SubnetsNotFound", "no subnet matched subnetSelectorTerms"));
     set(&mut status, EC2NODECLASS_SECURITY_GROUPS_READY, found(&groups, "SecurityGroupsNotFound", "no security group matched securityGroupSelectorTerms"));
     set(&mut status, EC2NODECLASS_AMIS_READY, found(&amis, "AMINotFound", "no AMI matched amiSelectorTerms"));
