@@ -54,12 +54,14 @@ impl AwsSettings {
 }
 
 /// The region whose Pricing API endpoint serves `region`'s prices: the Pricing API runs only in
-/// us-east-1, ap-south-1 (Asia Pacific) and cn-northwest-1 (China), as Karpenter maps it.
+/// us-east-1, eu-central-1, ap-south-1 and cn-northwest-1, and Karpenter asks the nearest.
 pub fn pricing_region(region: &str) -> &'static str {
     if region.starts_with("cn-") {
         "cn-northwest-1"
     } else if region.starts_with("ap-") {
         "ap-south-1"
+    } else if region.starts_with("eu-") {
+        "eu-central-1"
     } else {
         "us-east-1"
     }
@@ -126,7 +128,8 @@ mod tests {
     #[test]
     fn prices_are_asked_of_the_pricing_region_that_serves_the_region() {
         assert_eq!(pricing_region("us-west-2"), "us-east-1");
-        assert_eq!(pricing_region("eu-west-1"), "us-east-1");
+        assert_eq!(pricing_region("eu-west-1"), "eu-central-1");
+        assert_eq!(pricing_region("sa-east-1"), "us-east-1");
         assert_eq!(pricing_region("ap-northeast-1"), "ap-south-1");
         assert_eq!(pricing_region("cn-north-1"), "cn-northwest-1");
     }

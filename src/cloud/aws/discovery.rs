@@ -4,7 +4,7 @@
 //! Data flow: four fetchers read every page of DescribeInstanceTypes (hardware),
 //! DescribeInstanceTypeOfferings with location type `availability-zone-id` (where each type is
 //! offered), DescribeAvailabilityZones (zone ID -> zone name for this account) and
-//! DescribeSpotPriceHistory (`Linux/UNIX`, the latest price per type and zone name). On-demand prices
+//! DescribeSpotPriceHistory (`Linux/UNIX` and `Linux/UNIX (Amazon VPC)`, the latest price per type and zone name). On-demand prices
 //! come from the caller: the Pricing API ([`super::pricing`]) or, with no route to it, the bundled
 //! catalog. [`catalog_from_api`] is the pure join: it converts each offered type's record into the
 //! offline builder's hardware record and goes through the same conversion (`catalog::build`:
@@ -26,8 +26,9 @@ use super::{AwsClients, AwsError};
 use crate::catalog::build::{arch_of, build_type, round6, RawNeuron, RawType};
 use crate::catalog::{CapacityType, Catalog, Gpu, Offering};
 
-/// Spot prices of this product description: Linux on any VPC-era account.
-pub const SPOT_PRODUCT_DESCRIPTION: &str = "Linux/UNIX";
+/// Spot prices of these product descriptions (Linux, as Karpenter asks for it: EC2 reports VPC
+/// prices under either name depending on the account's age).
+pub const SPOT_PRODUCT_DESCRIPTIONS: [&str; 2] = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"];
 
 /// Spot prices by (instance type, zone name), $/h.
 pub type SpotPrices = BTreeMap<(String, String), f64>;
@@ -347,7 +348,7 @@ pub async fn describe_zones(ec2: &aws_sdk_ec2::Client) -> Result<Vec<Availabilit
 /// number of unusable records.
 pub async fn spot_prices(ec2: &aws_sdk_ec2::Client) -> Result<(SpotPrices, usize), AwsError> {
     let now = DateTime::from(std::time::SystemTime::now());
-    let request = ec2.describe_spot_price_history().product_descriptions(SPOT_PRODUCT_DESCRIPTION).start_time(now);
+    let request = ec2.describe_spot_price_history().set_product_descriptions(Some(SPOT_PRODUCT_DESCRIPTIONS.map(String::from).to_vec())).start_time(now);
     let pages = request.max_results(1000).into_paginator().items().send();
     let history = pages.try_collect().await.map_err(|e| AwsError::from_sdk("ec2:DescribeSpotPriceHistory", e))?;
     Ok(latest_spot_prices(&history))
@@ -393,7 +394,7 @@ fn provenance(region: &str, report: &DiscoveryReport) -> serde_json::Value {
         "sources": {
             "instance_types": "EC2 DescribeInstanceTypes",
             "offerings": "EC2 DescribeInstanceTypeOfferings (availability-zone-id), named with DescribeAvailabilityZones",
-            "spot": format!("EC2 DescribeSpotPriceHistory ({SPOT_PRODUCT_DESCRIPTION}), latest price per type and zone"),
+            "spot": format!("EC2 DescribeSpotPriceHistory ({}), latest price per type and zone", SPOT_PRODUCT_DESCRIPTIONS.join(", ")),
         },
         "max_enis": "ENIs of the default network card, as Karpenter's ENI-limited max pods uses",
         "capacity": "ephemeral-storage 20Gi on every type (Karpenter's default root volume); aws.amazon.com/neuron = Neuron devices",
