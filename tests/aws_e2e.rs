@@ -164,7 +164,7 @@ async fn capacity_shortages_fall_back_leaks_are_collected_and_interrupted_nodes_
         .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
         .min_count(1)
         .max_count(1)
-        .tag_specifications(aws_sdk_ec2::types::TagSpecification::builder().resource_type(aws_sdk_ec2::types::ResourceType::Instance).tags(aws_sdk_ec2::types::Tag::builder().key("kubernetes.io/cluster/e2e").value("owned").build()).build())
+        .tag_specifications(aws_sdk_ec2::types::TagSpecification::builder().resource_type(aws_sdk_ec2::types::ResourceType::Instance).tags(aws_sdk_ec2::types::Tag::builder().key("kubernetes.io/cluster/e2e").value("owned").build()).tags(aws_sdk_ec2::types::Tag::builder().key("karpenter.sh/nodepool").value("default").build()).build())
         .send()
         .await
         .expect("leaked instance")

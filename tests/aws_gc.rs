@@ -1,5 +1,6 @@
 //! The garbage collector of leaked instances against moto's EC2: instances tagged for the cluster
-//! (one owned by a NodeClaim, leaked ones) and one of another cluster; a run terminates exactly the
+//! by a NodePool (one owned by a NodeClaim, leaked ones), one of another cluster and one of an EKS node
+//! group (the cluster tag without a NodePool's); a run terminates exactly the
 //! leaked instances older than the grace, and running it again is harmless. moto stamps launch
 //! times with the wall clock, so "old" and "young" are told apart by the grace (zero vs an hour),
 //! not by waiting.
@@ -13,7 +14,7 @@ use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
 use chrono::Utc;
 use joiner::catalog::CapacityType;
 use joiner::cloud::aws::gc::{self, Ec2State, Owners};
-use joiner::cloud::aws::{cluster_tag_key, AwsClients, NODECLAIM_TAG};
+use joiner::cloud::aws::{cluster_tag_key, AwsClients, NODECLAIM_TAG, NODEPOOL_TAG};
 use moto::Moto;
 
 const REGION: &str = "us-west-2";
@@ -45,21 +46,29 @@ fn cluster_tag(cluster: &str) -> (String, &'static str) {
     (cluster_tag_key(cluster), "owned")
 }
 
+/// The tags joiner launches with: the cluster's and a NodePool's.
+fn ours(cluster: &str) -> [(String, &'static str); 2] {
+    [cluster_tag(cluster), (NODEPOOL_TAG.into(), "default")]
+}
+
 #[tokio::test]
 async fn the_collector_terminates_exactly_the_old_leaked_instance() {
     let moto = Moto::start();
     let clients = moto.clients(REGION, CLUSTER);
     let ami = image(&clients).await;
-    let owned = run(&clients, &ami, &[cluster_tag(CLUSTER), (NODECLAIM_TAG.into(), "claim-a")]).await;
-    let leaked = run(&clients, &ami, &[cluster_tag(CLUSTER), (NODECLAIM_TAG.into(), "claim-deleted")]).await;
-    let foreign = run(&clients, &ami, &[cluster_tag("beta")]).await;
+    let [cluster, pool] = ours(CLUSTER);
+    let owned = run(&clients, &ami, &[cluster.clone(), pool.clone(), (NODECLAIM_TAG.into(), "claim-a")]).await;
+    let leaked = run(&clients, &ami, &[cluster.clone(), pool.clone(), (NODECLAIM_TAG.into(), "claim-deleted")]).await;
+    let foreign = run(&clients, &ami, &ours("beta")).await;
+    // an EKS node group's instance: tagged for the cluster, but by no NodePool
+    let node_group = run(&clients, &ami, &[cluster_tag(CLUSTER)]).await;
 
     let listed = gc::list_cluster_instances(&clients, CLUSTER).await.expect("list");
     let mut ids: Vec<&str> = listed.iter().map(|i| i.id.as_str()).collect();
     ids.sort();
     let mut want = vec![owned.as_str(), leaked.as_str()];
     want.sort();
-    assert_eq!(ids, want, "only this cluster's instances are listed");
+    assert_eq!(ids, want, "only instances this cluster's NodePools launched are listed");
     let a = listed.iter().find(|i| i.id == owned).expect("owned listed");
     assert_eq!((a.instance_type.as_str(), a.capacity_type, a.state, a.claim()), ("m5.large", CapacityType::OnDemand, Ec2State::Running, Some("claim-a")));
     assert!(a.zone.starts_with(REGION) && a.launch_time.is_some(), "{a:?}");
@@ -75,13 +84,14 @@ async fn the_collector_terminates_exactly_the_old_leaked_instance() {
     assert!(matches!(state(&clients, &leaked).await.as_str(), "shutting-down" | "terminated"));
     assert_eq!(state(&clients, &owned).await, "running");
     assert_eq!(state(&clients, &foreign).await, "running");
+    assert_eq!(state(&clients, &node_group).await, "running", "an instance no NodePool launched is never collected");
 
     // a second run finds nothing more to do and does not fail on the terminated instance
     assert!(gc::collect(&clients, CLUSTER, Utc::now(), Duration::ZERO, owners).await.expect("gc again").is_empty());
     assert_eq!(state(&clients, &owned).await, "running");
 
     // a leak younger than the grace survives a run
-    let young = run(&clients, &ami, &[cluster_tag(CLUSTER)]).await;
+    let young = run(&clients, &ami, &ours(CLUSTER)).await;
     assert!(gc::collect(&clients, CLUSTER, Utc::now(), HOUR, owners).await.expect("gc").is_empty());
     assert_eq!(state(&clients, &young).await, "running");
 }
@@ -112,7 +122,7 @@ async fn the_listing_reads_every_page() {
     let ami = image(&clients).await;
     let mut launched = Vec::new();
     for _ in 0..7 {
-        launched.push(run(&clients, &ami, &[cluster_tag(CLUSTER)]).await);
+        launched.push(run(&clients, &ami, &ours(CLUSTER)).await);
     }
     let mut listed: Vec<String> = gc::list_cluster_instances_paged(&clients, CLUSTER, 5).await.expect("list").into_iter().map(|i| i.id).collect();
     listed.sort();

@@ -139,7 +139,7 @@ impl<P: CloudProvider> Controller<P> {
 
     fn abandon(&mut self, cluster: &mut impl Cluster) {
         if let Some(cmd) = self.disruption.command.take() {
-            for name in cmd.plan.actions.iter().flat_map(|a| &a.delete) {
+            for name in cmd.plan.actions.iter().flat_map(|a| &a.delete).filter(|n| !self.reclaiming.contains(*n)) {
                 cluster.set_disrupted(name, false);
             }
             self.stats.disruptions_abandoned += 1;
@@ -198,5 +198,42 @@ impl<P: CloudProvider> Controller<P> {
             self.disruption.command = None;
             self.disruption.quiet = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::tests::{controller, Fake};
+    use crate::disruption::plan::{Action, DisruptionReport};
+    use crate::disruption::Reason;
+    use crate::domain::{ClusterSnapshot, Labels, Node, Resources};
+
+    fn deleting(nodes: &[&str]) -> Command {
+        let action = Action { reason: Reason::Empty, delete: nodes.iter().map(|n| n.to_string()).collect(), launch: vec![], moves: vec![], savings_per_hour: 0.1, disruption_cost: 0.0 };
+        let solver = DisruptionReport { status: "optimal".into(), strategy: "baseline".into(), seconds: 0.0, candidates: nodes.len(), pod_classes: 0, variables: 0, constraints: 0, mip_gap: None, notes: vec![] };
+        let plan = DisruptionPlan { actions: vec![action], cost_before_per_hour: 0.2, cost_after_per_hour: 0.0, savings_per_hour: 0.2, disruption_cost: 0.0, lower_bound: 0.0, blocked: vec![], budgets: vec![], fingerprint: String::new(), solver };
+        Command { plan, replacements: vec![], validated: false, draining: false }
+    }
+
+    #[test]
+    fn an_abandoned_command_uncordons_its_nodes_but_not_one_being_reclaimed() {
+        let mut ctl = controller();
+        let mut snap = ClusterSnapshot::default();
+        for name in ["interrupted", "idle"] {
+            snap.nodes.push(Node::new(name, Labels::default(), Resources::default(), Resources::default()));
+        }
+        let mut cluster = Fake::new(snap);
+        ctl.adopt("interrupted", "i-1");
+        ctl.interruption_warning(&mut cluster, "i-1", 0.0);
+        assert_eq!(cluster.1.get("interrupted"), Some(&true));
+        // an emptiness command chose both nodes, then the cluster got busy and it was dropped
+        ctl.disruption.command = Some(deleting(&["interrupted", "idle"]));
+        cluster.1.insert("idle".into(), true);
+        ctl.abandon(&mut cluster);
+        assert_eq!(cluster.1.get("idle"), Some(&false), "a node the command cordoned is given back");
+        assert_eq!(cluster.1.get("interrupted"), Some(&true), "the interrupted node stays cordoned until it is reclaimed");
+        ctl.terminate(&mut cluster, "interrupted");
+        assert!(ctl.reclaiming.is_empty());
     }
 }

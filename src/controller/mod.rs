@@ -96,7 +96,7 @@ pub struct SolveRecord {
     pub status: String,
     /// Wall-clock seconds.
     pub seconds: f64,
-    /// Relative gap to the certified lower bound (0 when no bound was computed).
+    /// Relative gap: to the certified lower bound for provisioning, the MIP gap for disruption (0 when none).
     pub gap: f64,
 }
 
@@ -133,6 +133,9 @@ pub struct Controller<P: CloudProvider> {
     batch: BTreeSet<String>,
     batch_window: Option<(f64, f64)>,
     node_seq: u64,
+    /// Nodes cordoned and drained for an interruption: they stay cordoned until terminated,
+    /// whatever becomes of a disruption command that also chose them.
+    reclaiming: BTreeSet<String>,
     disruption: disrupter::State,
     wakes: Vec<(f64, Wake)>,
     pub stats: Stats,
@@ -152,6 +155,7 @@ impl<P: CloudProvider> Controller<P> {
             batch: BTreeSet::new(),
             batch_window: None,
             node_seq: 0,
+            reclaiming: BTreeSet::new(),
             disruption: disrupter::State::default(),
             wakes: vec![],
             stats: Stats::default(),
@@ -246,15 +250,22 @@ impl<P: CloudProvider> Controller<P> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cloud::sim::SimCloud;
     use crate::cloud::Instance;
     use crate::domain::{ClusterSnapshot, PodConstraints};
     use crate::optimizer::NewNode;
 
-    /// A cluster that only holds a snapshot: enough for the batching rules.
-    struct Fake(ClusterSnapshot);
+    /// A cluster that holds a snapshot and records each node's cordon (the
+    /// `karpenter.sh/disrupted` taint): enough for the batching and command rules.
+    pub(crate) struct Fake(pub ClusterSnapshot, pub BTreeMap<String, bool>);
+
+    impl Fake {
+        pub(crate) fn new(snapshot: ClusterSnapshot) -> Fake {
+            Fake(snapshot, BTreeMap::new())
+        }
+    }
 
     impl Cluster for Fake {
         fn snapshot(&self) -> &ClusterSnapshot {
@@ -264,7 +275,9 @@ mod tests {
             vec![]
         }
         fn claim_launched(&mut self, _: &str, _: &NewNode, _: &Instance) {}
-        fn set_disrupted(&mut self, _: &str, _: bool) {}
+        fn set_disrupted(&mut self, node: &str, disrupted: bool) {
+            self.1.insert(node.to_string(), disrupted);
+        }
         fn evict(&mut self, _: &str) -> Result<(), EvictionRefused> {
             Ok(())
         }
@@ -273,7 +286,7 @@ mod tests {
         }
     }
 
-    fn controller() -> Controller<SimCloud> {
+    pub(crate) fn controller() -> Controller<SimCloud> {
         let origin = crate::disruption::timing::parse_timestamp("2026-01-05T00:00:00Z").unwrap();
         let settings = Settings {
             provisioning: Strategy::Greedy,
@@ -295,7 +308,7 @@ mod tests {
     #[test]
     fn a_batch_closes_after_the_idle_window_but_never_after_the_max_window() {
         let mut ctl = controller();
-        let mut cluster = Fake(ClusterSnapshot::default());
+        let mut cluster = Fake::new(ClusterSnapshot::default());
         let add = |cluster: &mut Fake, name: &str| cluster.0.pods.push(Pod::new(name, PodConstraints::default()));
         add(&mut cluster, "a");
         ctl.observe(&cluster, 0.0);

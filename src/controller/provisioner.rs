@@ -192,6 +192,7 @@ impl<P: CloudProvider> Controller<P> {
             self.unavailable.mark(OfferingKey { instance_type: get(INSTANCE_TYPE), zone: get(ZONE), capacity_type: CapacityType::Spot }, now);
         }
         cluster.set_disrupted(&name, true);
+        self.reclaiming.insert(name.clone());
         let pods: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(&name) && p.is_reschedulable()).map(|p| p.key()).collect();
         for p in pods {
             // the instance goes regardless: a refused eviction loses the pod at termination instead
@@ -204,6 +205,7 @@ impl<P: CloudProvider> Controller<P> {
 
     /// Terminates a node's instance and deletes the node; pods still on it go pending.
     pub fn terminate(&mut self, cluster: &mut impl Cluster, name: &str) {
+        self.reclaiming.remove(name);
         let Some(instance) = self.instance_of.remove(name) else { return };
         if let Err(e) = pollster::block_on(self.cloud.delete(&instance)) {
             tracing::warn!(node = %name, instance = %instance, error = %e, "terminate failed");

@@ -80,10 +80,14 @@ pub async fn describe(clients: &AwsClients, ids: &[String], catalog: &Catalog) -
 /// DescribeInstances's page size (EC2 allows 5 to 1000 with filters).
 pub const PAGE: i32 = 500;
 
-/// Every pending, running, stopping or stopped instance carrying the cluster's tag, all pages of
-/// `page_size` reservations.
+/// Every pending, running, stopping or stopped instance carrying the cluster's tag
+/// (`kubernetes.io/cluster/<name>: owned`) and a NodePool tag, all pages of `page_size` reservations. The cluster tag alone is not joiner's: EKS managed
+/// node groups and self-managed groups carry it too, and joiner must never list (and so never
+/// collect) their instances.
 pub async fn tagged(clients: &AwsClients, cluster: &str, page_size: i32) -> Result<Vec<aws_sdk_ec2::types::Instance>, AwsError> {
-    let tag = Filter::builder().name("tag-key").values(cluster_tag_key(cluster)).build();
+    // two filters of different names: EC2 ANDs them (moto merges filters that share a name)
+    let tag = Filter::builder().name(format!("tag:{}", cluster_tag_key(cluster))).values("owned").build();
+    let pool = Filter::builder().name("tag-key").values(super::NODEPOOL_TAG).build();
     let states = ["pending", "running", "stopping", "stopped"];
     let state = Filter::builder().name("instance-state-name").set_values(Some(states.map(String::from).to_vec())).build();
     let mut out = Vec::new();
@@ -93,13 +97,19 @@ pub async fn tagged(clients: &AwsClients, cluster: &str, page_size: i32) -> Resu
             .ec2
             .describe_instances()
             .filters(tag.clone())
+            .filters(pool.clone())
             .filters(state.clone())
             .max_results(page_size)
             .set_next_token(token.take())
             .send()
             .await
             .map_err(|e| AwsError::from_sdk("ec2:DescribeInstances", e))?;
-        out.extend(page.reservations().iter().flat_map(|r| r.instances()).cloned());
+        // checked here too: what joiner may terminate must not rest on the API's filter semantics
+        let ours = |i: &&aws_sdk_ec2::types::Instance| {
+            let has = |key: &str, value: Option<&str>| i.tags().iter().any(|t| t.key() == Some(key) && value.is_none_or(|v| t.value() == Some(v)));
+            has(&cluster_tag_key(cluster), Some("owned")) && has(super::NODEPOOL_TAG, None)
+        };
+        out.extend(page.reservations().iter().flat_map(|r| r.instances()).filter(ours).cloned());
         match page.next_token {
             Some(t) if !t.is_empty() => token = Some(t),
             _ => return Ok(out),
