@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Installs what building and testing joiner needs on a fresh Debian machine that has only the Rust
 # toolchain: cmake, a C++ compiler and libclang (HiGHS is built from source by highs-sys, bindgen needs
-# libclang), and a Python venv (scripts/requirements.txt) with PyYAML for the independent plan checker
-# and moto, the EC2/SQS emulator the AWS provider is tested against. Safe to run repeatedly.
+# libclang), readelf (tests/deploy.rs reads the binary's shared libraries), and a Python venv
+# (scripts/requirements.txt) with PyYAML for the independent plan checker, moto, the EC2/SQS emulator
+# the AWS provider is tested against, and helm-python-sdk and kubernetes-validate, which lint, render
+# and validate the Helm chart. Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v c++ >/dev/null || need+=(g++)
 ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
+command -v readelf >/dev/null || need+=(binutils)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import yaml, moto' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import yaml, moto, helm_python, kubernetes_validate' 2>/dev/null; then
   python3 -m venv .venv
   .venv/bin/pip install -q -r scripts/requirements.txt
 fi

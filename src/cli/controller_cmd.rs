@@ -45,11 +45,11 @@ pub struct ControllerArgs {
     disable_leader_election: bool,
     #[arg(long, env = "LEADER_ELECTION_NAME", default_value = "joiner-leader-election")]
     lease_name: String,
-    #[arg(long, default_value = "15s")]
+    #[arg(long, env = "JOINER_LEASE_DURATION", default_value = "15s")]
     lease_duration: String,
-    #[arg(long, default_value = "10s")]
+    #[arg(long, env = "JOINER_RENEW_DEADLINE", default_value = "10s")]
     renew_deadline: String,
-    #[arg(long, default_value = "2s")]
+    #[arg(long, env = "JOINER_RETRY_PERIOD", default_value = "2s")]
     retry_period: String,
     /// A provisioning batch closes after this long without a new pending pod.
     #[arg(long, env = "BATCH_IDLE_DURATION", default_value = "1s")]
@@ -72,20 +72,20 @@ pub struct ControllerArgs {
     solver_gap: f64,
     #[arg(long, env = "JOINER_DISABLE_DISRUPTION")]
     disable_disruption: bool,
-    #[arg(long, default_value = "10s")]
+    #[arg(long, env = "JOINER_DISRUPTION_INTERVAL", default_value = "10s")]
     disruption_interval: String,
     /// How long a disruption command waits before it is re-validated.
-    #[arg(long, default_value = "15s")]
+    #[arg(long, env = "JOINER_VALIDATION_DELAY", default_value = "15s")]
     validation_delay: String,
-    #[arg(long, default_value = "5m")]
+    #[arg(long, env = "JOINER_LAUNCH_TIMEOUT", default_value = "5m")]
     launch_timeout: String,
-    #[arg(long, default_value = "15m")]
+    #[arg(long, env = "JOINER_REGISTRATION_TIMEOUT", default_value = "15m")]
     registration_timeout: String,
     #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
     metrics_port: u16,
     #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
     health_probe_port: u16,
-    #[arg(long, default_value = "0.0.0.0")]
+    #[arg(long, env = "JOINER_BIND_ADDRESS", default_value = "0.0.0.0")]
     bind_address: IpAddr,
     /// Catalog JSON file (docs/catalog.md); the bundled catalog of --region when omitted.
     #[arg(long, env = "JOINER_CATALOG")]
@@ -94,7 +94,7 @@ pub struct ControllerArgs {
     region: String,
     #[arg(long, env = "JOINER_CLOUD_PROVIDER", value_enum, default_value = "sim")]
     cloud_provider: Provider,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "JOINER_SIM_SEED", default_value_t = 1)]
     sim_seed: u64,
     /// The API server URL nodes join (written into user data); required with `--cloud-provider aws`.
     #[arg(long, env = "CLUSTER_ENDPOINT")]
@@ -121,7 +121,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "KUBERNETES_VERSION")]
     kubernetes_version: Option<String>,
     /// How long an instance tagged for the cluster may run without a NodeClaim before it is terminated.
-    #[arg(long, default_value = "30s")]
+    #[arg(long, env = "JOINER_INSTANCE_GC_GRACE", default_value = "30s")]
     instance_gc_grace: String,
 }
 

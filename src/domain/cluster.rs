@@ -115,6 +115,10 @@ pub struct NodePool {
     pub limits: Resources,
     pub node_class: Option<String>,
     pub expire_after: Option<String>,
+    /// `spec.template.spec.terminationGracePeriod` as written: how long a drain may be held back
+    /// (PodDisruptionBudgets, do-not-disrupt) before the node's pods are deleted; `None` waits.
+    #[serde(default)]
+    pub termination_grace_period: Option<String>,
     pub disruption: Disruption,
     /// The `karpenter.sh/nodepool-hash` annotation: the hash of the current template. A NodeClaim
     /// carrying another hash has drifted.
@@ -135,6 +139,7 @@ impl NodePool {
             limits: Resources::new(),
             node_class: None,
             expire_after: None,
+            termination_grace_period: None,
             disruption: Disruption::default(),
             hash: None,
         }

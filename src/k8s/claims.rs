@@ -54,6 +54,10 @@ pub fn claim_object(name: &str, node: &NewNode, snapshot: &ClusterSnapshot) -> V
     if let Some(expire) = pool.and_then(|p| p.expire_after.clone()) {
         spec["expireAfter"] = json!(expire);
     }
+    // Karpenter copies it from the NodePool: the claim's own value bounds its drain
+    if let Some(grace) = pool.and_then(|p| p.termination_grace_period.clone()) {
+        spec["terminationGracePeriod"] = json!(grace);
+    }
     json!({
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
@@ -194,8 +198,10 @@ mod tests {
         pool.labels.insert("team".into(), "web".into());
         pool.hash = Some("123".into());
         pool.node_class = Some("default".into());
+        pool.termination_grace_period = Some("45m".into());
         snap.nodepools.push(pool);
         let c = claim_object("default-abcde", &node(), &snap);
+        assert_eq!(c["spec"]["terminationGracePeriod"], "45m");
         assert_eq!(c["metadata"]["labels"]["team"], "web");
         assert_eq!(c["metadata"]["labels"][NODEPOOL], "default");
         assert_eq!(c["metadata"]["annotations"][NODEPOOL_HASH], "123");

@@ -98,7 +98,7 @@ impl Metrics {
         registry.register("scheduler_scheduling_duration_seconds", "Duration of a provisioning pass, batch closed to NodeClaims created", m.scheduling_duration.clone());
         registry.register("solver_duration_seconds", "Wall-clock duration of each solve", m.solve_duration.clone());
         registry.register("solver_solves", "Solves by phase and solver status", m.solves.clone());
-        registry.register("solver_gap_ratio", "Relative gap to the certified lower bound of the last solve (0 when no bound was computed)", m.solve_gap.clone());
+        registry.register("solver_gap_ratio", "Relative optimality gap of the last solve: to the certified lower bound for provisioning, HiGHS's MIP gap for disruption (0 when none was computed)", m.solve_gap.clone());
         registry.register("pods_pending", "Pods kube-scheduler marked unschedulable and joiner has not placed", m.pods_pending.clone());
         registry.register("nodeclaims_created", "NodeClaims created, by reason", m.nodeclaims_created.clone());
         registry.register("nodeclaims_terminated", "NodeClaims terminated, by reason", m.nodeclaims_terminated.clone());

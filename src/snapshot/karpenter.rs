@@ -124,6 +124,7 @@ pub(crate) struct NodeClaimTemplateSpec {
     pub startup_taints: Option<Vec<TaintSpec>>,
     pub node_class_ref: Option<NodeClassRef>,
     pub expire_after: Option<Text>,
+    pub termination_grace_period: Option<Text>,
 }
 
 #[derive(Debug, Default, Deserialize)]

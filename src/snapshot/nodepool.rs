@@ -22,6 +22,7 @@ pub(crate) fn convert_nodepool(obj: NodePoolObject) -> FieldResult<NodePool> {
     let tspec = template.spec.unwrap_or_default();
     let tpath = "spec.template.spec";
     let expire_after = duration(tspec.expire_after.as_ref(), DEFAULT_EXPIRE_AFTER, &format!("{tpath}.expireAfter"))?;
+    let termination_grace_period = grace_period(tspec.termination_grace_period.as_ref(), &format!("{tpath}.terminationGracePeriod"))?;
     Ok(NodePool {
         name,
         weight: weight(spec.weight)?,
@@ -32,6 +33,7 @@ pub(crate) fn convert_nodepool(obj: NodePoolObject) -> FieldResult<NodePool> {
         limits: quantity_map(spec.limits.as_ref(), "spec.limits")?,
         node_class: tspec.node_class_ref.and_then(|r| r.name).filter(|n| !n.is_empty()),
         expire_after: Some(expire_after),
+        termination_grace_period,
         disruption: disruption(spec.disruption.unwrap_or_default())?,
         hash: obj.metadata.annotations.as_ref().and_then(|a| a.get(super::karpenter::NODEPOOL_HASH)).cloned(),
     })
@@ -52,6 +54,16 @@ fn taints(list: Option<&[TaintSpec]>, path: &str) -> FieldResult<Vec<Taint>> {
         out.push(taint(&t.key, t.value.as_deref(), &t.effect, &format!("{path}[{i}]"))?);
     }
     Ok(out)
+}
+
+/// `terminationGracePeriod`: a duration, with no default and, unlike the others, never `Never`
+/// (the CRD's pattern).
+fn grace_period(value: Option<&Text>, path: &str) -> FieldResult<Option<String>> {
+    let Some(Text(s)) = value else { return Ok(None) };
+    if s == "Never" || !is_karpenter_duration(s) {
+        return Err(FieldError::new(path, format!("malformed duration {s:?}")));
+    }
+    Ok(Some(s.clone()))
 }
 
 /// A Karpenter duration (`30s`, `720h`, `Never`), defaulted when absent.
@@ -130,9 +142,16 @@ mod tests {
         assert_eq!(p.weight, 0);
         assert_eq!(p.node_class.as_deref(), Some("default"));
         assert_eq!(p.expire_after.as_deref(), Some("720h"));
+        assert_eq!(p.termination_grace_period, None, "no default: a drain waits for its budgets");
         assert_eq!(p.disruption.consolidation_policy, "WhenEmptyOrUnderutilized");
         assert_eq!(p.disruption.consolidate_after.as_deref(), Some("0s"));
         assert_eq!(p.disruption.budgets, vec![Budget { nodes: "10%".into(), ..Budget::default() }]);
+    }
+
+    #[test]
+    fn a_termination_grace_period_is_read() {
+        let p = pool("metadata: {name: p}\nspec: {template: {spec: {terminationGracePeriod: 1h30m}}}\n").unwrap();
+        assert_eq!(p.termination_grace_period.as_deref(), Some("1h30m"));
     }
 
     #[test]
@@ -160,6 +179,8 @@ mod tests {
             ("spec: {disruption: {budgets: [{nodes: '1', schedule: '@daily'}]}}", "spec.disruption.budgets[0]"),
             ("spec: {template: {spec: {taints: [{key: a, effect: Nope}]}}}", "spec.template.spec.taints[0].effect"),
             ("spec: {limits: {cpu: -4}}", "spec.limits.cpu"),
+            ("spec: {template: {spec: {terminationGracePeriod: Never}}}", "spec.template.spec.terminationGracePeriod"),
+            ("spec: {template: {spec: {terminationGracePeriod: 2d}}}", "spec.template.spec.terminationGracePeriod"),
         ];
         for (spec, path) in cases {
             let e = pool(&format!("metadata: {{name: p}}\n{spec}\n")).unwrap_err();

@@ -33,6 +33,8 @@ pub struct Faults {
     pub fleets: Vec<Vec<(String, String)>>,
     /// Overrides answered with InsufficientInstanceCapacity so far.
     pub ice_answered: u32,
+    /// Every call as its IAM action, `service:Action` (the service from the SigV4 credential scope).
+    pub iam_actions: BTreeSet<String>,
 }
 
 #[derive(Clone)]
@@ -78,6 +80,16 @@ impl Drop for FaultProxy {
     }
 }
 
+/// `service:Action` of a call: the signing service of its SigV4 credential scope
+/// (`Credential=AKID/DATE/REGION/SERVICE/aws4_request`) and the action without a JSON-protocol
+/// target prefix (`AmazonSSM.GetParameter`).
+fn iam_action(headers: &HeaderMap, action: &str) -> String {
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let service = auth.split("Credential=").nth(1).and_then(|c| c.split('/').nth(3)).unwrap_or("unsigned");
+    let action = action.rsplit('.').next().unwrap_or(action);
+    format!("{service}:{action}")
+}
+
 fn error_xml(code: &str, message: &str) -> String {
     format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>")
 }
@@ -90,6 +102,7 @@ async fn handle(State(p): State<Proxy>, method: axum::http::Method, uri: axum::h
     {
         let mut f = p.faults.lock().unwrap();
         *f.calls.entry(action.clone()).or_default() += 1;
+        f.iam_actions.insert(iam_action(&headers, &action));
         if let Some(n) = f.throttle.get_mut(&action).filter(|n| **n > 0) {
             *n -= 1;
             return (StatusCode::SERVICE_UNAVAILABLE, error_xml("RequestLimitExceeded", "Request limit exceeded.")).into_response();

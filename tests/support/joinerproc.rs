@@ -27,7 +27,7 @@ impl Joiner {
     /// As [`Joiner::start`], with extra environment variables (AWS credentials for an emulator).
     pub fn start_with_env(server: &ApiServer, dir: &tempdir::Dir, identity: &str, extra: &[&str], envs: &[(&str, &str)]) -> Joiner {
         let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).expect("kubeconfig written");
+        server.write_kubeconfig_as(&kubeconfig, identity).expect("kubeconfig written");
         let (metrics_port, health_port) = (free_port(), free_port());
         let log = dir.path().join(format!("{identity}.log"));
         let file = std::fs::File::create(&log).expect("log file");

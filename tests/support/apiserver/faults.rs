@@ -17,6 +17,8 @@ pub struct RequestRecord {
     pub subresource: Option<String>,
     pub namespace: Option<String>,
     pub name: Option<String>,
+    /// The bearer token the client sent, standing in for its user (`None` when anonymous).
+    pub user: Option<String>,
 }
 
 impl RequestRecord {
@@ -35,7 +37,14 @@ impl RequestRecord {
             subresource: sub.map(String::from),
             namespace: ns.map(String::from),
             name: name.map(String::from),
+            user: None,
         }
+    }
+
+    /// The same request, sent with `Authorization: Bearer <token>`.
+    pub fn by(mut self, token: Option<&str>) -> Self {
+        self.user = token.map(String::from);
+        self
     }
 
     /// `resource` is a plural (`nodeclaims`) or a qualified name (`nodeclaims.karpenter.sh`).

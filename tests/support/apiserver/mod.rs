@@ -181,6 +181,12 @@ impl ApiServer {
         std::fs::write(path, self.kubeconfig_yaml())
     }
 
+    /// A kubeconfig whose user sends `token` as a bearer token: the server records it with each
+    /// request (`RequestRecord::user`), so one client's requests can be told from another's.
+    pub fn write_kubeconfig_as(&self, path: impl AsRef<Path>, token: &str) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig_yaml().replace("  user: {}", &format!("  user: {{token: {token}}}")))
+    }
+
     /// The client configuration a controller would build for this server (kube's defaults,
     /// including its retry of 429/503/504 responses).
     pub fn config(&self) -> kube::Config {

@@ -131,8 +131,11 @@ fn serve(shared: &Arc<Shared>, c: Call) -> ApiResult<Response> {
     let verb = verb(&c.method, &c.path, &c.query).ok_or_else(ApiError::method_not_allowed)?;
     let target = check_subresource(&c.path, verb)?;
     let p = &c.path;
-    let record =
-        RequestRecord::new(c.method.as_str(), verb, p.res, p.sub.as_deref(), p.ns.as_deref(), p.name.as_deref());
+    let token = c.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    // as kube-apiserver authorizes it: a list or watch of `metadata.name=X` is a request for X
+    let selected = c.query.get("fieldSelector").and_then(|f| f.strip_prefix("metadata.name=")).filter(|n| !n.contains(','));
+    let name = p.name.as_deref().or(selected.filter(|_| matches!(verb, "list" | "watch")));
+    let record = RequestRecord::new(c.method.as_str(), verb, p.res, p.sub.as_deref(), p.ns.as_deref(), name).by(token);
     if let Some(fault) = shared.faults.lock().expect("faults lock").on_request(record) {
         return Err(fault);
     }
