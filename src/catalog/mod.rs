@@ -15,6 +15,10 @@ use crate::domain::{Quantity, Resources};
 
 pub use capacity::{cpu_reserved_milli, eni_max_pods};
 
+/// Bounds a catalog entry must stay within (see `Catalog::validate`).
+const MAX_VCPU: u64 = 1 << 16;
+const MAX_MEMORY_MIB: u64 = 1 << 34;
+
 /// `on-demand` or `spot`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum CapacityType {
@@ -188,6 +192,14 @@ impl Catalog {
             }
             if it.vcpu == 0 || it.memory_mib == 0 {
                 return Err(bad("vcpu and memory_mib must be positive".into()));
+            }
+            // far above any machine (EC2's largest has 24 TiB and 896 vCPUs), and low enough that
+            // capacity arithmetic in millicores and bytes cannot overflow
+            if u64::from(it.vcpu) > MAX_VCPU {
+                return Err(bad(format!("vcpu {} is beyond {MAX_VCPU}", it.vcpu)));
+            }
+            if it.memory_mib > MAX_MEMORY_MIB {
+                return Err(bad(format!("memory_mib {} is beyond {MAX_MEMORY_MIB}", it.memory_mib)));
             }
             if let Some(r) = it.capacity.first_negative() {
                 return Err(bad(format!("capacity.{r} is negative")));

@@ -2,7 +2,7 @@
 //! table of solve seconds, plan cost, lower bound and the ratios between them.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 
@@ -33,7 +33,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     );
     for &n in &args.pods {
         let snapshot = joiner::workload::diverse(n, args.seed);
-        let mut settings = SolveSettings { time_limit: Duration::from_secs_f64(args.time_limit), ..Default::default() };
+        let mut settings = SolveSettings { time_limit: super::seconds("--time-limit", args.time_limit)?, ..Default::default() };
         let t = Instant::now();
         let milp = optimizer::solve(&snapshot, &catalog, &settings)?;
         let milp_s = t.elapsed().as_secs_f64();

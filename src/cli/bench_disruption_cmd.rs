@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 use serde::Serialize;
@@ -98,7 +98,7 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
     );
     let cost = |s: &joiner::domain::ClusterSnapshot| (disruption::cluster_cost(s, &catalog) * 1e6).round() / 1e6;
     let mut settings = DisruptionSettings::new(timing::parse_timestamp(joiner::scalein::NOW)?);
-    settings.time_limit = Duration::from_secs_f64(args.time_limit);
+    settings.time_limit = super::seconds("--time-limit", args.time_limit)?;
 
     let t = Instant::now();
     let plan = disruption::consolidate(&snapshot, &catalog, &settings)?;

@@ -3,7 +3,6 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Args;
 
@@ -46,7 +45,7 @@ impl ConsolidateArgs {
         };
         let mut s = DisruptionSettings::new(now);
         s.strategy = self.strategy;
-        s.time_limit = Duration::from_secs_f64(self.time_limit);
+        s.time_limit = super::seconds("--time-limit", self.time_limit)?;
         s.gap = self.gap;
         s.threads = self.threads;
         s.spot_to_spot_min_types = self.spot_to_spot_min_types;

@@ -59,6 +59,13 @@ pub enum Command {
     Crds(crds_cmd::CrdsArgs),
 }
 
+/// A `--time-limit` in seconds as a `Duration`: positive, finite and no larger than a `Duration`
+/// holds (`1e20` must be an error, not a panic).
+pub(crate) fn seconds(flag: &str, value: f64) -> anyhow::Result<std::time::Duration> {
+    anyhow::ensure!(value.is_finite() && value > 0.0, "{flag} must be a positive number of seconds");
+    std::time::Duration::try_from_secs_f64(value).map_err(|_| anyhow::anyhow!("{flag} {value} is too large"))
+}
+
 pub fn init_tracing(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
     // colours only on a terminal: `kubectl logs` and log shippers get plain text

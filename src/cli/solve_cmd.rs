@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -68,10 +67,9 @@ pub struct SolveArgs {
 
 impl SolveArgs {
     pub fn settings(&self) -> anyhow::Result<SolveSettings> {
-        anyhow::ensure!(self.time_limit.is_finite() && self.time_limit > 0.0, "--time-limit must be a positive number of seconds");
         let s = SolveSettings {
             strategy: self.strategy,
-            time_limit: Duration::from_secs_f64(self.time_limit),
+            time_limit: super::seconds("--time-limit", self.time_limit)?,
             gap: self.gap,
             threads: self.threads,
             max_fallbacks: self.max_fallbacks,

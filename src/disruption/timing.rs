@@ -124,6 +124,12 @@ pub fn schedule_active(schedule: &str, duration: Duration, now: Timestamp) -> Re
     }
 }
 
+/// Whether `schedule` is a cron schedule Karpenter accepts (checked when a NodePool is read, so
+/// a typo is an error naming the budget rather than a budget that silently never opens).
+pub fn check_schedule(schedule: &str) -> Result<(), TimingError> {
+    parse_schedule(schedule).map(|_| ())
+}
+
 /// Parses a schedule as robfig/cron's `ParseStandard` does: exactly five fields (no seconds, no
 /// years) or one of the macros. croner knows every macro but `@midnight`, an alias of `@daily`.
 fn parse_schedule(schedule: &str) -> Result<croner::Cron, TimingError> {

@@ -252,7 +252,8 @@ fn pool_infos(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Vec<PoolInfo> {
     pools
         .into_iter()
         .map(|np| {
-            let remaining = (!np.limits.is_empty()).then(|| {
+            // a written limit of 0 is a limit (Karpenter's way to pause a pool), so test for keys, not values
+            let remaining = np.limits.names().next().is_some().then(|| {
                 let mut used = Resources::new();
                 for node in snapshot.nodes.iter().filter(|n| n.nodepool() == Some(&np.name)) {
                     used.add(&node.capacity);

@@ -8,7 +8,7 @@ use super::convert::{api_resources, taint, FieldError, FieldResult};
 
 pub(crate) fn convert_node(node: core::Node) -> FieldResult<Node> {
     let meta = &node.metadata;
-    let name = meta.name.clone().ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
+    let name = meta.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
     let spec = node.spec.as_ref();
     let status = node.status.as_ref();
     let mut taints = Vec::new();

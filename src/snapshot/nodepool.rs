@@ -114,6 +114,12 @@ fn budget(b: BudgetSpec, path: &str) -> FieldResult<Budget> {
     if b.schedule.is_some() != duration.is_some() {
         return Err(FieldError::new(path, "schedule and duration must be set together"));
     }
+    if let Some(schedule) = &b.schedule {
+        crate::disruption::timing::check_schedule(schedule).map_err(|e| FieldError::new(format!("{path}.schedule"), e.to_string()))?;
+    }
+    if let Some(d) = duration.as_ref().filter(|d| *d == "Never" || !is_karpenter_duration(d)) {
+        return Err(FieldError::new(format!("{path}.duration"), format!("malformed duration {d:?}")));
+    }
     Ok(Budget { nodes, reasons, schedule: b.schedule, duration })
 }
 
@@ -177,6 +183,9 @@ mod tests {
                 "spec.disruption.budgets[0].reasons[0]",
             ),
             ("spec: {disruption: {budgets: [{nodes: '1', schedule: '@daily'}]}}", "spec.disruption.budgets[0]"),
+            ("spec: {disruption: {budgets: [{nodes: '1', schedule: 'every tuesday', duration: 1h}]}}", "spec.disruption.budgets[0].schedule"),
+            ("spec: {disruption: {budgets: [{nodes: '1', schedule: '61 25 * * *', duration: 1h}]}}", "spec.disruption.budgets[0].schedule"),
+            ("spec: {disruption: {budgets: [{nodes: '1', schedule: '@daily', duration: 5d}]}}", "spec.disruption.budgets[0].duration"),
             ("spec: {template: {spec: {taints: [{key: a, effect: Nope}]}}}", "spec.template.spec.taints[0].effect"),
             ("spec: {limits: {cpu: -4}}", "spec.limits.cpu"),
             ("spec: {template: {spec: {terminationGracePeriod: Never}}}", "spec.template.spec.terminationGracePeriod"),

@@ -21,7 +21,7 @@ const MIRROR: &str = "kubernetes.io/config.mirror";
 pub(crate) fn convert_pod(pod: core::Pod) -> FieldResult<Pod> {
     let meta = &pod.metadata;
     let namespace = namespace_of(meta);
-    let name = meta.name.clone().ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
+    let name = meta.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
     let spec = pod.spec.as_ref().ok_or_else(|| FieldError::new("spec", "missing"))?;
     let labels = meta.labels.clone().unwrap_or_default();
     let constraints = constraints(&namespace, &labels, spec, "spec")?;
@@ -51,7 +51,7 @@ pub(crate) fn convert_pod(pod: core::Pod) -> FieldResult<Pod> {
 /// Converts an apps/v1 DaemonSet to the pod its template creates on every matching node.
 pub(crate) fn convert_daemonset(ds: apps::DaemonSet) -> FieldResult<domain::DaemonSet> {
     let namespace = namespace_of(&ds.metadata);
-    let name = ds.metadata.name.clone().ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
+    let name = ds.metadata.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
     let template = &ds.spec.as_ref().ok_or_else(|| FieldError::new("spec", "missing"))?.template;
     let spec = template.spec.as_ref().ok_or_else(|| FieldError::new("spec.template.spec", "missing"))?;
     let labels = template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();

@@ -14,7 +14,7 @@ use super::karpenter::Text;
 use super::pod::namespace_of;
 
 pub(crate) fn convert_pdb(pdb: policy::PodDisruptionBudget) -> FieldResult<PodDisruptionBudget> {
-    let name = pdb.metadata.name.clone().ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
+    let name = pdb.metadata.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
     let spec = pdb.spec.unwrap_or_default();
     Ok(PodDisruptionBudget {
         namespace: namespace_of(&pdb.metadata),

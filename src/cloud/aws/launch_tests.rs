@@ -84,6 +84,22 @@ fn template_names_follow_the_options() {
 }
 
 #[test]
+fn a_resolution_that_only_moves_free_addresses_keeps_its_templates() {
+    let settings = AwsSettings::new("us-east-1", "prod", "https://api");
+    let req = request(vec![offering("m5.large", "us-east-1a", CapacityType::OnDemand)]);
+    let name = |nc: &ResolvedNodeClass| plan_fleets(&settings, nc, &catalog(), &req).expect("plan")[0].groups[0].options.name("prod");
+    let before = nodeclass();
+    let mut after = nodeclass();
+    after.subnets[1].free_ips -= 1;
+    assert!(before.same_templates(&after), "free addresses go into overrides, not templates");
+    assert_eq!(name(&before), name(&after));
+    let mut new_ami = nodeclass();
+    new_ami.amis[0].id = "ami-x86-2".into();
+    assert!(!before.same_templates(&new_ami));
+    assert_ne!(name(&before), name(&new_ami));
+}
+
+#[test]
 fn restricted_labels_are_left_to_registration() {
     assert!(kubelet_may_set("team"));
     assert!(kubelet_may_set("karpenter.sh/nodepool"));

@@ -65,6 +65,17 @@ impl ResolvedNodeClass {
     pub fn ami_for(&self, arch: Arch) -> Option<&ResolvedAmi> {
         self.amis.iter().find(|a| a.arch == arch)
     }
+
+    /// Whether both resolutions give the same launch templates: everything but the subnets, whose
+    /// free-address counts change with every launch and which go into the fleet's overrides.
+    pub fn same_templates(&self, other: &ResolvedNodeClass) -> bool {
+        self.name == other.name
+            && self.family == other.family
+            && self.security_groups == other.security_groups
+            && self.amis == other.amis
+            && self.instance_profile == other.instance_profile
+            && self.spec == other.spec
+    }
 }
 
 /// The outcome of resolving one EC2NodeClass: the status to write, and the resolution when every

@@ -50,7 +50,8 @@ impl AwsCloud {
     pub fn set_node_class(&self, name: &str, resolved: Option<ResolvedNodeClass>) {
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         let changed = match resolved {
-            Some(r) => st.node_classes.insert(name.to_string(), r.clone()).is_none_or(|old| old != r),
+            // the cache is keyed by the templates' content hash; clearing only bounds its size
+            Some(r) => st.node_classes.insert(name.to_string(), r.clone()).is_none_or(|old| !old.same_templates(&r)),
             None => st.node_classes.remove(name).is_some(),
         };
         if changed {
