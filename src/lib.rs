@@ -6,6 +6,9 @@
 //! `optimizer`, `disruption`) is pure and synchronous and knows nothing of Kubernetes or AWS
 //! clients. `controller` carries plans out through two traits, `controller::Cluster` and
 //! `cloud::CloudProvider`; `sim` hosts it on a simulated cluster and cloud; `cli` is the command line.
+//!
+//! The `cluster` feature (on by default) adds what talks to a real cluster and cloud: `k8s`, `operator`
+//! and `cloud::aws`. Without it the crate is the decision core, the simulator and the parsers.
 
 pub mod api;
 pub mod catalog;
@@ -13,7 +16,9 @@ pub mod cloud;
 pub mod controller;
 pub mod disruption;
 pub mod domain;
+#[cfg(feature = "cluster")]
 pub mod k8s;
+#[cfg(feature = "cluster")]
 pub mod operator;
 pub mod optimizer;
 pub mod scalein;

@@ -63,6 +63,24 @@ async fn install(client: &Client) {
     let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await;
 }
 
+/// The emulator's credentials, as the controller's environment.
+const CREDS: [(&str, &str); 3] = [("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_EC2_METADATA_DISABLED", "true")];
+
+/// `joiner controller` flags for the AWS provider against `endpoint`, then `extra`.
+fn aws_args<'a>(endpoint: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let base = ["--disable-leader-election", "--cloud-provider", "aws", "--cluster-endpoint", "https://e2e.example:443", "--aws-endpoint-url", endpoint, "--kubernetes-version", "1.33"];
+    base.iter().chain(extra).copied().collect()
+}
+
+/// moto with the test account, and the fault proxy in front of it.
+async fn moto_behind_proxy() -> (Moto, joiner::cloud::aws::AwsClients, faultproxy::FaultProxy) {
+    let moto = Moto::start();
+    let ec2 = moto.clients(REGION, "e2e");
+    Account::create(&ec2, "e2e").await;
+    let proxy = faultproxy::FaultProxy::start(&moto.endpoint).await;
+    (moto, ec2, proxy)
+}
+
 fn tags(i: &aws_sdk_ec2::types::Instance) -> BTreeMap<String, String> {
     i.tags().iter().map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string())).collect()
 }
@@ -76,9 +94,8 @@ async fn pending_pods_become_ec2_instances_and_scale_down_terminates_them() {
     let client = server.client();
     install(&client).await;
     let dir = tempdir::Dir::new("aws");
-    let args = ["--disable-leader-election", "--cloud-provider", "aws", "--cluster-endpoint", "https://e2e.example:443", "--aws-endpoint-url", &moto.endpoint, "--kubernetes-version", "1.33"];
-    let creds = [("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_EC2_METADATA_DISABLED", "true")];
-    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &creds);
+    let args = aws_args(&moto.endpoint, &[]);
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(Deployment { namespace: NS.into(), name: "web".into(), replicas: 6, cpu: "700m".into(), memory: "1Gi".into() });
 
@@ -147,11 +164,8 @@ fn spot_warning(instance: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capacity_shortages_fall_back_leaks_are_collected_and_interrupted_nodes_are_drained() {
-    let moto = Moto::start();
-    let ec2 = moto.clients(REGION, "e2e");
-    Account::create(&ec2, "e2e").await;
+    let (_moto, ec2, proxy) = moto_behind_proxy().await;
     // no c5 capacity anywhere: the plan's c5 offerings come back as InsufficientInstanceCapacity
-    let proxy = faultproxy::FaultProxy::start(&moto.endpoint).await;
     let catalog = joiner::catalog::Catalog::bundled(REGION).expect("catalog");
     proxy.faults().ice_types.extend(catalog.instance_types.iter().filter(|t| t.name.starts_with("c5.")).map(|t| t.name.clone()));
     // an instance tagged for the cluster that no NodeClaim will ever own
@@ -178,12 +192,8 @@ async fn capacity_shortages_fall_back_leaks_are_collected_and_interrupted_nodes_
     let client = server.client();
     install(&client).await;
     let dir = tempdir::Dir::new("aws-faults");
-    let args = [
-        "--disable-leader-election", "--cloud-provider", "aws", "--cluster-endpoint", "https://e2e.example:443", "--aws-endpoint-url", &proxy.endpoint,
-        "--kubernetes-version", "1.33", "--interruption-queue", "joiner-e2e", "--instance-gc-grace", "0s",
-    ];
-    let creds = [("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_EC2_METADATA_DISABLED", "true")];
-    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &creds);
+    let args = aws_args(&proxy.endpoint, &["--interruption-queue", "joiner-e2e", "--instance-gc-grace", "0s"]);
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(Deployment { namespace: NS.into(), name: "web".into(), replicas: 6, cpu: "700m".into(), memory: "1Gi".into() });
     let settled = eventually(Duration::from_secs(90), || async { census(&client, NS).await.expect("census") }, |c| c.pods_running == 6 && c.pods_pending == 0 && c.claims == c.nodes && c.claims > 0).await;
@@ -219,5 +229,56 @@ async fn capacity_shortages_fall_back_leaks_are_collected_and_interrupted_nodes_
     let depth = joiner::cloud::aws::interruption::approximate_depth(&ec2, &queue).await.expect("queue depth");
     assert_eq!(depth, 0, "the message was deleted once handled");
     assert!(joiner.log().contains("interruption event"), "{}", joiner.log());
+    sim.stop().await;
+}
+
+/// The cluster's pending or running instances in moto, by id.
+async fn live_instances(ec2: &aws_sdk_ec2::Client) -> std::collections::BTreeSet<String> {
+    let out = ec2.describe_instances().filters(Filter::builder().name("tag-key").values("kubernetes.io/cluster/e2e").build()).send().await.expect("describe");
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| matches!(i.state().and_then(|s| s.name()), Some(InstanceStateName::Pending | InstanceStateName::Running)))
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_between_createfleet_and_recording_the_claim_leaks_nothing_after_restart() {
+    let (_moto, ec2, proxy) = moto_behind_proxy().await;
+    // EC2 launches the instance, but its answer never reaches joiner
+    proxy.faults().hold.insert("CreateFleet".into());
+    let server = ApiServer::start().await;
+    let client = server.client();
+    install(&client).await;
+    let dir = tempdir::Dir::new("aws-crash");
+    let args = aws_args(&proxy.endpoint, &["--instance-gc-grace", "0s"]);
+    let mut first = Joiner::start_with_env(&server, &dir, "joiner-first", &args, &CREDS);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
+    sim.deploy(Deployment { namespace: NS.into(), name: "web".into(), replicas: 4, cpu: "700m".into(), memory: "1Gi".into() });
+    let held = eventually(Duration::from_secs(60), || async { proxy.faults().held }, |h| *h >= 1).await;
+    held.unwrap_or_else(|_| panic!("no CreateFleet reached EC2\n{}", first.log()));
+    first.kill(); // SIGKILL: no shutdown path runs
+    let orphans = live_instances(&ec2.ec2).await;
+    assert!(!orphans.is_empty(), "the withheld CreateFleet launched an instance");
+    let unrecorded = nodeclaims(&client).list(&ListParams::default()).await.expect("claims").items;
+    assert!(unrecorded.iter().all(|c| c.data["status"]["providerID"].is_null()), "no launch was recorded before the kill");
+
+    proxy.faults().hold.clear();
+    let second = Joiner::start_with_env(&server, &dir, "joiner-second", &args, &CREDS);
+    // every pod placed, and every instance EC2 runs for the cluster is some NodeClaim's
+    let owned = eventually(
+        Duration::from_secs(90),
+        || async {
+            let claims = nodeclaims(&client).list(&ListParams::default()).await.expect("claims").items;
+            let recorded: std::collections::BTreeSet<String> =
+                claims.iter().filter_map(|c| c.data["status"]["providerID"].as_str()?.rsplit('/').next().map(str::to_string)).collect();
+            (census(&client, NS).await.expect("census"), live_instances(&ec2.ec2).await, recorded)
+        },
+        |(c, live, recorded)| c.pods_running == 4 && c.pods_pending == 0 && c.claims == c.nodes && live == recorded,
+    )
+    .await;
+    let (_, live, _) = owned.unwrap_or_else(|o| panic!("after restart: {o:?}\n{}", second.log()));
+    assert!(orphans.is_disjoint(&live), "the orphan {orphans:?} still runs\n{}", second.log());
     sim.stop().await;
 }

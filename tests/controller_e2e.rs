@@ -71,6 +71,16 @@ async fn cluster(name: &str) -> (ApiServer, Client, tempdir::Dir) {
     (server, client, tempdir::Dir::new(name))
 }
 
+/// A PodDisruptionBudget allowing one `web` pod down at a time.
+async fn one_web_pod_down_at_a_time(client: &Client) {
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .unwrap();
+    Api::<PodDisruptionBudget>::namespaced(client.clone(), NS).create(&PostParams::default(), &pdb).await.unwrap();
+}
+
 fn web(replicas: usize, cpu: &str) -> Deployment {
     Deployment { namespace: NS.into(), name: "web".into(), replicas, cpu: cpu.into(), memory: "1Gi".into() }
 }
@@ -137,12 +147,7 @@ async fn pending_pods_become_nodeclaims_nodes_and_running_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() {
     let (server, client, dir) = cluster("consolidate").await;
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": NS},
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    }))
-    .unwrap();
-    Api::<PodDisruptionBudget>::namespaced(client.clone(), NS).create(&PostParams::default(), &pdb).await.unwrap();
+    one_web_pod_down_at_a_time(&client).await;
     let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(16, "1500m"));
@@ -311,5 +316,80 @@ async fn an_instance_that_never_registers_is_given_up_and_its_pods_solved_again(
     assert_eq!(c.claims, c.nodes);
     assert!(joiner.metric("joiner_nodeclaims_terminated_total{reason=\"registration-timeout\"}").await >= 1.0, "{}", joiner.log());
     assert!(joiner.metric("joiner_cloudprovider_duration_seconds_count{method=\"delete\"}").await >= 1.0, "its instance was not terminated");
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_solver_falls_back_to_karpenters_rules_and_says_so() {
+    let (server, client, dir) = cluster("solver-fault").await;
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--inject-solver-fault", "error"]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(16, "1500m"));
+    let before = settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let original = node_names(&client).await;
+    sim.scale(NS, "web", 4);
+    // Karpenter's consolidation still runs: the scaled-down fleet is replaced or shrunk
+    let after = eventually(
+        Duration::from_secs(90),
+        || async { (census(&client, NS).await.expect("census"), node_names(&client).await) },
+        |(c, nodes)| c.pods_running == 4 && c.pods_pending == 0 && c.claims == c.nodes && nodes.is_disjoint(&original),
+    )
+    .await
+    .unwrap_or_else(|c| panic!("not consolidated: before {before:?}, now {c:?}\n{}", joiner.log()));
+    assert!(after.0.nodes <= before.nodes, "{after:?}");
+    for phase in ["provisioning\",status=\"fallback-greedy", "disruption\",status=\"fallback-baseline"] {
+        let solves = joiner.metric(&format!("joiner_solver_solves_total{{phase=\"{phase}\"}}")).await;
+        assert!(solves >= 1.0, "no {phase} solves counted\n{}", joiner.metrics().await);
+    }
+    assert_eq!(joiner.metric("joiner_solver_solves_total{phase=\"provisioning\",status=\"time-limit\"}").await, 0.0);
+    // a Warning Event on the NodePool says which decision fell back and why
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let fallbacks: Vec<_> = events.list(&ListParams::default()).await.unwrap().items.into_iter().filter(|e| e.reason.as_deref() == Some("SolverFallback")).collect();
+    let about = |phase: &str| fallbacks.iter().any(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("NodePool") && e.type_.as_deref() == Some("Warning") && e.note.as_deref().is_some_and(|n| n.starts_with(phase) && n.contains("highs error")));
+    assert!(about("provisioning") && about("disruption"), "{fallbacks:?}");
+    sim.stop().await;
+}
+
+/// Whether a node carries the `karpenter.sh/disrupted` taint a disruption command puts on.
+fn disrupted(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| ts.iter().any(|t| t.key == "karpenter.sh/disrupted"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_killed_mid_disruption_leaves_nothing_cordoned_lost_or_leaked() {
+    let (server, client, dir) = cluster("leader-disruption").await;
+    one_web_pod_down_at_a_time(&client).await;
+    let mut a = Joiner::start(&server, &dir, "joiner-a", &[]);
+    eventually(Duration::from_secs(20), || async { a.metric("joiner_leader").await }, |v| *v == 1.0).await.unwrap_or_else(|_| panic!("no leader\n{}", a.log()));
+    let b = Joiner::start(&server, &dir, "joiner-b", &[]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(16, "1500m"));
+    settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", a.log()));
+    let original = node_names(&client).await;
+    sim.scale(NS, "web", 4);
+    // the leader dies once its disruption command has cordoned a node
+    let nodes: Api<Node> = Api::all(client.clone());
+    let cordoned = eventually(Duration::from_secs(60), || async { nodes.list(&ListParams::default()).await.unwrap().items.iter().filter(|n| disrupted(n)).count() }, |n| *n > 0).await;
+    cordoned.unwrap_or_else(|_| panic!("no disruption command started\n{}", a.log()));
+    a.kill();
+    // the standby takes over and finishes the job: no node left cordoned, every pod running, the
+    // PodDisruptionBudget never broken, every claim with its node
+    let fewest = std::sync::atomic::AtomicUsize::new(usize::MAX);
+    let after = eventually(
+        Duration::from_secs(120),
+        || async {
+            let c = census(&client, NS).await.expect("census");
+            fewest.fetch_min(c.pods_running, std::sync::atomic::Ordering::Relaxed);
+            let all = nodes.list(&ListParams::default()).await.unwrap().items;
+            (c, all.iter().filter(|n| disrupted(n)).count(), all.iter().filter_map(|n| n.metadata.name.clone()).collect::<std::collections::BTreeSet<_>>())
+        },
+        |(c, cordoned, names)| c.pods_running == 4 && c.pods_pending == 0 && c.claims == c.nodes && *cordoned == 0 && names != &original,
+    )
+    .await
+    .unwrap_or_else(|s| panic!("not finished after the takeover: {s:?}\n{}", b.log()));
+    assert_eq!(b.metric("joiner_leader").await, 1.0);
+    let fewest = fewest.into_inner();
+    assert!(fewest >= 3, "running pods fell to {fewest}: the PodDisruptionBudget was broken\n{}", b.log());
+    assert!(after.0.nodes < original.len() || after.2.is_disjoint(&original), "nothing consolidated: {after:?}");
     sim.stop().await;
 }

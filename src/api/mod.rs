@@ -20,6 +20,7 @@ pub use common::{
     HasConditions, NodeClassReference, NodeSelectorRequirementWithMinValues, RequirementOperator,
     DURATION_PATTERN, NEVER, NILLABLE_DURATION_PATTERN,
 };
+#[cfg(feature = "cluster")]
 pub(crate) use common::deserialize_conditions;
 pub use ec2nodeclass::*;
 pub use nodeclaim::*;

@@ -72,6 +72,11 @@ pub struct ControllerArgs {
     solver_gap: f64,
     #[arg(long, env = "JOINER_DISABLE_DISRUPTION")]
     disable_disruption: bool,
+    /// Makes every HiGHS solve fail (`error`) or every model infeasible (`infeasible`), for fault
+    /// drills: decisions fall back to Karpenter's rules, flagged in the solver metrics and in a
+    /// Warning Event on every NodePool. Not for normal operation.
+    #[arg(long, hide = true, value_enum)]
+    inject_solver_fault: Option<joiner::optimizer::SolverFault>,
     #[arg(long, env = "JOINER_DISRUPTION_INTERVAL", default_value = "10s")]
     disruption_interval: String,
     /// How long a disruption command waits before it is re-validated.
@@ -168,6 +173,7 @@ impl ControllerArgs {
             quiet_ttl: Some(300.0),
             disruption_bound: false,
             origin: parse_timestamp(&now)?,
+            solver_fault: self.inject_solver_fault,
         };
         let decisions = LoopSettings {
             disruption_interval: duration("disruption-interval", &self.disruption_interval)?,

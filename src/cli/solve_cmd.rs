@@ -74,6 +74,7 @@ impl SolveArgs {
             threads: self.threads,
             max_fallbacks: self.max_fallbacks,
             lower_bound: true,
+            fault: None,
         };
         s.validate()?;
         Ok(s)

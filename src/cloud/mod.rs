@@ -8,6 +8,7 @@
 //! minus unavailable ones); the provider answers with an [`Instance`] and the offerings it found
 //! without capacity; those are recorded, and the instance becomes a node when it registers.
 
+#[cfg(feature = "cluster")]
 pub mod aws;
 pub mod sim;
 

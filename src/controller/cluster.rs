@@ -43,6 +43,9 @@ pub trait Cluster {
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance);
     /// No offering can hold pending pod `pod` now; `why` says what stands in the way.
     fn unschedulable(&mut self, _pod: &str, _why: &str) {}
+    /// A decision of `phase` fell back from the MILP to Karpenter's rules because the solver
+    /// failed; `why` is the solver's note. The plan is still carried out.
+    fn solver_fell_back(&mut self, _phase: &str, _why: &str) {}
     /// Puts or removes the `karpenter.sh/disrupted:NoSchedule` taint, so nothing new lands there.
     fn set_disrupted(&mut self, node: &str, disrupted: bool);
     /// Evicts a bound pod through the Eviction API; its controller recreates it pending.

@@ -61,15 +61,19 @@ impl<P: CloudProvider> Controller<P> {
         Ok(())
     }
 
-    fn decide(&mut self, cluster: &impl Cluster, now: f64) -> Result<DisruptionPlan, ControllerError> {
+    fn decide(&mut self, cluster: &mut impl Cluster, now: f64) -> Result<DisruptionPlan, ControllerError> {
         let catalog = self.unavailable.mask(&self.catalog, now);
         let mut settings = DisruptionSettings::new(self.timestamp(now));
         settings.strategy = self.settings.disruption;
         settings.time_limit = Duration::from_secs_f64(self.settings.disruption_time_limit);
         settings.gap = self.settings.gap;
         settings.lower_bound = self.settings.disruption_bound;
+        settings.fault = self.settings.solver_fault;
         let plan = disruption::consolidate(cluster.snapshot(), &catalog, &settings).map_err(|e| ControllerError::Disruption(e.to_string()))?;
         self.record_solve(super::Phase::Disruption, plan.solver.seconds, &plan.solver.status, plan.solver.mip_gap.unwrap_or(0.0));
+        if plan.solver.status == disruption::FALLBACK_STATUS {
+            cluster.solver_fell_back(super::Phase::Disruption.as_str(), plan.solver.notes.first().map_or("", String::as_str));
+        }
         Ok(plan)
     }
 

@@ -21,7 +21,7 @@ use crate::cloud::{CloudProvider, Unavailable};
 use crate::disruption::timing::Timestamp;
 use crate::disruption::DisruptionStrategy;
 use crate::domain::Pod;
-use crate::optimizer::Strategy;
+use crate::optimizer::{SolverFault, Strategy};
 
 pub use cluster::{Cluster, EvictionRefused};
 
@@ -56,6 +56,8 @@ pub struct Settings {
     pub disruption_bound: bool,
     /// Time 0 of the host's clock, for budgets' schedules, consolidateAfter and expiry.
     pub origin: Timestamp,
+    /// A HiGHS failure injected into every decision (fault-injection tests and drills).
+    pub solver_fault: Option<SolverFault>,
 }
 
 /// A wake-up the controller asks the host for.
@@ -300,6 +302,7 @@ pub(crate) mod tests {
             quiet_ttl: Some(300.0),
             disruption_bound: false,
             origin,
+            solver_fault: None,
         };
         let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
         Controller::new(settings, catalog.clone(), SimCloud::new(catalog, vec![], 0.0, 1))

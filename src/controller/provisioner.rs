@@ -55,10 +55,15 @@ impl<P: CloudProvider> Controller<P> {
             time_limit: Duration::from_secs_f64(self.settings.solve_time_limit),
             gap: self.settings.gap,
             lower_bound: false,
+            fault: self.settings.solver_fault,
             ..SolveSettings::default()
         };
         let plan = optimizer::solve(&view, &catalog, &settings).map_err(|e| ControllerError::Provisioning(e.to_string()))?;
         self.record_solve(super::Phase::Provisioning, plan.solver.seconds, &plan.solver.status, plan.solver.gap);
+        if plan.solver.status == optimizer::FALLBACK_STATUS {
+            let why = plan.solver.notes.iter().find(|n| n.starts_with("solver failed")).cloned().unwrap_or_default();
+            cluster.solver_fell_back(super::Phase::Provisioning.as_str(), &why);
+        }
         for e in &plan.existing {
             for pod in &e.pods {
                 self.nominated.insert(pod.clone(), e.node.clone());

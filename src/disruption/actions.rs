@@ -35,7 +35,8 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     let home = home_of(snapshot, t.cands.nodes.iter().filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)));
     // the bound first: it needs a fixed share of the time, and depends only on the triage
     let lower_bound = if settings.lower_bound { lower_bound(&base, catalog, t, &home, settings, budget * 0.15, &mut notes) } else { 0.0 };
-    let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.4, &mut notes);
+    // a failed selection model is the caller's to handle (it falls back to Karpenter's rules)
+    let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.4).map_err(DisruptionError::Solver)?;
     let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), status = selection.as_ref().map(|s| s.status.clone()), mip_gap = selection.as_ref().and_then(|s| s.mip_gap), "selection done");
     let seed = selection.as_ref().map(|s| s.seed.clone()).unwrap_or_default();
@@ -139,7 +140,6 @@ pub(crate) fn without_types(catalog: &Catalog, types: &BTreeSet<&str>) -> Catalo
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 fn select(
     base: &ClusterSnapshot,
     catalog: &Catalog,
@@ -148,10 +148,9 @@ fn select(
     forced: &BTreeMap<String, Reason>,
     home: &BTreeMap<String, String>,
     seconds: f64,
-    notes: &mut Vec<String>,
-) -> Option<Selection> {
+) -> Result<Option<Selection>, String> {
     if t.open.is_empty() {
-        return None;
+        return Ok(None);
     }
     let forced_names: BTreeSet<String> = forced.keys().cloned().collect();
     let open: BTreeSet<String> = t.open.iter().map(|n| n.name.clone()).collect();
@@ -160,13 +159,7 @@ fn select(
     let gone = without_nodes(&without_forced, &open);
     let open_home: BTreeMap<String, String> = home.iter().filter(|(_, n)| open.contains(*n)).map(|(p, n)| (p.clone(), n.clone())).collect();
     let limits = Limits { budget: &t.underutilized, settings: &settings.solve(seconds, Strategy::Milp) };
-    match model::select(&keep, &gone, catalog, &t.open, &open_home, &limits) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            notes.push(format!("selection model failed, nothing consolidated: {e}"));
-            None
-        }
-    }
+    model::select(&keep, &gone, catalog, &t.open, &open_home, &limits).map(Some)
 }
 
 /// Cuts the plan of the cluster after into actions: removed nodes that share a launched node form

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::catalog::Catalog;
 use crate::domain::ClusterSnapshot;
-use crate::optimizer::{SolveSettings, Strategy};
+use crate::optimizer::{SolveSettings, SolverFault, Strategy};
 
 pub use budget::Reason;
 use budget::BudgetTable;
@@ -60,6 +60,8 @@ pub struct DisruptionSettings {
     /// Whether to compute the certified lower bound. Without it the plan's `lower_bound` is 0 and
     /// its status is never `optimal`; the simulator skips it to spend its time on decisions.
     pub lower_bound: bool,
+    /// A HiGHS failure to inject into every solve of the decision (fault-injection tests).
+    pub fault: Option<SolverFault>,
 }
 
 impl DisruptionSettings {
@@ -73,6 +75,7 @@ impl DisruptionSettings {
             spot_to_spot_min_types: 15,
             max_fallbacks: 20,
             lower_bound: true,
+            fault: None,
         }
     }
 
@@ -86,6 +89,7 @@ impl DisruptionSettings {
             max_fallbacks: self.max_fallbacks,
             // disruption reports its own bound; the provisioning bound of a sub-problem is not needed
             lower_bound: false,
+            fault: self.fault,
         }
     }
 }
@@ -96,6 +100,9 @@ pub enum DisruptionError {
     Settings(String),
     #[error(transparent)]
     Optimizer(#[from] crate::optimizer::OptimizerError),
+    /// The selection model failed (HiGHS error, no solution in time); `consolidate` falls back.
+    #[error("selection model: {0}")]
+    Solver(String),
 }
 
 /// The nodes every strategy starts from: forced and budgeted removals decided before consolidation.
@@ -111,6 +118,10 @@ pub(crate) struct Triage<'a> {
     pub budgets: Vec<BudgetUse>,
 }
 
+/// `solver.status` of a MILP decision whose selection model failed and that Karpenter's
+/// consolidation rules (the baseline strategy) made instead.
+pub const FALLBACK_STATUS: &str = "fallback-baseline";
+
 /// Plans the disruptions for `snapshot`.
 pub fn consolidate(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings) -> Result<DisruptionPlan, DisruptionError> {
     if settings.time_limit.is_zero() || !(0.0..1.0).contains(&settings.gap) || settings.threads == 0 {
@@ -120,7 +131,16 @@ pub fn consolidate(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &Dis
     let cands = Candidates::build(snapshot, catalog, settings.now);
     let triage = triage(snapshot, &cands, settings.now);
     let mut plan = match settings.strategy {
-        DisruptionStrategy::Milp => actions::decide(snapshot, catalog, settings, &triage, start)?,
+        DisruptionStrategy::Milp => match actions::decide(snapshot, catalog, settings, &triage, start) {
+            Err(DisruptionError::Solver(e)) => {
+                tracing::warn!(error = %e, "selection model failed; falling back to karpenter's consolidation");
+                let mut plan = baseline::decide(snapshot, catalog, settings, &triage, start)?;
+                plan.solver.status = FALLBACK_STATUS.into();
+                plan.solver.notes.insert(0, format!("selection model failed ({e}); karpenter's consolidation decided instead"));
+                plan
+            }
+            other => other?,
+        },
         DisruptionStrategy::Baseline => baseline::decide(snapshot, catalog, settings, &triage, start)?,
     };
     plan.fingerprint = fingerprint::of(snapshot, catalog, &plan);

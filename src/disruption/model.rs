@@ -108,7 +108,7 @@ pub fn select(
     let mut model = pb.optimise(Sense::Minimise);
     milp::configure(&mut model, limits.settings, (budget - start.elapsed().as_secs_f64()) * 0.95);
     model.set_option("mip_rel_gap", limits.settings.gap);
-    let solved = model.try_solve().map_err(|e| format!("selection mip: {e:?}"))?;
+    let solved = milp::run(model, limits.settings, "selection mip")?;
     let has_solution = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
     if !has_solution {
         return Err(format!("selection mip ended {:?} without a solution", solved.status()));

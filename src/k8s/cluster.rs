@@ -278,6 +278,23 @@ impl Cluster for KubeCluster {
         self.pod_event(pod, EventType::Warning, "FailedScheduling", format!("no nodeclaim can be planned: {why}"));
     }
 
+    /// A Warning Event on every NodePool: the decision affects them all, and their Events are where
+    /// Karpenter users look for an autoscaler's complaints.
+    fn solver_fell_back(&mut self, phase: &str, why: &str) {
+        let note = format!("{phase} decision fell back to karpenter's rules: {why}");
+        for pool in self.caches.nodepools.state() {
+            let reference = ObjectReference {
+                api_version: Some("karpenter.sh/v1".into()),
+                kind: Some("NodePool".into()),
+                name: pool.metadata.name.clone(),
+                uid: pool.metadata.uid.clone(),
+                resource_version: pool.metadata.resource_version.clone(),
+                ..Default::default()
+            };
+            self.publish(&reference, Event { type_: EventType::Warning, reason: "SolverFallback".into(), note: Some(note.clone()), action: "Decide".into(), secondary: None });
+        }
+    }
+
     fn set_disrupted(&mut self, node: &str, disrupted: bool) {
         set_node_taint(self, node, disrupted);
         if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == node) {
@@ -310,7 +327,10 @@ impl Cluster for KubeCluster {
     }
 
     fn delete_node(&mut self, name: &str) -> usize {
-        if self.in_flight.contains_key(name) {
+        // a claim with no node yet: launched by this process (in flight), or left by an earlier one
+        // (read back from the cache after a restart, not in flight here)
+        let claim_only = !self.snap.nodes.iter().any(|n| n.name == name) && self.caches.node_claims().iter().any(|c| c.metadata.name.as_deref() == Some(name));
+        if self.in_flight.contains_key(name) || claim_only {
             self.delete_claim(name);
             return 0;
         }

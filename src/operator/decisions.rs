@@ -217,13 +217,28 @@ impl<P: CloudProvider> Decisions<P> {
         }
     }
 
-    /// On the first step: instances of NodeClaims that existed before this process.
+    /// On the first step: instances of NodeClaims that existed before this process. A claim with no
+    /// instance recorded was being launched by a process that is gone (killed between CreateFleet
+    /// and writing the status, or Karpenter before a cut-over): nobody will finish that launch, so
+    /// it is given up now rather than after the launch timeout. Its pods are solved again, and an
+    /// instance it did get is the garbage collector's once the claim is gone.
     fn adopt_existing(&mut self) {
         self.adopted = true;
+        let mut abandoned = Vec::new();
         for claim in self.cluster.caches().node_claims() {
-            let Some(instance) = provider_id_of(&claim).and_then(instance_of_provider_id) else { continue };
-            let name = node_name_of(&claim).map(str::to_string).or(claim.metadata.name.clone()).unwrap_or_default();
-            self.ctl.adopt(&name, instance);
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            let Some(instance) = provider_id_of(&claim).and_then(instance_of_provider_id) else {
+                if claim.metadata.deletion_timestamp.is_none() {
+                    abandoned.push(name);
+                }
+                continue;
+            };
+            let node = node_name_of(&claim).map(str::to_string).unwrap_or(name);
+            self.ctl.adopt(&node, instance);
+        }
+        for claim in abandoned {
+            tracing::warn!(claim = %claim, "nodeclaim launched by an earlier process was never recorded; giving it up");
+            self.terminate(&claim, None, "launch-abandoned");
         }
     }
 

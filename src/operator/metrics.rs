@@ -21,7 +21,7 @@ pub struct PhaseLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabels {
     pub phase: &'static str,
-    /// optimal, time-limit, feasible, greedy, fallback-greedy, infeasible, other.
+    /// optimal, time-limit, feasible, greedy, fallback-greedy, fallback-baseline, infeasible, other.
     pub status: &'static str,
 }
 
@@ -147,6 +147,7 @@ pub fn status_label(status: &str) -> &'static str {
         "feasible" => "feasible",
         "greedy" => "greedy",
         "fallback-greedy" => "fallback-greedy",
+        "fallback-baseline" => "fallback-baseline",
         "infeasible" => "infeasible",
         _ => "other",
     }

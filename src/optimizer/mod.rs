@@ -18,12 +18,17 @@ pub mod topology;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use crate::catalog::Catalog;
 use crate::domain::ClusterSnapshot;
 
 pub use plan::{NewNode, OfferingRef, Plan, SolverReport, Strategy, UnschedulableReason};
 use problem::Problem;
 use state::State;
+
+/// `solver.status` of a plan the greedy baseline made because the MILP failed.
+pub const FALLBACK_STATUS: &str = "fallback-greedy";
 
 /// Limits and choices for one solve.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,12 +45,28 @@ pub struct SolveSettings {
     /// Whether to compute the certified lower bound (callers that only want the placement, such as
     /// the disruption re-solve and Karpenter's scheduling simulation, skip it).
     pub lower_bound: bool,
+    /// A HiGHS failure to inject (fault-injection tests and drills); None in normal operation.
+    pub fault: Option<SolverFault>,
 }
 
 impl Default for SolveSettings {
     fn default() -> Self {
-        SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs(10), gap: 0.01, threads: 1, max_fallbacks: 20, lower_bound: true }
+        SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs(10), gap: 0.01, threads: 1, max_fallbacks: 20, lower_bound: true, fault: None }
     }
+}
+
+/// A solver failure joiner can be told to suffer (`--inject-solver-fault`), so that tests and
+/// operators' drills see the fallback path end to end: the plan flagged `fallback-greedy`, the
+/// `joiner_solver_solves` metric and a Warning Event. The failures are HiGHS's own, not imitations
+/// of them where that is possible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SolverFault {
+    /// Every model HiGHS is given carries one contradictory row (0 = 1), so HiGHS proves it
+    /// infeasible.
+    Infeasible,
+    /// Every HiGHS solve fails as `Highs_run` returning an error status does.
+    Error,
 }
 
 /// Failures of the optimizer layer. A solver failure is not one of them: it falls back to greedy.
@@ -164,7 +185,7 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
             Err(e) => {
                 tracing::warn!(error = %e, "milp failed; falling back to greedy");
                 notes.push(format!("solver failed: {e}"));
-                (greedy_state, greedy_left, "fallback-greedy".to_string(), None, 0, 0)
+                (greedy_state, greedy_left, FALLBACK_STATUS.to_string(), None, 0, 0)
             }
         },
     };
@@ -205,7 +226,7 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     let mut plan = extract::to_plan(&p, &state, &left, settings.strategy, report, lower_bound, settings.max_fallbacks);
     plan.solver.gap = if plan.objective > 0.0 { ((plan.objective - plan.lower_bound) / plan.objective).max(0.0) } else { 0.0 };
     // "optimal" is a certified claim: the plan is within the gap target of the lower bound
-    if settings.strategy == Strategy::Milp && plan.solver.status != "fallback-greedy" && plan.solver.gap <= settings.gap + 1e-9 {
+    if settings.strategy == Strategy::Milp && plan.solver.status != FALLBACK_STATUS && plan.solver.gap <= settings.gap + 1e-9 {
         plan.solver.status = "optimal".into();
     }
     plan.solver.seconds = start.elapsed().as_secs_f64();

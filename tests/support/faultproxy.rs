@@ -7,7 +7,9 @@
 //!   `InsufficientInstanceCapacity` (when no override is left, moto is not called and the answer
 //!   holds only the errors, as EC2's does);
 //! - **throttling**: the next N calls of an action answer HTTP 503 `RequestLimitExceeded`;
-//! - **failures**: the next N calls of an action answer HTTP 500 `InternalError`.
+//! - **failures**: the next N calls of an action answer HTTP 500 `InternalError`;
+//! - **withheld answers**: calls of an action in `hold` reach moto, which acts on them, but their
+//!   answer never comes back (a process killed between the call and recording its result).
 //!
 //! Every call is counted by action, and CreateFleet requests are kept (decoded) for assertions.
 #![allow(dead_code)]
@@ -35,6 +37,10 @@ pub struct Faults {
     pub ice_answered: u32,
     /// Every call as its IAM action, `service:Action` (the service from the SigV4 credential scope).
     pub iam_actions: BTreeSet<String>,
+    /// Actions whose answers are withheld once moto has acted on them.
+    pub hold: BTreeSet<String>,
+    /// Calls whose answers were withheld so far.
+    pub held: u32,
 }
 
 #[derive(Clone)]
@@ -128,6 +134,16 @@ async fn handle(State(p): State<Proxy>, method: axum::http::Method, uri: axum::h
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_GATEWAY, e).into_response(),
     };
+    let withhold = {
+        let mut f = p.faults.lock().unwrap();
+        let hold = f.hold.contains(&action);
+        f.held += u32::from(hold);
+        hold
+    };
+    if withhold {
+        // the caller waits until it gives up or dies; moto has already done the work
+        std::future::pending::<()>().await;
+    }
     let mut out = bytes.to_vec();
     if action == "CreateFleet" && !removed.is_empty() {
         let text = String::from_utf8_lossy(&out).replace("</CreateFleetResponse>", &format!("{}</CreateFleetResponse>", error_set(&removed, &lifecycle)));

@@ -25,21 +25,24 @@ impl Joiner {
     }
 
     /// As [`Joiner::start`], with extra environment variables (AWS credentials for an emulator).
+    /// Timings are shortened so that tests run in seconds.
     pub fn start_with_env(server: &ApiServer, dir: &tempdir::Dir, identity: &str, extra: &[&str], envs: &[(&str, &str)]) -> Joiner {
+        let fast = [
+            "--batch-idle-duration", "300ms", "--batch-max-duration", "2s", "--solver-time-limit", "2s", "--disruption-time-limit", "3s",
+            "--disruption-interval", "1s", "--validation-delay", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
+        ];
+        Joiner::start_with_defaults(server, dir, identity, &[&fast[..], extra].concat(), envs)
+    }
+
+    /// The controller with its own default timings (benchmarks measure what users run).
+    pub fn start_with_defaults(server: &ApiServer, dir: &tempdir::Dir, identity: &str, extra: &[&str], envs: &[(&str, &str)]) -> Joiner {
         let kubeconfig = dir.path().join("kubeconfig");
         server.write_kubeconfig_as(&kubeconfig, identity).expect("kubeconfig written");
         let (metrics_port, health_port) = (free_port(), free_port());
         let log = dir.path().join(format!("{identity}.log"));
         let file = std::fs::File::create(&log).expect("log file");
-        let mut args: Vec<String> = [
-            "controller", "--cluster-name", "e2e", "--namespace", SYSTEM_NS, "--identity", identity,
-            "--bind-address", "127.0.0.1", "--batch-idle-duration", "300ms", "--batch-max-duration", "2s",
-            "--solver-time-limit", "2s", "--disruption-time-limit", "3s", "--disruption-interval", "1s",
-            "--validation-delay", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut args: Vec<String> =
+            ["controller", "--cluster-name", "e2e", "--namespace", SYSTEM_NS, "--identity", identity, "--bind-address", "127.0.0.1"].iter().map(|s| s.to_string()).collect();
         args.extend(["--kubeconfig".into(), kubeconfig.display().to_string()]);
         // E2E_LOG=debug,kube=info,... shows the controller's decisions in failure messages
         args.extend(["--log-level".into(), std::env::var("E2E_LOG").unwrap_or_else(|_| "info,highs=error".into())]);
@@ -57,6 +60,16 @@ impl Joiner {
     pub async fn metric(&self, name_and_labels: &str) -> f64 {
         let text = self.metrics().await;
         text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
+    }
+
+    /// Whether the process has ended (a bad flag, a crash).
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().map_or(true, |s| s.is_some())
+    }
+
+    /// The process id, for reading its memory from /proc.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn log(&self) -> String {

@@ -18,7 +18,7 @@ use highs::{ColProblem, HighsModelStatus, Model, Sense};
 
 use super::problem::Problem;
 use super::state::{NodeKind, State};
-use super::SolveSettings;
+use super::{SolveSettings, SolverFault};
 use columns::{column_cost, pack, valid, Bin, BinInfo, Column, NodeRules};
 use master::{AuxKind, Master};
 use primal::{dive, round_and_cover, round_down, round_near, round_up};
@@ -190,6 +190,18 @@ pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f6
     model.set_option("threads", settings.threads.max(1) as i32);
     model.set_option("random_seed", 0);
     model.set_option("time_limit", seconds.max(0.05));
+    if settings.fault == Some(SolverFault::Infeasible) {
+        model.add_row(1.0..=1.0, std::iter::empty());
+    }
+}
+
+/// Solves a configured model; `what` names it in the error. An injected `Error` fault fails here,
+/// where HiGHS's own error status would surface.
+pub(crate) fn run(model: Model, settings: &SolveSettings, what: &str) -> Result<highs::SolvedModel, String> {
+    if settings.fault == Some(SolverFault::Error) {
+        return Err(format!("{what}: highs error (injected)"));
+    }
+    model.try_solve().map_err(|e| format!("{what}: {e:?}"))
 }
 
 /// What column generation starts from: the single-node rules, the bins, the master's rows and the
@@ -323,7 +335,7 @@ fn integer_solve_over(
     let mut model = mip.optimise(Sense::Minimise);
     configure(&mut model, settings, seconds);
     model.set_option("mip_rel_gap", settings.gap);
-    let solved = model.try_solve().map_err(|e| format!("highs mip: {e:?}"))?;
+    let solved = run(model, settings, "highs mip")?;
     let has_solution = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
     let status = match solved.status() {
         HighsModelStatus::Optimal if has_solution => "optimal",
@@ -403,7 +415,7 @@ fn generate(
         model.set_option("presolve", "off");
         model.set_option("simplex_strategy", 4);
         let lp_start = Instant::now();
-        let solved = model.try_solve().map_err(|e| format!("highs lp: {e:?}"))?;
+        let solved = run(model, settings, "highs lp")?;
         if solved.status() != HighsModelStatus::Optimal {
             if let Some(last) = last.take() {
                 notes.push(format!("column generation stopped after {iterations} rounds: lp ended {:?}", solved.status()));

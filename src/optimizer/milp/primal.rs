@@ -58,7 +58,7 @@ pub fn dive(mut model: highs::Model, settings: &SolveSettings, offset: usize, pa
         configure(&mut model, settings, settings.time_limit.as_secs_f64());
         model.set_option("presolve", "off");
         model.set_option("simplex_strategy", 1);
-        let Ok(solved) = model.try_solve() else { break };
+        let Ok(solved) = super::run(model, settings, "dive lp") else { break };
         if solved.status() != HighsModelStatus::Optimal {
             break;
         }

@@ -81,6 +81,7 @@ impl<'a> World<'a> {
             // nothing reads a pass's bound here; its time goes to the decisions instead
             disruption_bound: false,
             origin: sc.start,
+            solver_fault: None,
         };
         let cloud = SimCloud::new(sc.catalog.clone(), ice, sc.interruption_rate_scale, seed);
         let mut ctl = Controller::new(settings, sc.catalog.clone(), cloud);

@@ -43,6 +43,9 @@ fn healthy(pod: &Value) -> bool {
 pub fn refresh_budgets(state: &mut State, ns: &str) {
     let all = FieldSelector::default();
     let budgets = state.select(pdbs(), Some(ns), &LabelSelector::default(), &all);
+    if budgets.is_empty() {
+        return; // every pod write lands here: without budgets there is nothing to recompute
+    }
     let ns_pods = state.select(pods(), Some(ns), &LabelSelector::default(), &all);
     let scales: std::collections::BTreeMap<String, i64> = state
         .select(replicasets(), Some(ns), &LabelSelector::default(), &all)

@@ -162,9 +162,11 @@ impl State {
         labels: &LabelSelector,
         fields: &FieldSelector,
     ) -> Vec<Value> {
+        // keys sort by resource, then namespace: read only this resource's (and namespace's) range
+        let from = (res.group, res.plural, ns.unwrap_or_default().to_string(), String::new());
         self.objects
-            .iter()
-            .filter(|((g, p, n, _), _)| *g == res.group && *p == res.plural && ns.is_none_or(|ns| ns == n.as_str()))
+            .range(from..)
+            .take_while(|((g, p, n, _), _)| *g == res.group && *p == res.plural && ns.is_none_or(|ns| ns == n.as_str()))
             .map(|(_, v)| v)
             .filter(|v| labels.matches(v) && fields.matches(v))
             .cloned()
