@@ -16,13 +16,20 @@ use crate::catalog::{CapacityType, Catalog};
 use crate::cloud::Instance;
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
 use crate::disruption::timing::Timestamp;
-use crate::domain::{ClusterSnapshot, Resources, Taint};
+use crate::domain::{ClusterSnapshot, Pod, Resources, Taint};
 use crate::optimizer::NewNode;
 
 pub use crate::api::{DISRUPTED_TAINT, INITIALIZED_LABEL, NODEPOOL_HASH, REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT};
 
 /// The NodeClaim for a planned node, before launch.
 pub fn claim_object(name: &str, node: &NewNode, snapshot: &ClusterSnapshot) -> Value {
+    let pods: Vec<&Pod> = snapshot.pods.iter().filter(|p| node.pods.contains(&p.key())).collect();
+    claim_object_for(name, node, snapshot, &pods)
+}
+
+/// [`claim_object`] with the node's pods already looked up (callers creating many claims index
+/// the snapshot's pods once instead of scanning them per claim).
+pub fn claim_object_for(name: &str, node: &NewNode, snapshot: &ClusterSnapshot, pods: &[&Pod]) -> Value {
     let pool = snapshot.nodepools.iter().find(|p| p.name == node.nodepool);
     let mut labels: BTreeMap<String, String> = pool.map(|p| p.labels.clone().into_iter().collect()).unwrap_or_default();
     labels.insert(NODEPOOL.to_string(), node.nodepool.clone());
@@ -48,7 +55,7 @@ pub fn claim_object(name: &str, node: &NewNode, snapshot: &ClusterSnapshot) -> V
         "requirements": requirements,
         "taints": pool.map(|p| taints(&p.taints)).unwrap_or_default(),
         "startupTaints": pool.map(|p| taints(&p.startup_taints)).unwrap_or_default(),
-        "resources": {"requests": requests(node, snapshot)},
+        "resources": {"requests": requests(pods)},
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": pool.and_then(|p| p.node_class.clone()).unwrap_or_default()},
     });
     if let Some(expire) = pool.and_then(|p| p.expire_after.clone()) {
@@ -67,9 +74,9 @@ pub fn claim_object(name: &str, node: &NewNode, snapshot: &ClusterSnapshot) -> V
 }
 
 /// Pod requests the claim is meant for, summed (Karpenter records them in `spec.resources`).
-fn requests(node: &NewNode, snapshot: &ClusterSnapshot) -> BTreeMap<String, String> {
+fn requests(pods: &[&Pod]) -> BTreeMap<String, String> {
     let mut total = Resources::new();
-    for p in snapshot.pods.iter().filter(|p| node.pods.contains(&p.key())) {
+    for p in pods {
         total.add(p.requests());
     }
     total.iter().map(|(k, q)| (k.to_string(), q.to_string())).collect()

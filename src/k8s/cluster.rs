@@ -47,6 +47,8 @@ pub struct KubeCluster {
     catalog: Catalog,
     recorder: Recorder,
     snap: ClusterSnapshot,
+    /// Position of each pod of `snap` by key, built when the first claim of a step is written.
+    pod_index: Option<std::collections::HashMap<String, usize>>,
     /// Claims this process created, as planned, until their node registers or they go. The
     /// caches may not show a claim yet right after its creation; this keeps it counted.
     planned: BTreeMap<String, NewNode>,
@@ -67,7 +69,7 @@ pub struct KubeCluster {
 impl KubeCluster {
     /// `seed` draws claim name suffixes: it must differ between processes (see `operator`).
     pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder, seed: u64) -> KubeCluster {
-        KubeCluster { client, evictions, rt, caches, catalog, recorder, snap: ClusterSnapshot::default(), planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
+        KubeCluster { client, evictions, rt, caches, catalog, recorder, snap: ClusterSnapshot::default(), pod_index: None, planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
     }
 
     pub fn caches(&self) -> &Caches {
@@ -94,6 +96,7 @@ impl KubeCluster {
     /// and works out which claims are in flight.
     pub fn refresh(&mut self, snapshot: ClusterSnapshot, now: Timestamp) {
         self.snap = snapshot;
+        self.pod_index = None;
         self.now = k8s_time(now);
         self.record_launches();
         let claims = self.caches.node_claims();
@@ -135,8 +138,8 @@ impl KubeCluster {
     /// Publishes an Event on a pod; failures are logged, never fatal.
     pub fn pod_event(&mut self, key: &str, kind: EventType, reason: &str, note: String) {
         let Some((ns, name)) = key.split_once('/') else { return };
-        let pod = self.caches.pods.state().into_iter().find(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name));
-        let Some(pod) = pod else { return };
+        // a keyed lookup: a pass may publish an Event for each of thousands of pods
+        let Some(pod) = self.caches.pods.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)) else { return };
         self.publish(&pod.object_ref(&()), Event { type_: kind, reason: reason.into(), note: Some(note), action: "Provisioning".into(), secondary: None });
     }
 
@@ -229,7 +232,12 @@ impl Cluster for KubeCluster {
     }
 
     fn claim_created(&mut self, name: &str, node: &NewNode) -> bool {
-        let object = claims::claim_object(name, node, &self.snap);
+        if self.pod_index.is_none() {
+            self.pod_index = Some(self.snap.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect());
+        }
+        let index = self.pod_index.as_ref().expect("just built");
+        let pods: Vec<&crate::domain::Pod> = node.pods.iter().filter_map(|k| index.get(k)).map(|&i| &self.snap.pods[i]).collect();
+        let object = claims::claim_object_for(name, node, &self.snap, &pods);
         let claim: DynamicObject = match serde_json::from_value(object) {
             Ok(c) => c,
             Err(e) => {
@@ -323,6 +331,7 @@ impl Cluster for KubeCluster {
         self.writes.evictions += 1;
         tracing::debug!(pod = key, "evicted");
         self.snap.pods.retain(|p| p.key() != key);
+        self.pod_index = None;
         Ok(())
     }
 
@@ -341,6 +350,7 @@ impl Cluster for KubeCluster {
         self.release(Api::<Node>::all(self.client.clone()), name);
         self.snap.nodes.retain(|n| n.name != name);
         self.snap.pods.retain(|p| p.node_name.as_deref() != Some(name));
+        self.pod_index = None;
         moved
     }
 }
