@@ -14,6 +14,8 @@ mod joinerproc;
 mod kubesim;
 #[path = "support/moto.rs"]
 mod moto;
+#[path = "support/timeline.rs"]
+mod timeline;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,6 +31,7 @@ use apiserver::ApiServer;
 use joinerproc::{tempdir, Joiner, SYSTEM_NS};
 use kubesim::{census, eventually, nodeclaims, Deployment, KubeSim};
 use moto::{Account, Moto};
+use timeline::Timeline;
 
 const NS: &str = "default";
 const REGION: &str = "us-east-1";
@@ -280,5 +283,110 @@ async fn a_controller_killed_between_createfleet_and_recording_the_claim_leaks_n
     .await;
     let (_, live, _) = owned.unwrap_or_else(|o| panic!("after restart: {o:?}\n{}", second.log()));
     assert!(orphans.is_disjoint(&live), "the orphan {orphans:?} still runs\n{}", second.log());
+    sim.stop().await;
+}
+
+/// The instance ids the cluster's NodeClaims record in their providerIDs.
+async fn recorded_instances(client: &Client) -> std::collections::BTreeSet<String> {
+    let claims = nodeclaims(client).list(&ListParams::default()).await.expect("claims").items;
+    claims.iter().filter_map(|c| c.data["status"]["providerID"].as_str()?.rsplit('/').next().map(str::to_string)).collect()
+}
+
+/// A PodDisruptionBudget allowing one `web` pod down at a time.
+async fn one_web_pod_down_at_a_time(client: &Client) {
+    let pdb: k8s_openapi::api::policy::v1::PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }))
+    .expect("pdb");
+    Api::<k8s_openapi::api::policy::v1::PodDisruptionBudget>::namespaced(client.clone(), NS).create(&PostParams::default(), &pdb).await.expect("pdb created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consolidation_while_terminations_fail_and_launches_are_throttled_leaks_nothing() {
+    let (_moto, ec2, proxy) = moto_behind_proxy().await;
+    let server = ApiServer::start().await;
+    let client = server.client();
+    install(&client).await;
+    one_web_pod_down_at_a_time(&client).await;
+    let dir = tempdir::Dir::new("aws-consolidate-faults");
+    // two attempts per AWS call: three failures in a row beat the SDK's retry once, so the
+    // controller itself sees a failed TerminateInstances and a failed CreateFleet
+    let args = aws_args(&proxy.endpoint, &["--instance-gc-grace", "0s", "--aws-max-attempts", "2"]);
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
+    sim.deploy(Deployment { namespace: NS.into(), name: "web".into(), replicas: 8, cpu: "1500m".into(), memory: "1Gi".into() });
+    let settled = eventually(Duration::from_secs(60), || async { census(&client, NS).await.expect("census") }, |c| c.pods_running == 8 && c.pods_pending == 0 && c.claims == c.nodes && c.claims_without_node == 0).await;
+    settled.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let original: std::collections::BTreeSet<String> = recorded_instances(&client).await;
+    {
+        let mut f = proxy.faults();
+        f.fail.insert("TerminateInstances".into(), 3);
+        f.throttle.insert("CreateFleet".into(), 3);
+    }
+    let fleets_before = proxy.calls("CreateFleet");
+    let timeline = Timeline::start(&server);
+    sim.scale(NS, "web", 2);
+    // consolidated: every original instance gone, every pod running, every claim with its node,
+    // and what EC2 runs for the cluster is exactly what the NodeClaims record (grace 0s)
+    let done = eventually(
+        Duration::from_secs(60),
+        || async { (census(&client, NS).await.expect("census"), live_instances(&ec2.ec2).await, recorded_instances(&client).await) },
+        |(c, live, recorded)| c.pods_running == 2 && c.pods_pending == 0 && c.claims == c.nodes && c.claims_without_node == 0 && live == recorded && live.is_disjoint(&original),
+    )
+    .await;
+    let (c, live, _) = done.unwrap_or_else(|d| panic!("not consolidated without leaks: {d:?}\nTerminateInstances calls {}\n{}", proxy.calls("TerminateInstances"), joiner.log()));
+    assert!(c.nodes >= 1 && live.len() == c.nodes, "{c:?} {live:?}");
+    {
+        let f = proxy.faults();
+        assert_eq!(f.fail.get("TerminateInstances"), Some(&0), "TerminateInstances never failed");
+        assert_eq!(f.throttle.get("CreateFleet"), Some(&0), "CreateFleet was never throttled: consolidation launched no replacement");
+    }
+    assert!(proxy.calls("CreateFleet") > fleets_before + 3, "a replacement launched after the throttling");
+    assert_eq!(timeline.violations(), Vec::<String>::new(), "\n{}", joiner.log());
+    assert!(timeline.replaced_deletions() >= 1, "no node was replaced ({} disrupted deletions)\n{}", timeline.disrupted_deletions(), joiner.log());
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_insufficient_capacity_storm_launches_nothing_and_places_pods_once_it_lifts() {
+    let (_moto, ec2, proxy) = moto_behind_proxy().await;
+    // no capacity for any type of the catalog, in any zone
+    let catalog = joiner::catalog::Catalog::bundled(REGION).expect("catalog");
+    proxy.faults().ice_types.extend(catalog.instance_types.iter().map(|t| t.name.clone()));
+    let server = ApiServer::start().await;
+    let client = server.client();
+    install(&client).await;
+    let dir = tempdir::Dir::new("aws-ice-storm");
+    let args = aws_args(&proxy.endpoint, &["--instance-gc-grace", "0s"]);
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
+    let timeline = Timeline::start(&server);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
+    sim.deploy(Deployment { namespace: NS.into(), name: "web".into(), replicas: 4, cpu: "700m".into(), memory: "1Gi".into() });
+    // joiner works through every offering until none is left, then tells the pods why
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    let told = eventually(
+        Duration::from_secs(60),
+        || async { events.list(&ListParams::default()).await.expect("events").items.into_iter().filter(|e| e.reason.as_deref() == Some("FailedScheduling")).count() },
+        |n| *n >= 4,
+    )
+    .await;
+    told.unwrap_or_else(|n| panic!("{n} FailedScheduling events\n{}", joiner.log()));
+    let stormed = std::time::Instant::now();
+    let asked = proxy.faults().ice_answered;
+    assert!(asked > 0, "no CreateFleet met the storm");
+    // nothing was launched and every claim made during the storm is gone
+    let clean = eventually(Duration::from_secs(10), || async { (nodeclaims(&client).list(&ListParams::default()).await.expect("claims").items.len(), census(&client, NS).await.expect("census")) }, |(claims, c)| *claims == 0 && c.pods_pending == 4).await;
+    clean.unwrap_or_else(|c| panic!("claims left behind or pods placed during the storm: {c:?}\n{}", joiner.log()));
+    assert!(live_instances(&ec2.ec2).await.is_empty(), "an instance runs although EC2 had no capacity");
+    assert!(!timeline.claims_created().is_empty(), "no claim was tried during the storm");
+
+    // the storm lifts: offerings come back once their insufficient-capacity mark expires
+    // (UNAVAILABLE_TTL_SECONDS, no flag shortens it) and the parked pods are solved again (a minute
+    // apart), so the pods run within the TTL plus one retry and a launch
+    proxy.faults().ice_types.clear();
+    let bound = Duration::from_secs_f64(joiner::cloud::UNAVAILABLE_TTL_SECONDS + 60.0 + 30.0);
+    let placed = eventually(bound, || async { (census(&client, NS).await.expect("census"), live_instances(&ec2.ec2).await, recorded_instances(&client).await) }, |(c, live, recorded)| c.pods_running == 4 && c.pods_pending == 0 && c.claims == c.nodes && c.claims_without_node == 0 && live == recorded).await;
+    placed.unwrap_or_else(|p| panic!("not placed {:?} after the storm: {p:?}\n{}", stormed.elapsed(), joiner.log()));
     sim.stop().await;
 }

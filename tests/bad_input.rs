@@ -4,8 +4,9 @@
 //! a crash.
 //!
 //! Each case is its own `#[test]` and runs inside `catch_unwind` (or in the `joiner` binary), so a
-//! panic shows up as that case failing, with its name. Cases that currently fail because of a bug are
-//! kept, marked `#[ignore = "bug: ..."]`, so that `cargo test -- --ignored` shows whether they are fixed.
+//! panic shows up as that case failing, with its name. A case that fails because of a bug is kept,
+//! marked `#[ignore = "bug: ..."]`, so that `cargo test -- --ignored` shows whether it is fixed; none
+//! is open today.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -160,10 +161,9 @@ snapshot_rejects! {
         "Pod shop/quantity-huge-cpu-exponent: spec.containers[0].resources.requests.cpu: quantity \"1e400\" is out of range"];
     quantity_huge_cpu_exponent_quoted: "quantity-huge-cpu-exponent-quoted.yaml" => [
         "Pod shop/quantity-huge-cpu-exponent-quoted: spec.containers[0].resources.requests.cpu: quantity \"1e400\" is out of range"];
-    // Reported, with the field path and line, but as "malformed yaml" on the document, without the
-    // object: see the ignored `quantity_huge_plain_integer_names_object`.
+    // serde_yaml::Value has no 128-bit integers: the document is read again to find the object.
     quantity_huge_plain_integer: "quantity-huge-plain-integer.yaml" => [
-        "quantity-huge-plain-integer.yaml: document 1:", "spec.containers[0].resources.requests.memory", "99999999999999999999"];
+        "spec.containers[0].resources.requests.memory: integer 99999999999999999999 does not fit in 64 bits at line 9 column 26"];
     quantity_malformed_abc: "quantity-malformed-abc.yaml" => [
         "Pod shop/quantity-malformed-abc: spec.containers[0].resources.requests.cpu: malformed quantity \"abc\""];
     quantity_malformed_dots: "quantity-malformed-dots.yaml" => [
@@ -176,7 +176,6 @@ snapshot_rejects! {
         "Pod shop/quantity-infinity: spec.containers[0].resources.requests.cpu: malformed quantity"];
     quantity_not_scalar: "quantity-not-scalar.yaml" => [
         "Pod shop/quantity-not-scalar: spec.containers[0].resources.requests.cpu", "invalid type"];
-    #[ignore = "bug: an unquoted integer beyond u64 (memory: 99999999999999999999) is reported as `document 1: malformed yaml: ... invalid type: integer ... as u128, expected any YAML value`, without the object (serde_yaml::Value has no u128; src/snapshot/mod.rs parse_snapshot)"]
     quantity_huge_plain_integer_names_object: "quantity-huge-plain-integer.yaml" => [
         "Pod shop/quantity-huge-plain-integer: spec.containers[0].resources.requests.memory"];
 }
@@ -264,8 +263,7 @@ snapshot_rejects! {
         "NodePool nodepool-weight-too-large: spec.weight: weight 101 is outside 1..=100"];
     nodepool_weight_negative: "nodepool-weight-negative.yaml" => [
         "NodePool nodepool-weight-negative: spec.weight: weight -5 is outside 1..=100"];
-    nodepool_weight_huge: "nodepool-weight-huge.yaml" => ["nodepool-weight-huge.yaml: document 1:", "spec.weight", "99999999999999999999"];
-    #[ignore = "bug: spec.weight: 99999999999999999999 is reported as `document 1: malformed yaml` without naming the NodePool (same u128 cause as quantity_huge_plain_integer_names_object)"]
+    nodepool_weight_huge: "nodepool-weight-huge.yaml" => ["spec.weight: integer 99999999999999999999 does not fit in 64 bits at line 6 column 11"];
     nodepool_weight_huge_names_object: "nodepool-weight-huge.yaml" => ["NodePool nodepool-weight-huge: spec.weight"];
     nodepool_weight_not_number: "nodepool-weight-not-number.yaml" => [
         "NodePool nodepool-weight-not-number: spec.weight: invalid type: string \"heavy\""];
@@ -296,9 +294,8 @@ snapshot_rejects! {
     nodepool_missing_name: "nodepool-missing-name.yaml" => ["NodePool <unnamed>: metadata.name: missing"];
 }
 
-// A budget's cron schedule and duration are not validated when the snapshot is read: the NodePool is
-// accepted and the budget only fails closed (blocks every disruption of the pool) when evaluated,
-// with no message anywhere. Karpenter's CRD rejects these on admission.
+// A budget's cron schedule and duration are validated when the snapshot is read, as Karpenter's CRD
+// validates them on admission.
 snapshot_rejects! {
     budget_invalid_cron: "budget-invalid-cron.yaml" => [
         "NodePool budget-invalid-cron: spec.disruption.budgets[0].schedule", "cron"];
@@ -308,9 +305,9 @@ snapshot_rejects! {
         "NodePool budget-invalid-duration: spec.disruption.budgets[0].duration: malformed duration \"5d\""];
 }
 
-/// What happens today to a budget with an invalid cron schedule: read without error, and every
-/// disruption of its pool blocked (Karpenter's fail-closed rule). Documents the current behaviour
-/// beside the ignored `budget_invalid_cron`.
+/// A budget with an invalid cron schedule, should one get past the reader: every disruption of its
+/// pool is blocked (Karpenter's fail-closed rule). The reader now rejects the three files, so this
+/// only prints their errors.
 #[test]
 fn budget_invalid_cron_fails_closed_when_evaluated() {
     use joiner::disruption::budget::allowed_disruptions;
@@ -480,8 +477,8 @@ fn very_large_document_parses() {
 }
 
 // Duplicate objects: two objects with the same kind and name cannot exist in a cluster, so a dump
-// holding them was edited by hand or merged. Today they are accepted silently; the expectation is an
-// error (or at least a warning) naming the object.
+// holding them was edited by hand or merged. The expectation is an error (or at least a warning)
+// naming the object; the reader gives an error.
 fn expect_duplicate_reported(case: &str, file: &str, object: &str) {
     let text = read(file);
     match guarded(case, || parse_snapshot(&text, file)) {
@@ -504,19 +501,16 @@ fn expect_duplicate_reported(case: &str, file: &str, object: &str) {
 }
 
 #[test]
-#[ignore = "bug: two Pods shop/web-1 in one snapshot are both accepted, without error or warning"]
 fn duplicate_pods() {
     expect_duplicate_reported("duplicate_pods", "duplicate-pods.yaml", "Pod shop/web-1");
 }
 
 #[test]
-#[ignore = "bug: two NodePools named default are both accepted, without error or warning"]
 fn duplicate_nodepools() {
     expect_duplicate_reported("duplicate_nodepools", "duplicate-nodepools.yaml", "NodePool default");
 }
 
 #[test]
-#[ignore = "bug: two Nodes named ip-10-0-0-1 are both accepted, without error or warning"]
 fn duplicate_nodes() {
     expect_duplicate_reported("duplicate_nodes", "duplicate-nodes.yaml", "Node ip-10-0-0-1");
 }
@@ -550,7 +544,6 @@ catalog_rejects! {
     catalog_malformed_capacity: "catalog-malformed-capacity.json" => [
         "catalog: catalog-malformed-capacity.json: field instance_types[0].capacity.ephemeral-storage:", "quantity \"lots\""];
     catalog_not_object: "catalog-not-object.json" => ["catalog: catalog-not-object.json:"];
-    #[ignore = "unclear message: a catalog that is a JSON array is read as a positional struct and reported as `field [0]: invalid type: map, expected a string` (src/catalog/mod.rs Catalog::from_json)"]
     catalog_not_object_message_is_clear: "catalog-not-object.json" => ["catalog: catalog-not-object.json:", "invalid type: sequence"];
     catalog_truncated: "catalog-truncated.json" => ["catalog: catalog-truncated.json:", "EOF while parsing"];
     catalog_memory_overflow: "catalog-memory-overflow.json" => ["catalog: instance type \"t.huge\": memory_mib"];
@@ -605,7 +598,6 @@ scenario_rejects! {
     scenario_duplicate_workload: "scenario-duplicate-workload.yaml" => [
         "scenario scenario-duplicate-workload.yaml: workloads[1].name: default/web is named twice"];
     scenario_not_mapping: "scenario-not-mapping.yaml" => ["scenario scenario-not-mapping.yaml:", "invalid type: sequence"];
-    #[ignore = "cosmetic bug: serde errors in a scenario repeat the field path (`workloads[0].replicas.constant: workloads[0].replicas.constant: invalid type: ...`), src/sim/scenario.rs Scenario::parse adds the path serde_yaml's message already has"]
     scenario_error_path_not_repeated: "scenario-negative-replicas.yaml" => [
         "scenario scenario-negative-replicas.yaml: workloads[0].replicas.constant: invalid type: integer `-3`"];
 }
@@ -665,9 +657,23 @@ fn expect_unschedulable(case: &str, file: &str, catalog: &Catalog, reasons: &[Un
 }
 
 #[test]
-#[ignore = "bug: a NodePool whose nodeClassRef names a missing EC2NodeClass still gets nodes planned by optimizer::solve (the controller only marks it NodeClassReady=False and the launch fails later)"]
 fn solver_missing_nodeclass() {
     expect_unschedulable("solver_missing_nodeclass", "solver-missing-nodeclass.yaml", &small_catalog(), &[UnschedulableReason::NoCompatibleOffering]);
+}
+
+/// The same NodePool and pods without any EC2NodeClass in the snapshot (a what-if that leaves the
+/// classes out): the missing class is not held against the pool, and both pods are placed.
+#[test]
+fn solver_missing_nodeclass_without_any_nodeclass_plans() {
+    let case = "solver_missing_nodeclass_without_any_nodeclass_plans";
+    let text = read("solver-missing-nodeclass.yaml");
+    let snapshot = guarded(case, || parse_snapshot(&text, "solver-missing-nodeclass.yaml")).unwrap_or_else(|e| panic!("case {case}: {e}"));
+    let snapshot = ClusterSnapshot { node_classes: vec![], ..snapshot };
+    for strategy in [Strategy::Greedy, Strategy::Milp] {
+        let s = SolveSettings { strategy, ..settings() };
+        let plan = guarded(case, || optimizer::solve(&snapshot, &small_catalog(), &s)).unwrap_or_else(|e| panic!("case {case}: {e}"));
+        assert_eq!(placed(&plan), 2, "case {case} ({strategy:?}): {:?}", plan.unschedulable);
+    }
 }
 
 #[test]
@@ -874,10 +880,9 @@ fn cli_catalog_garbage() {
     expect_cli_error("cli_catalog_garbage", &args, &["catalog", "binary-garbage.bin"]);
 }
 
-/// The OS error is printed twice: `SnapshotError::Read`/`CatalogError::Read` put `{source}` in their
-/// message and also mark it `#[source]`, and `main` prints the chain with `{e:#}`.
+/// The OS error is printed once: `SnapshotError::Read`/`CatalogError::Read` put it in their message
+/// and do not also expose it as a `source`, which `main` would print again with `{e:#}`.
 #[test]
-#[ignore = "cosmetic bug: `cannot read FILE: No such file or directory (os error 2): No such file or directory (os error 2)` repeats the cause (src/snapshot/mod.rs SnapshotError::Read, src/catalog/mod.rs CatalogError::Read, printed by src/main.rs with {e:#})"]
 fn cli_read_error_not_repeated() {
     let case = "cli_read_error_not_repeated";
     let f = fixture("does-not-exist.yaml");

@@ -8,6 +8,8 @@ mod apiserver;
 mod joinerproc;
 #[path = "support/kubesim.rs"]
 mod kubesim;
+#[path = "support/timeline.rs"]
+mod timeline;
 
 use std::time::Duration;
 
@@ -18,9 +20,10 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 
-use apiserver::{ApiServer, RequestMatch};
+use apiserver::{ApiServer, Injected, RequestMatch};
 use joinerproc::{tempdir, Joiner, SYSTEM_NS};
 use kubesim::{census, eventually, nodeclaims, Census, Deployment, KubeSim};
+use timeline::Timeline;
 
 const NS: &str = "default";
 
@@ -153,6 +156,7 @@ async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() 
     sim.deploy(web(16, "1500m"));
     let before = settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
     let original = node_names(&client).await;
+    let timeline = Timeline::start(&server);
     sim.scale(NS, "web", 4);
     // from here on the budget allows one pod down at a time: never fewer than 3 running
     let fewest = std::sync::atomic::AtomicUsize::new(usize::MAX);
@@ -172,6 +176,10 @@ async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() 
     // the smaller fleet costs less: no more nodes than before, each replaced by a cheaper one
     assert!(after.0.nodes <= before.nodes, "{after:?}");
     assert!(joiner.metric("joiner_disruption_decisions_total{reason=\"executed\"}").await >= 1.0);
+    // from the change feed: no node went before its replacements were Ready, none with pods on it,
+    // and the budget held counting only pods on nodes that still exist
+    assert_eq!(timeline.violations(), Vec::<String>::new(), "\n{}", joiner.log());
+    assert!(timeline.replaced_deletions() >= 1, "no node was replaced ({} disrupted deletions)", timeline.disrupted_deletions());
     sim.stop().await;
 }
 
@@ -327,6 +335,7 @@ async fn a_failing_solver_falls_back_to_karpenters_rules_and_says_so() {
     sim.deploy(web(16, "1500m"));
     let before = settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
     let original = node_names(&client).await;
+    let timeline = Timeline::start(&server);
     sim.scale(NS, "web", 4);
     // Karpenter's consolidation still runs: the scaled-down fleet is replaced or shrunk
     let after = eventually(
@@ -337,6 +346,7 @@ async fn a_failing_solver_falls_back_to_karpenters_rules_and_says_so() {
     .await
     .unwrap_or_else(|c| panic!("not consolidated: before {before:?}, now {c:?}\n{}", joiner.log()));
     assert!(after.0.nodes <= before.nodes, "{after:?}");
+    assert_eq!(timeline.violations(), Vec::<String>::new(), "\n{}", joiner.log());
     for phase in ["provisioning\",status=\"fallback-greedy", "disruption\",status=\"fallback-baseline"] {
         let solves = joiner.metric(&format!("joiner_solver_solves_total{{phase=\"{phase}\"}}")).await;
         assert!(solves >= 1.0, "no {phase} solves counted\n{}", joiner.metrics().await);
@@ -391,5 +401,43 @@ async fn a_leader_killed_mid_disruption_leaves_nothing_cordoned_lost_or_leaked()
     let fewest = fewest.into_inner();
     assert!(fewest >= 3, "running pods fell to {fewest}: the PodDisruptionBudget was broken\n{}", b.log());
     assert!(after.0.nodes < original.len() || after.2.is_disjoint(&original), "nothing consolidated: {after:?}");
+    sim.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_server_timeouts_and_stalls_neither_lose_nor_duplicate_capacity() {
+    let (server, client, dir) = cluster("timeouts").await;
+    // kube's client has no read timeout (kube 5 leaves `read_timeout` unset): a request is answered
+    // late by kube-apiserver's own request timeout, a 504 `Timeout` which kube retries three times.
+    // Only joiner's requests (its kubeconfig's token) meet the faults, not the kubelet stand-ins'.
+    let late = |delay_ms: u64, committed: bool| Injected::Timeout { delay: Duration::from_millis(delay_ms), committed };
+    // NodeClaim creates that take effect but whose answer is lost: kube's retry then finds the claim
+    // already there (409)
+    server.inject_next(RequestMatch::new("POST", "nodeclaims").by("joiner-a"), 2, late(1500, true));
+    // launches recorded on the claim time out without effect, as do node registrations
+    server.inject_next(RequestMatch::new("PATCH", "nodeclaims").subresource("status").by("joiner-a"), 4, late(1500, false));
+    server.inject_next(RequestMatch::new("PATCH", "nodes").by("joiner-a"), 4, late(1000, false));
+    // pod lists time out past kube's retries, and node and pod watches hang before their first event
+    server.inject_next(RequestMatch::verb("list", "pods").by("joiner-a"), 5, late(1000, false));
+    server.inject_next(RequestMatch::verb("watch", "nodes").by("joiner-a"), 1, Injected::Stall(Duration::from_secs(4)));
+    server.inject_next(RequestMatch::verb("watch", "pods").by("joiner-a"), 1, Injected::Stall(Duration::from_secs(4)));
+    let timeline = Timeline::start(&server);
+    // no disruption: a duplicated launch would stay as an empty node for the test to see
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption"]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(10, "1"));
+    let c = settled(&client, 10).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    assert_eq!(server.faults_pending(), vec![], "not every injected fault was met");
+    // nothing changes once settled: no late duplicate launch, no claim given up later
+    let quiet = eventually(Duration::from_secs(4), || async { census(&client, NS).await.unwrap() }, |now| now != &c).await;
+    assert!(quiet.is_err(), "cluster changed after it settled: {c:?} then {quiet:?}");
+    let pods = Api::<Pod>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items;
+    for node in Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items {
+        let name = node.metadata.name.clone().unwrap();
+        assert!(pods.iter().any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name)), "node {name} is empty: capacity was duplicated");
+    }
+    // the claims whose creation timed out were created all the same: none is left without a launch
+    assert!(timeline.claims_created().len() > c.claims, "no claim creation was lost to a timeout: {:?}", timeline.claims_created());
+    assert_eq!(c.claims_without_node, 0);
     sim.stop().await;
 }

@@ -171,7 +171,7 @@ struct RawAdvice {
 /// Reads one JSON file of the data folder; errors name the file and the JSON path.
 fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, CatalogError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|source| CatalogError::Read { path: path.display().to_string(), source })?;
+        .map_err(|error| CatalogError::Read { path: path.display().to_string(), error })?;
     let de = &mut serde_json::Deserializer::from_str(&text);
     serde_path_to_error::deserialize(de).map_err(|e| bad_data(path, format!("field {}: {}", e.path(), e.inner())))
 }

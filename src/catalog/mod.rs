@@ -142,8 +142,9 @@ pub struct Catalog {
 /// A catalog file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    #[error("catalog {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    /// The OS error is in the message, not a `source` (which `main` would print again).
+    #[error("catalog {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("catalog: {path}: {message}")]
     Parse { path: String, message: String },
     #[error("catalog: instance type {name:?}: {message}")]
@@ -157,6 +158,15 @@ pub enum CatalogError {
 impl Catalog {
     /// Parses and validates catalog JSON; errors name the JSON path or the instance type.
     pub fn from_json(text: &str, origin: &str) -> Result<Catalog, CatalogError> {
+        // serde_json reads a derived struct from an array too (fields by position), so a catalog
+        // that is an array would fail on its first element with a message about a field type.
+        // Leading whitespace is all JSON allows before the top-level value.
+        if text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('[') {
+            return Err(CatalogError::Parse {
+                path: origin.to_string(),
+                message: "invalid type: sequence, expected a catalog object (region, instance_types)".into(),
+            });
+        }
         let de = &mut serde_json::Deserializer::from_str(text);
         let catalog: Catalog = serde_path_to_error::deserialize(de).map_err(|e| CatalogError::Parse {
             path: origin.to_string(),
@@ -168,7 +178,7 @@ impl Catalog {
 
     pub fn from_file(path: &std::path::Path) -> Result<Catalog, CatalogError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| CatalogError::Read { path: path.display().to_string(), source })?;
+            .map_err(|error| CatalogError::Read { path: path.display().to_string(), error })?;
         Catalog::from_json(&text, &path.display().to_string())
     }
 

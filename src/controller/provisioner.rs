@@ -90,6 +90,10 @@ impl<P: CloudProvider> Controller<P> {
         self.node_seq += 1;
         let name = cluster.claim_name(&node.nodepool, self.node_seq);
         if !cluster.claim_created(&name, node) {
+            // the write may have taken effect although its answer was lost (the API server's
+            // request timeout, then a retry answered AlreadyExists): nothing launches for the
+            // claim, so it must not stay behind without an instance until the launch timeout
+            cluster.claim_failed(&name);
             return None;
         }
         let template = NodeTemplate::of(cluster.snapshot(), &node.nodepool);

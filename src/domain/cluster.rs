@@ -219,4 +219,13 @@ impl ClusterSnapshot {
     pub fn node_class(&self, name: Option<&str>) -> Option<&NodeClass> {
         name.and_then(|n| self.node_classes.iter().find(|c| c.name == n))
     }
+
+    /// The EC2NodeClass `pool` references when the snapshot lacks it: no node can be launched for
+    /// such a pool (Karpenter's NodeClassReady=False), so it gets none planned. A snapshot without
+    /// any EC2NodeClass (an offline what-if, a synthetic workload) is taken to have left them out,
+    /// not to lack them, and its pools are planned as if their classes existed.
+    pub fn missing_node_class<'p>(&self, pool: &'p NodePool) -> Option<&'p str> {
+        let name = pool.node_class.as_deref()?;
+        (!self.node_classes.is_empty() && self.node_class(Some(name)).is_none()).then_some(name)
+    }
 }

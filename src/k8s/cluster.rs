@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use futures::channel::mpsc::UnboundedSender;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
@@ -45,7 +47,8 @@ pub struct KubeCluster {
     rt: Handle,
     caches: Caches,
     catalog: Catalog,
-    recorder: Recorder,
+    /// Events go to a publisher task (see `spawn_publisher`).
+    events: UnboundedSender<(ObjectReference, Event)>,
     snap: ClusterSnapshot,
     /// Position of each pod of `snap` by key, built when the first claim of a step is written.
     pod_index: Option<std::collections::HashMap<String, usize>>,
@@ -66,10 +69,30 @@ pub struct KubeCluster {
     pub writes: Writes,
 }
 
+/// Events a publisher task sends at once.
+const EVENT_CONCURRENCY: usize = 8;
+
+/// Starts the task that publishes Events, a few at a time. Events are informational and a pass
+/// may nominate 10,000 pods: waiting for each POST before the next NodeClaim made Events most of
+/// a large pass's time.
+fn spawn_publisher(rt: &Handle, recorder: Recorder) -> UnboundedSender<(ObjectReference, Event)> {
+    let (tx, rx) = futures::channel::mpsc::unbounded::<(ObjectReference, Event)>();
+    rt.spawn(rx.for_each_concurrent(EVENT_CONCURRENCY, move |(object, event)| {
+        let recorder = recorder.clone();
+        async move {
+            if let Err(e) = recorder.publish(&event, &object).await {
+                tracing::debug!(object = ?object.name, reason = %event.reason, error = %e, "event not recorded");
+            }
+        }
+    }));
+    tx
+}
+
 impl KubeCluster {
     /// `seed` draws claim name suffixes: it must differ between processes (see `operator`).
     pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder, seed: u64) -> KubeCluster {
-        KubeCluster { client, evictions, rt, caches, catalog, recorder, snap: ClusterSnapshot::default(), pod_index: None, planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
+        let events = spawn_publisher(&rt, recorder);
+        KubeCluster { client, evictions, rt, caches, catalog, events, snap: ClusterSnapshot::default(), pod_index: None, planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
     }
 
     pub fn caches(&self) -> &Caches {
@@ -143,10 +166,10 @@ impl KubeCluster {
         self.publish(&pod.object_ref(&()), Event { type_: kind, reason: reason.into(), note: Some(note), action: "Provisioning".into(), secondary: None });
     }
 
-    /// Publishes an Event about `object`; failures are logged, never fatal.
+    /// Queues an Event about `object` for the publisher task; failures are logged, never fatal.
     fn publish(&self, object: &ObjectReference, event: Event) {
-        if let Err(e) = self.rt.block_on(self.recorder.publish(&event, object)) {
-            tracing::debug!(object = ?object.name, reason = %event.reason, error = %e, "event not recorded");
+        if self.events.unbounded_send((object.clone(), event)).is_err() {
+            tracing::debug!(object = ?object.name, "event publisher stopped");
         }
     }
 

@@ -17,10 +17,18 @@ pub mod status;
 /// Failures talking to the API server.
 #[derive(Debug, thiserror::Error)]
 pub enum K8sError {
+    /// kube's error is in the message and deliberately not a `source` (no `#[from]`): `main`
+    /// prints the source chain too (`{e:#}`), which would repeat it.
     #[error("kubernetes api: {0}")]
-    Api(#[from] kube::Error),
+    Api(kube::Error),
     #[error("kubeconfig: {0}")]
     Config(String),
     #[error("a watch cache closed before it synced")]
     CacheClosed,
+}
+
+impl From<kube::Error> for K8sError {
+    fn from(e: kube::Error) -> Self {
+        K8sError::Api(e)
+    }
 }

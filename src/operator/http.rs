@@ -31,9 +31,9 @@ impl Readiness {
 pub async fn serve(metrics_addr: SocketAddr, health_addr: SocketAddr, metrics: Arc<Metrics>, ready: Readiness) -> Result<(SocketAddr, SocketAddr), OperatorError> {
     let metrics_router = Router::new().route("/metrics", get(metrics_text)).with_state(metrics);
     let health_router = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(readyz)).with_state(ready);
-    let bind = |addr: SocketAddr| async move { tokio::net::TcpListener::bind(addr).await.map_err(|e| OperatorError::Bind { addr, source: e }) };
+    let bind = |addr: SocketAddr| async move { tokio::net::TcpListener::bind(addr).await.map_err(|e| OperatorError::Bind { addr, error: e }) };
     let (m, h) = (bind(metrics_addr).await?, bind(health_addr).await?);
-    let bound = (m.local_addr().map_err(|e| OperatorError::Bind { addr: metrics_addr, source: e })?, h.local_addr().map_err(|e| OperatorError::Bind { addr: health_addr, source: e })?);
+    let bound = (m.local_addr().map_err(|e| OperatorError::Bind { addr: metrics_addr, error: e })?, h.local_addr().map_err(|e| OperatorError::Bind { addr: health_addr, error: e })?);
     tokio::spawn(async move { axum::serve(m, metrics_router).await });
     tokio::spawn(async move { axum::serve(h, health_router).await });
     Ok(bound)

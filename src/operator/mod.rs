@@ -41,8 +41,9 @@ pub use settings::{CloudChoice, LeaderElection, OperatorSettings};
 pub enum OperatorError {
     #[error(transparent)]
     Kubernetes(#[from] K8sError),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    /// The OS error is in the message, not a `source` (which `main` would print again).
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: SocketAddr, error: std::io::Error },
     #[error("leader lease lost: not renewed for {0:?}")]
     LeaseLost(Duration),
     #[error("decision thread stopped unexpectedly")]

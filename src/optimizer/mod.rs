@@ -182,6 +182,10 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
                 lp_bound = answer.lp_bound;
                 (best.0, best.1, status.to_string(), Some(model), answer.variables, answer.constraints)
             }
+            Err(milp::MilpError::OutOfTime) => {
+                notes.push("time limit: reached before the first lp over the seed patterns; the greedy plan stands".into());
+                (greedy_state, greedy_left, "time-limit".to_string(), None, 0, 0)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "milp failed; falling back to greedy");
                 notes.push(format!("solver failed: {e}"));

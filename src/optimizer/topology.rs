@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::labels::{tolerates_all, HOSTNAME};
-use crate::domain::{ClusterSnapshot, LabelSelector, Pod, PodAffinityTerm, PodConstraints, WhenUnsatisfiable};
+use crate::domain::{ClusterSnapshot, LabelSelector, Labels, Pod, PodAffinityTerm, PodConstraints, WhenUnsatisfiable};
 
 use super::problem::{ExistingNode, PodClass, Shape};
 
@@ -83,30 +83,25 @@ impl Topology {
     }
 
     pub fn build(snapshot: &ClusterSnapshot, classes: &[PodClass], shapes: &[Shape], existing: &[ExistingNode]) -> Topology {
-        let node_labels: BTreeMap<&str, &crate::domain::Labels> =
-            existing.iter().map(|n| (n.name.as_str(), &n.labels)).collect();
-        let running: Vec<(&Pod, &crate::domain::Labels)> = snapshot
-            .pods
-            .iter()
-            .filter(|p| p.occupies_node() && !p.terminating)
-            .filter_map(|p| node_labels.get(p.node_name.as_deref()?).map(|l| (p, *l)))
-            .collect();
+        let running = Running::gather(snapshot, existing);
         let pseudo: Vec<Pod> = classes.iter().map(|c| pseudo_pod(&c.constraints)).collect();
         let mut t = Topology { inverse_forbidden: vec![Vec::new(); classes.len()], ..Default::default() };
         type DomainKey<'a> = (&'a [crate::domain::Requirement], &'a crate::domain::NodeSelector, &'a [crate::domain::Toleration], &'a str);
         let mut eligible_memo: BTreeMap<DomainKey<'_>, BTreeSet<String>> = BTreeMap::new();
+        // classes of one workload repeat the same selectors: count their members and running pods once
+        type SpreadKey<'a> = (&'a str, &'a LabelSelector, &'a str);
+        let mut spread_memo: BTreeMap<SpreadKey<'_>, Selected> = BTreeMap::new();
+        let mut term_memo: BTreeMap<(&str, &PodAffinityTerm), Selected> = BTreeMap::new();
         for (k, class) in classes.iter().enumerate() {
             let c = &class.constraints;
             for s in &c.spread {
-                let members = (0..classes.len()).filter(|&j| spread_selects(&c.namespace, &s.selector, &pseudo[j])).collect();
-                let mut counts = BTreeMap::new();
-                for (p, labels) in &running {
-                    if let Some(d) = labels.get(&s.topology_key) {
-                        if spread_selects(&c.namespace, &s.selector, p) {
-                            *counts.entry(d.clone()).or_insert(0) += 1;
-                        }
-                    }
-                }
+                let (members, counts) = spread_memo
+                    .entry((&c.namespace, &s.selector, &s.topology_key))
+                    .or_insert_with(|| {
+                        let members = (0..classes.len()).filter(|&j| spread_selects(&c.namespace, &s.selector, &pseudo[j])).collect();
+                        (members, running.count(&s.topology_key, |p| spread_selects(&c.namespace, &s.selector, p)))
+                    })
+                    .clone();
                 t.spreads.push(SpreadGroup {
                     owner: k,
                     members,
@@ -123,18 +118,23 @@ impl Topology {
             }
             for (terms, anti) in [(&c.pod_affinity, false), (&c.pod_anti_affinity, true)] {
                 for term in terms {
-                    t.affinities.push(affinity_rule(k, c, term, anti, &pseudo, &running));
+                    let (members, running) = term_memo
+                        .entry((&c.namespace, term))
+                        .or_insert_with(|| {
+                            let members = (0..pseudo.len()).filter(|&j| term.selects(&c.namespace, &pseudo[j])).collect();
+                            (members, running.count(&term.topology_key, |p| term.selects(&c.namespace, p)))
+                        })
+                        .clone();
+                    t.affinities.push(AffinityRule { owner: k, members, key: term.topology_key.clone(), anti, running });
                 }
             }
-            for (p, labels) in &running {
-                for term in &p.constraints.pod_anti_affinity {
-                    if term.selects(&p.namespace, &pseudo[k]) {
-                        if let Some(d) = labels.get(&term.topology_key) {
-                            t.inverse_forbidden[k].push((term.topology_key.clone(), d.clone()));
-                        }
-                    }
+            let mut forbidden: BTreeSet<(String, String)> = BTreeSet::new();
+            for (p, nodes) in &running.repelling {
+                for term in p.constraints.pod_anti_affinity.iter().filter(|term| term.selects(&p.namespace, &pseudo[k])) {
+                    forbidden.extend(nodes.iter().filter_map(|l| l.get(&term.topology_key)).map(|d| (term.topology_key.clone(), d.clone())));
                 }
             }
+            t.inverse_forbidden[k] = forbidden.into_iter().collect();
         }
         t
     }
@@ -169,24 +169,49 @@ impl Topology {
     }
 }
 
-fn affinity_rule(
-    k: usize,
-    c: &PodConstraints,
-    term: &PodAffinityTerm,
-    anti: bool,
-    pseudo: &[Pod],
-    running: &[(&Pod, &crate::domain::Labels)],
-) -> AffinityRule {
-    let members = (0..pseudo.len()).filter(|&j| term.selects(&c.namespace, &pseudo[j])).collect();
-    let mut counts = BTreeMap::new();
-    for (p, labels) in running {
-        if term.selects(&c.namespace, p) {
-            if let Some(d) = labels.get(&term.topology_key) {
+/// What a selector picks: the classes it counts, and matching running pods per domain.
+type Selected = (Vec<usize>, BTreeMap<String, i64>);
+
+/// Pods running on known nodes, grouped so that a selector is tested once per distinct
+/// (namespace, labels) rather than once per pod: 40,000 running pods of a few dozen workloads are a
+/// few dozen tests per selector.
+struct Running<'a> {
+    /// A stand-in pod per (namespace, labels), with the labels of the nodes its copies run on.
+    groups: Vec<(Pod, Vec<&'a Labels>)>,
+    /// Running pods with a required anti-affinity (they can repel a class), with their nodes' labels.
+    repelling: Vec<(&'a Pod, Vec<&'a Labels>)>,
+}
+
+impl<'a> Running<'a> {
+    fn gather(snapshot: &'a ClusterSnapshot, existing: &'a [ExistingNode]) -> Running<'a> {
+        let node_labels: BTreeMap<&str, &Labels> = existing.iter().map(|n| (n.name.as_str(), &n.labels)).collect();
+        let mut groups: BTreeMap<(&str, &Labels), Vec<&Labels>> = BTreeMap::new();
+        type Terms<'t> = (&'t str, &'t [PodAffinityTerm]);
+        let mut repelling: BTreeMap<Terms<'_>, (&Pod, Vec<&Labels>)> = BTreeMap::new();
+        for p in snapshot.pods.iter().filter(|p| p.occupies_node() && !p.terminating) {
+            let Some(labels) = p.node_name.as_deref().and_then(|n| node_labels.get(n)) else { continue };
+            groups.entry((&p.namespace, &p.labels)).or_default().push(labels);
+            if !p.constraints.pod_anti_affinity.is_empty() {
+                repelling.entry((&p.namespace, &p.constraints.pod_anti_affinity)).or_insert_with(|| (p, Vec::new())).1.push(labels);
+            }
+        }
+        let groups = groups
+            .into_iter()
+            .map(|((ns, labels), nodes)| (Pod { namespace: ns.to_string(), labels: labels.clone(), ..Pod::new(String::new(), PodConstraints::default()) }, nodes))
+            .collect();
+        Running { groups, repelling: repelling.into_values().collect() }
+    }
+
+    /// Matching running pods per domain of `key`.
+    fn count(&self, key: &str, selects: impl Fn(&Pod) -> bool) -> BTreeMap<String, i64> {
+        let mut counts = BTreeMap::new();
+        for (_, nodes) in self.groups.iter().filter(|(pod, _)| selects(pod)) {
+            for d in nodes.iter().filter_map(|l| l.get(key)) {
                 *counts.entry(d.clone()).or_insert(0) += 1;
             }
         }
+        counts
     }
-    AffinityRule { owner: k, members, key: term.topology_key.clone(), anti, running: counts }
 }
 
 /// Values of `key` the pod could reach: existing nodes it selects and offerings of NodePools it tolerates.

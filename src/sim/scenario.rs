@@ -275,7 +275,15 @@ impl Scenario {
         let de = serde_yaml::Deserializer::from_str(text);
         let file: File = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
-            SimError::Scenario(format!("{origin}: {}: {}", if at == "." { "document".into() } else { at }, e.into_inner()))
+            let at = if at == "." { "document".to_string() } else { at };
+            let message = e.into_inner().to_string();
+            // serde_yaml already starts its message with the path of an error below the root
+            // (`workloads[0].x: invalid type ...`); add ours only when it is not there.
+            if message.starts_with(&format!("{at}: ")) {
+                SimError::Scenario(format!("{origin}: {message}"))
+            } else {
+                SimError::Scenario(format!("{origin}: {at}: {message}"))
+            }
         })?;
         build(file, origin, dir)
     }

@@ -5,7 +5,8 @@
 //! `serde_path_to_error` so failures name the field → a conversion to domain types (`pod.rs`,
 //! `node.rs`, `nodepool.rs`, `karpenter.rs`, `policy.rs`) that validates what the API server would and
 //! names the field path of anything it rejects. Kinds joiner does not use are skipped with a warning;
-//! nothing is guessed silently. See docs/snapshot.md.
+//! a second object of the same kind and name is an error; nothing is guessed silently. See
+//! docs/snapshot.md.
 
 mod convert;
 mod karpenter;
@@ -14,7 +15,9 @@ mod nodepool;
 mod pod;
 mod policy;
 mod scheduling;
+mod wide;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -32,12 +35,10 @@ pub const NEVER_MATCH_KEY: &str = "joiner.internal/never";
 /// Why a snapshot could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The OS error is part of the message and deliberately not a `source`: `main` prints the
+    /// source chain too (`{e:#}`), which would repeat it.
+    #[error("cannot read {}: {error}", path.display())]
+    Read { path: PathBuf, error: std::io::Error },
     /// The text is not YAML; `message` carries serde_yaml's line and column.
     #[error("{origin}: document {document}: malformed yaml: {message}")]
     Yaml { origin: String, document: usize, message: String },
@@ -52,19 +53,22 @@ pub enum SnapshotError {
 /// Reads a snapshot file.
 pub fn load_snapshot(path: &Path) -> Result<ClusterSnapshot, SnapshotError> {
     let text =
-        std::fs::read_to_string(path).map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source })?;
+        std::fs::read_to_string(path).map_err(|error| SnapshotError::Read { path: path.to_path_buf(), error })?;
     parse_snapshot(&text, &path.display().to_string())
 }
 
 /// Reads a snapshot from YAML text; `origin` names the source in error messages.
 pub fn parse_snapshot(text: &str, origin: &str) -> Result<ClusterSnapshot, SnapshotError> {
-    let mut reader = Reader { origin, document: 0, snapshot: ClusterSnapshot::default(), weights_from: None };
+    let mut reader = Reader::new(origin);
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         reader.document = i + 1;
-        let value = Value::deserialize(doc).map_err(|e| SnapshotError::Yaml {
-            origin: origin.to_string(),
-            document: reader.document,
-            message: e.to_string(),
+        let document = reader.document;
+        let value = Value::deserialize(doc).map_err(|e| {
+            wide::locate(text, document, &e).unwrap_or_else(|| SnapshotError::Yaml {
+                origin: origin.to_string(),
+                document,
+                message: e.to_string(),
+            })
         })?;
         reader.read_value(value, "")?;
     }
@@ -75,7 +79,7 @@ pub fn parse_snapshot(text: &str, origin: &str) -> Result<ClusterSnapshot, Snaps
 /// and kind. An object that cannot be read is left out and its error returned beside the snapshot:
 /// one bad object never stops decisions about the rest.
 pub fn from_values(values: impl IntoIterator<Item = Value>, origin: &str) -> (ClusterSnapshot, Vec<SnapshotError>) {
-    let mut reader = Reader { origin, document: 0, snapshot: ClusterSnapshot::default(), weights_from: None };
+    let mut reader = Reader::new(origin);
     let mut errors = Vec::new();
     for (i, value) in values.into_iter().enumerate() {
         reader.document = i + 1;
@@ -93,6 +97,10 @@ struct Reader<'a> {
     snapshot: ClusterSnapshot,
     /// The object the cost weights came from, to warn when a second one replaces them.
     weights_from: Option<String>,
+    /// `Kind namespace/name` of every object read, with its document: a cluster holds one object
+    /// per kind and name, so a second one means a hand-edited or merged dump, and neither copy can
+    /// be preferred silently.
+    read: HashMap<String, usize>,
 }
 
 /// The kinds joiner reads, for telling an unsupported version from an unused kind.
@@ -107,7 +115,11 @@ const KNOWN_KINDS: [(&str, &str); 8] = [
     ("karpenter.k8s.aws/v1", "EC2NodeClass"),
 ];
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    fn new(origin: &'a str) -> Self {
+        Reader { origin, document: 0, snapshot: ClusterSnapshot::default(), weights_from: None, read: HashMap::new() }
+    }
+
     /// `at` locates the value inside its document (`items[3]`) for document-level errors.
     fn read_value(&mut self, value: Value, at: &str) -> Result<(), SnapshotError> {
         match value {
@@ -128,6 +140,13 @@ impl Reader<'_> {
             return self.read_list(value, at);
         }
         let object = object_label(&value, &kind);
+        // ConfigMaps are left out: only the cost weights are read, and a second one already warns.
+        let tracked = kind != "ConfigMap" && KNOWN_KINDS.contains(&(api_version.as_str(), kind.as_str()));
+        let key = tracked.then(|| format!("{kind} {object}"));
+        if let Some(first) = key.as_ref().and_then(|k| self.read.get(k)) {
+            let message = format!("duplicate object, first read from document {first}");
+            return Err(SnapshotError::Object { kind, object, path: "metadata.name".into(), message });
+        }
         let result = match (api_version.as_str(), kind.as_str()) {
             ("v1", "Pod") => typed(value).and_then(pod::convert_pod).map(|p| self.snapshot.pods.push(p)),
             ("v1", "Node") => typed(value).and_then(node::convert_node).map(|n| self.snapshot.nodes.push(n)),
@@ -152,6 +171,10 @@ impl Reader<'_> {
                 Ok(())
             }
         };
+        // recorded only once read: in `from_values` an object that failed leaves room for its twin
+        if let (Some(key), true) = (key, result.is_ok()) {
+            self.read.insert(key, self.document);
+        }
         result.map_err(|e| SnapshotError::Object { kind, object, path: e.path, message: e.message })
     }
 

@@ -365,3 +365,33 @@ spec:
 "#);
     assert_eq!(e, "NodePool default: spec.template.spec.requirements[2].operator: unknown operator \"Near\"");
 }
+
+#[test]
+fn integers_beyond_64_bits_name_their_object_inside_lists_and_tags() {
+    let e = err("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n\
+                 - apiVersion: v1\n  kind: Node\n  metadata: {name: n2}\n  status: {capacity: {pods: !big -99999999999999999999}}\n");
+    assert!(e.starts_with("Node n2: status.capacity.pods: integer -99999999999999999999 does not fit in 64 bits at line 8"), "{e}");
+    // a key beyond 64 bits cannot be walked either: serde_yaml's message stands
+    let e = err("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {99999999999999999999: x}}\n");
+    assert!(e.starts_with("test.yaml: document 1: malformed yaml:"), "{e}");
+}
+
+#[test]
+fn the_same_object_twice_is_an_error_but_not_across_kinds_or_namespaces() {
+    let e = err("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: a}\n---\n\
+                 apiVersion: v1\nkind: List\nitems: [{apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {name: a}}]\n");
+    assert_eq!(e, "NodePool a: metadata.name: duplicate object, first read from document 1");
+    let s = parse(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: other}\nspec: {containers: []}\n---\n\
+         apiVersion: v1\nkind: Node\nmetadata: {name: p}\n",
+    );
+    assert_eq!((s.pods.len(), s.nodes.len()), (2, 1));
+    // live objects: a copy that cannot be read leaves its place to the next one
+    let bad: Value = serde_yaml::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}, status: {allocatable: {cpu: '-1'}}}").unwrap();
+    let good: Value = serde_yaml::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}}").unwrap();
+    let (s, errors) = from_values([bad, good.clone(), good], "cluster");
+    assert_eq!(s.nodes.len(), 1);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors[1].to_string(), "Node n: metadata.name: duplicate object, first read from document 2");
+}

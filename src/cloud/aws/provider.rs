@@ -15,6 +15,9 @@ use crate::catalog::Catalog;
 use crate::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, Launched, OfferingKey};
 use crate::optimizer::OfferingRef;
 
+/// Background retries of a failed TerminateInstances (see `AwsCloud::retry_terminate`).
+const TERMINATE_RETRIES: u32 = 10;
+
 #[derive(Debug, Default)]
 struct State {
     catalog: Option<Catalog>,
@@ -120,6 +123,29 @@ impl AwsCloud {
         Err(CloudError::Provider(format!("create fleet for claim {}: {}", request.claim, errors.join("; "))))
     }
 
+    /// Retries a failed TerminateInstances in the background, backing off from 1 s to 30 s, for
+    /// about three minutes. The controller deletes the node and its NodeClaim whatever the answer,
+    /// so without this the instance would run, owned by no NodeClaim, until the garbage
+    /// collector's next sweep (every 2 minutes, after its grace); the collector stays the backstop.
+    fn retry_terminate(&self, id: String) {
+        let clients = self.clients.clone();
+        self.rt.spawn(async move {
+            let mut wait = std::time::Duration::from_secs(1);
+            for _ in 0..TERMINATE_RETRIES {
+                tokio::time::sleep(wait).await;
+                match instances::terminate(&clients, std::slice::from_ref(&id)).await {
+                    Ok(()) => {
+                        tracing::info!(instance = %id, "instance terminated on retry");
+                        return;
+                    }
+                    Err(e) => tracing::warn!(instance = %id, error = %e, "terminate retry failed"),
+                }
+                wait = (wait * 2).min(std::time::Duration::from_secs(30));
+            }
+            tracing::warn!(instance = %id, "terminate retries given up; the garbage collector will end the instance");
+        });
+    }
+
     fn asked(&self, id: &str, request: &LaunchRequest, fleet: &super::launch::FleetPlan) -> Instance {
         let first: Option<&OfferingRef> = fleet.groups.first().and_then(|g| g.overrides.first()).map(|(o, _)| o);
         let offering = first.cloned().unwrap_or_else(|| request.offerings[0].clone());
@@ -171,7 +197,11 @@ impl CloudProvider for AwsCloud {
 
     async fn delete(&self, id: &str) -> Result<(), CloudError> {
         let (clients, ids) = (self.clients.clone(), vec![id.to_string()]);
-        self.on_runtime(async move { instances::terminate(&clients, &ids).await }).await
+        let result = self.on_runtime(async move { instances::terminate(&clients, &ids).await }).await;
+        if result.is_err() {
+            self.retry_terminate(id.to_string());
+        }
+        result
     }
 
     async fn get(&self, id: &str) -> Result<Instance, CloudError> {

@@ -29,6 +29,31 @@ const COLUMNS_PER_ROUND: usize = 100;
 const STALL_ROUNDS: usize = 30;
 const STALL_TOLERANCE: f64 = 1e-4;
 
+/// Why the MILP strategy gave no answer.
+#[derive(Debug)]
+pub enum MilpError {
+    /// The time limit ran out before the first LP over the seed patterns was solved: not a
+    /// failure, the greedy plan stands as a time-limited answer.
+    OutOfTime,
+    /// HiGHS failed or ended in a state with no usable answer.
+    Solver(String),
+}
+
+impl std::fmt::Display for MilpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MilpError::OutOfTime => f.write_str("time limit reached before the first lp was solved"),
+            MilpError::Solver(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<String> for MilpError {
+    fn from(e: String) -> Self {
+        MilpError::Solver(e)
+    }
+}
+
 /// What the MILP decided, before replay.
 pub struct MilpAnswer {
     /// Primal candidates, best guess first: (origin, [(pattern, nodes of it)]). The caller replays
@@ -239,12 +264,12 @@ pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'
     let start = Instant::now();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand);
     let mut notes = Vec::new();
-    let (cg, _) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes)?;
+    let (cg, _) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
     Ok((columns, cg.bound))
 }
 
 /// Column generation then the integer solve.
-pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(MilpAnswer, Model_), String> {
+pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(MilpAnswer, Model_), MilpError> {
     let start = Instant::now();
     let budget = settings.time_limit.as_secs_f64();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand);
@@ -379,7 +404,7 @@ fn generate(
     seconds: f64,
     start: Instant,
     notes: &mut Vec<String>,
-) -> Result<(Generated, highs::Model), String> {
+) -> Result<(Generated, highs::Model), MilpError> {
     let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
     let mut pb = ColProblem::default();
     let rows: Vec<highs::Row> = master.rows.iter().map(|r| pb.add_row(r.lower..=r.upper)).collect();
@@ -421,7 +446,10 @@ fn generate(
                 notes.push(format!("column generation stopped after {iterations} rounds: lp ended {:?}", solved.status()));
                 return Ok((Generated { timed_out: true, ..last }, solved.into()));
             }
-            return Err(format!("column generation lp ended {:?}", solved.status()));
+            if solved.status() == HighsModelStatus::ReachedTimeLimit {
+                return Err(MilpError::OutOfTime);
+            }
+            return Err(format!("column generation lp ended {:?}", solved.status()).into());
         }
         let lp_seconds = lp_start.elapsed().as_secs_f64();
         slowest_lp = slowest_lp.max(lp_seconds);

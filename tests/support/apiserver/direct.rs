@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::faults::{RequestMatch, RequestRecord};
+use super::faults::{Injected, RequestMatch, RequestRecord};
 use super::patch::{patch_object, PatchKind};
 use super::resources::{by_kind, by_name, ResourceInfo, RESOURCES};
 use super::select::{FieldSelector, LabelSelector};
@@ -242,6 +242,18 @@ impl ApiServer {
     /// InternalError, 429, 503, ...) instead of serving them.
     pub fn fail_next(&self, m: RequestMatch, times: u32, code: u16) {
         self.shared.faults.lock().expect("faults lock").add(m, times, code);
+    }
+
+    /// Answers the next `times` requests matching `m` late: kube-apiserver's request timeout (a
+    /// 504 `Timeout` after `delay`; `committed`: the request took effect before its answer was
+    /// lost), or a stall (`Injected::Stall`: served after the delay; a watch starts only then).
+    pub fn inject_next(&self, m: RequestMatch, times: u32, action: Injected) {
+        self.shared.faults.lock().expect("faults lock").inject(m, times, action);
+    }
+
+    /// Injected faults not used up yet, with the matches each has left (empty once every fault was hit).
+    pub fn faults_pending(&self) -> Vec<(RequestMatch, u32)> {
+        self.shared.faults.lock().expect("faults lock").pending()
     }
 
     /// Removes every pending fault.

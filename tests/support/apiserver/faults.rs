@@ -1,9 +1,14 @@
 //! Fault injection and request accounting: every API request is recorded (method, verb,
 //! resource, subresource, namespace, name) before it is served, and may be answered with an
-//! injected error instead.
+//! injected error instead, or late: kube-apiserver's own request timeout (a 504 `Timeout` after
+//! the delay, with or without the request's effect committed, as the real server may still
+//! finish a write it timed out on), or a stall (the answer, or a watch's stream, only after the
+//! delay). kube's client sets no read timeout (kube 5: `read_timeout: None`), so a stalled answer
+//! is waited for however long it takes; it retries a 504 up to three times.
+
+use std::time::Duration;
 
 use super::resources::ResourceInfo;
-use super::status::ApiError;
 
 /// One API request as the server saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +67,8 @@ pub struct RequestMatch {
     pub verb: Option<String>,
     pub resource: Option<String>,
     pub subresource: Option<String>,
+    /// The bearer token the request must carry (one client's requests, not another's).
+    pub user: Option<String>,
 }
 
 impl RequestMatch {
@@ -81,20 +88,39 @@ impl RequestMatch {
         self
     }
 
+    /// Restricts to requests sent with `Authorization: Bearer <token>` (see `RequestRecord::by`).
+    pub fn by(mut self, token: &str) -> Self {
+        self.user = Some(token.to_string());
+        self
+    }
+
     pub fn matches(&self, r: &RequestRecord) -> bool {
         let eq = |want: &Option<String>, have: &str| want.as_ref().is_none_or(|w| w.eq_ignore_ascii_case(have));
         eq(&self.method, &r.method)
             && eq(&self.verb, &r.verb)
             && self.resource.as_ref().is_none_or(|res| r.is_resource(res))
             && self.subresource.as_ref().is_none_or(|s| s == r.subresource.as_deref().unwrap_or(""))
+            && self.user.as_ref().is_none_or(|u| r.user.as_ref() == Some(u))
     }
+}
+
+/// What a matching request gets instead of its normal answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Injected {
+    /// An error status at once, the request not served.
+    Error(u16),
+    /// A 504 `Timeout` after the delay; `committed`: the request is served (its write applied)
+    /// before the answer is lost.
+    Timeout { delay: Duration, committed: bool },
+    /// The request is served after the delay (a watch's stream starts only then).
+    Stall(Duration),
 }
 
 #[derive(Debug, Clone)]
 struct Fault {
     matcher: RequestMatch,
     remaining: u32,
-    code: u16,
+    action: Injected,
 }
 
 /// Pending faults and the request log.
@@ -106,24 +132,33 @@ pub struct Faults {
 
 impl Faults {
     pub fn add(&mut self, matcher: RequestMatch, times: u32, code: u16) {
-        self.faults.push(Fault { matcher, remaining: times, code });
+        self.inject(matcher, times, Injected::Error(code));
+    }
+
+    pub fn inject(&mut self, matcher: RequestMatch, times: u32, action: Injected) {
+        self.faults.push(Fault { matcher, remaining: times, action });
     }
 
     pub fn clear(&mut self) {
         self.faults.clear();
     }
 
-    /// Logs the request and returns the injected error, if a pending fault matches (the oldest
+    /// Logs the request and returns the injected fault, if a pending fault matches (the oldest
     /// matching fault is used up first).
-    pub fn on_request(&mut self, r: RequestRecord) -> Option<ApiError> {
+    pub fn on_request(&mut self, r: RequestRecord) -> Option<Injected> {
         let hit = self.faults.iter_mut().find(|f| f.remaining > 0 && f.matcher.matches(&r));
-        let err = hit.map(|f| {
+        let action = hit.map(|f| {
             f.remaining -= 1;
-            ApiError::injected(f.code)
+            f.action.clone()
         });
         self.faults.retain(|f| f.remaining > 0);
         self.log.push(r);
-        err
+        action
+    }
+
+    /// Faults still pending and the matches each has left, for checking that a test's faults were hit.
+    pub fn pending(&self) -> Vec<(RequestMatch, u32)> {
+        self.faults.iter().map(|f| (f.matcher.clone(), f.remaining)).collect()
     }
 
     pub fn log(&self) -> Vec<RequestRecord> {

@@ -66,7 +66,7 @@ use tokio::task::JoinHandle;
 #[allow(unused_imports)]
 pub use eviction::pod_ready;
 #[allow(unused_imports)]
-pub use faults::{RequestMatch, RequestRecord};
+pub use faults::{Injected, RequestMatch, RequestRecord};
 #[allow(unused_imports)]
 pub use patch::PatchKind;
 #[allow(unused_imports)]

@@ -14,7 +14,7 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::discovery;
-use super::faults::RequestRecord;
+use super::faults::{Injected, RequestRecord};
 use super::patch::{parse_body, patch_object, PatchKind};
 use super::resources::{by_path, ResourceInfo};
 use super::select::{FieldSelector, LabelSelector};
@@ -66,7 +66,25 @@ async fn handle(
         Ok(path) => Call { method, path, query, headers, body },
         Err(e) => return error_response(&e),
     };
-    serve(&shared, call).unwrap_or_else(|e| error_response(&e))
+    let (verb, target, late) = match admit(&shared, &call) {
+        Ok(admitted) => admitted,
+        Err(e) => return error_response(&e),
+    };
+    match late {
+        None => serve(&shared, &call, verb, target).unwrap_or_else(|e| error_response(&e)),
+        Some(Injected::Stall(delay)) => {
+            tokio::time::sleep(delay).await;
+            serve(&shared, &call, verb, target).unwrap_or_else(|e| error_response(&e))
+        }
+        Some(Injected::Timeout { delay, committed }) => {
+            if committed {
+                let _ = serve(&shared, &call, verb, target);
+            }
+            tokio::time::sleep(delay).await;
+            error_response(&ApiError::new(504, "Timeout", "the server was unable to return a response in the time allotted, but may still be processing the request"))
+        }
+        Some(Injected::Error(code)) => error_response(&ApiError::injected(code)),
+    }
 }
 
 fn parse_path(seg: &[&str]) -> ApiResult<ResPath> {
@@ -127,7 +145,9 @@ fn check_subresource(p: &ResPath, verb: &str) -> ApiResult<Target> {
     }
 }
 
-fn serve(shared: &Arc<Shared>, c: Call) -> ApiResult<Response> {
+/// Parses the verb, logs the request and looks up an injected fault: an error is returned at
+/// once; a late answer (timeout, stall) is the caller's to wait out.
+fn admit(shared: &Arc<Shared>, c: &Call) -> ApiResult<(&'static str, Target, Option<Injected>)> {
     let verb = verb(&c.method, &c.path, &c.query).ok_or_else(ApiError::method_not_allowed)?;
     let target = check_subresource(&c.path, verb)?;
     let p = &c.path;
@@ -136,22 +156,28 @@ fn serve(shared: &Arc<Shared>, c: Call) -> ApiResult<Response> {
     let selected = c.query.get("fieldSelector").and_then(|f| f.strip_prefix("metadata.name=")).filter(|n| !n.contains(','));
     let name = p.name.as_deref().or(selected.filter(|_| matches!(verb, "list" | "watch")));
     let record = RequestRecord::new(c.method.as_str(), verb, p.res, p.sub.as_deref(), p.ns.as_deref(), name).by(token);
-    if let Some(fault) = shared.faults.lock().expect("faults lock").on_request(record) {
-        return Err(fault);
+    let fault = shared.faults.lock().expect("faults lock").on_request(record);
+    if let Some(Injected::Error(code)) = fault {
+        return Err(ApiError::injected(code));
     }
     if c.query.contains_key("dryRun") {
         return Err(ApiError::bad_request("dryRun is not supported by this test server"));
     }
+    Ok((verb, target, fault))
+}
+
+fn serve(shared: &Arc<Shared>, c: &Call, verb: &str, target: Target) -> ApiResult<Response> {
+    let p = &c.path;
     match verb {
-        "watch" => watch_response(shared, &c),
-        "list" => list(shared, &c),
-        "get" => get_one(shared, &c),
-        "create" if p.sub.is_some() => evict(shared, &c),
-        "create" => create(shared, &c),
-        "update" => update(shared, &c, target),
-        "patch" => patch(shared, &c, target),
-        "delete" => delete(shared, &c),
-        _ => delete_collection(shared, &c),
+        "watch" => watch_response(shared, c),
+        "list" => list(shared, c),
+        "get" => get_one(shared, c),
+        "create" if p.sub.is_some() => evict(shared, c),
+        "create" => create(shared, c),
+        "update" => update(shared, c, target),
+        "patch" => patch(shared, c, target),
+        "delete" => delete(shared, c),
+        _ => delete_collection(shared, c),
     }
 }
 
