@@ -66,7 +66,12 @@ pub struct Topology {
 }
 
 fn pseudo_pod(c: &PodConstraints) -> Pod {
-    Pod { namespace: c.namespace.clone(), labels: c.labels.clone(), ..Pod::new(String::new(), PodConstraints::default()) }
+    stand_in(&c.namespace, &c.labels)
+}
+
+/// A pod with only a namespace and labels: all a selector reads.
+fn stand_in(namespace: &str, labels: &Labels) -> Pod {
+    Pod { namespace: namespace.to_string(), labels: labels.clone(), ..Pod::new(String::new(), PodConstraints::default()) }
 }
 
 fn spread_selects(ns: &str, sel: &LabelSelector, pod: &Pod) -> bool {
@@ -197,7 +202,7 @@ impl<'a> Running<'a> {
         }
         let groups = groups
             .into_iter()
-            .map(|((ns, labels), nodes)| (Pod { namespace: ns.to_string(), labels: labels.clone(), ..Pod::new(String::new(), PodConstraints::default()) }, nodes))
+            .map(|((ns, labels), nodes)| (stand_in(ns, labels), nodes))
             .collect();
         Running { groups, repelling: repelling.into_values().collect() }
     }
