@@ -38,7 +38,7 @@ ALL_SETTINGS = {
     "awsMaxAttempts": 7, "kubernetesVersion": "1.33", "catalog": "/etc/joiner/catalog.json", "instanceGCGrace": "1m",
     "strategy": "greedy", "disruptionStrategy": "baseline", "solverTimeLimit": "2500ms", "disruptionTimeLimit": "20s",
     "solverGap": 0.05, "disableDisruption": True, "disruptionInterval": "30s", "validationDelay": "0", "launchTimeout": "10m",
-    "registrationTimeout": "20m", "batchIdleDuration": "2s", "batchMaxDuration": "15s", "disableLeaderElection": True,
+    "registrationTimeout": "20m", "batchIdleDuration": "2s", "batchMaxDuration": "15s", "apiTimeout": "45s", "disableLeaderElection": True,
     "leaderElectionName": "joiner-prod", "leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s",
     "metricsPort": 9090, "healthProbePort": 9091, "bindAddress": "::", "simSeed": 42, "logLevel": "info",
 }

@@ -441,3 +441,18 @@ async fn api_server_timeouts_and_stalls_neither_lose_nor_duplicate_capacity() {
     assert_eq!(c.claims_without_node, 0);
     sim.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_answered_times_out_and_decisions_go_on() {
+    let (server, client, dir) = cluster("hung").await;
+    // the first NodeClaim create hangs: its answer would come ten minutes later, long after the test
+    server.inject_next(RequestMatch::new("POST", "nodeclaims").by("joiner-a"), 1, Injected::Stall(Duration::from_secs(600)));
+    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption", "--api-timeout", "2s"]);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(4, "1"));
+    // without the timeout the decision thread would wait on that answer and place nothing
+    let c = settled(&client, 4).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    assert_eq!(server.faults_pending(), vec![], "the hung request was never made");
+    assert!(c.nodes >= 1, "{c:?}");
+    sim.stop().await;
+}

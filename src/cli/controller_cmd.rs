@@ -45,6 +45,10 @@ pub struct ControllerArgs {
     disable_leader_election: bool,
     #[arg(long, env = "LEADER_ELECTION_NAME", default_value = "joiner-leader-election")]
     lease_name: String,
+    /// An API request (never a watch) not answered within this long fails, and the step that made
+    /// it retries on a later pass; without it one hung answer would stall every decision. 0s: none.
+    #[arg(long, env = "JOINER_API_TIMEOUT", default_value = "30s")]
+    api_timeout: String,
     #[arg(long, env = "JOINER_LEASE_DURATION", default_value = "15s")]
     lease_duration: String,
     #[arg(long, env = "JOINER_RENEW_DEADLINE", default_value = "10s")]
@@ -132,7 +136,7 @@ pub struct ControllerArgs {
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
     let d = parse_go_duration(text).with_context(|| format!("--{name}"))?;
-    if d.is_zero() && !["validation-delay", "instance-gc-grace"].contains(&name) {
+    if d.is_zero() && !["validation-delay", "instance-gc-grace", "api-timeout"].contains(&name) {
         bail!("--{name}: must be positive");
     }
     Ok(d)
@@ -192,6 +196,7 @@ impl ControllerArgs {
         let cloud = self.cloud()?;
         Ok(OperatorSettings {
             kubeconfig: self.kubeconfig.clone(),
+            api_timeout: Some(duration("api-timeout", &self.api_timeout)?).filter(|d| !d.is_zero()),
             cluster_name: self.cluster_name.clone(),
             namespace: self.namespace.clone(),
             identity,

@@ -54,7 +54,7 @@ pub enum OperatorError {
 
 /// Runs until a shutdown signal (Ok) or a failure that needs a restart (Err).
 pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
-    let (client, evictions) = client(&settings).await?;
+    let Clients { watches, client, evictions } = clients(&settings).await?;
     let metrics = Arc::new(Metrics::new());
     metrics.set_prices(&settings.catalog);
     let ready = Readiness::default();
@@ -73,7 +73,7 @@ pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
     metrics.leader.set(1);
     tracing::info!(identity = %settings.identity, "leading");
     let (tx, rx) = std::sync::mpsc::channel();
-    let caches = Caches::start(&client, &settings.namespace, &tx);
+    let caches = Caches::start(&watches, &settings.namespace, &tx);
     tokio::select! {
         r = caches.wait_ready() => r?,
         _ = shutdown() => return Ok(()),
@@ -137,9 +137,16 @@ fn process_seed() -> u64 {
     nanos ^ u64::from(std::process::id()) << 20
 }
 
-/// The API client, and a second one without the client's automatic retries for evictions: kube
-/// retries a 429 for minutes, while a budget's 429 is an answer the drain loop retries itself.
-async fn client(settings: &OperatorSettings) -> Result<(Client, Client), K8sError> {
+/// The API clients: watches wait for events as long as it takes, so only requests get the read
+/// timeout; evictions also go without kube's automatic retries (kube retries a 429 for minutes,
+/// while a budget's 429 is an answer the drain loop retries itself).
+struct Clients {
+    watches: Client,
+    client: Client,
+    evictions: Client,
+}
+
+async fn clients(settings: &OperatorSettings) -> Result<Clients, K8sError> {
     let config = match &settings.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| K8sError::Config(format!("{}: {e}", path.display())))?;
@@ -147,9 +154,17 @@ async fn client(settings: &OperatorSettings) -> Result<(Client, Client), K8sErro
         }
         None => kube::Config::infer().await.map_err(|e| K8sError::Config(e.to_string()))?,
     };
-    let mut no_retries = config.clone();
+    let mut requests = config.clone();
+    requests.read_timeout = settings.api_timeout;
+    // the timeout counts from the request, not from when its pooled connection went idle
+    requests.reset_reader_on_write = true;
+    let mut no_retries = requests.clone();
     no_retries.default_retry = false;
-    Ok((Client::try_from(config).map_err(K8sError::Api)?, Client::try_from(no_retries).map_err(K8sError::Api)?))
+    Ok(Clients {
+        watches: Client::try_from(config).map_err(K8sError::Api)?,
+        client: Client::try_from(requests).map_err(K8sError::Api)?,
+        evictions: Client::try_from(no_retries).map_err(K8sError::Api)?,
+    })
 }
 
 /// Waits until this replica holds the Lease.

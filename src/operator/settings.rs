@@ -30,6 +30,8 @@ pub enum CloudChoice {
 #[derive(Debug, Clone)]
 pub struct OperatorSettings {
     pub kubeconfig: Option<PathBuf>,
+    /// How long a request (not a watch) may wait for its answer; `None`: forever.
+    pub api_timeout: Option<std::time::Duration>,
     pub cluster_name: String,
     /// joiner's own namespace: its cost-weight ConfigMap and its Lease live here.
     pub namespace: String,

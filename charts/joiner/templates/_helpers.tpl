@@ -85,6 +85,7 @@ launchTimeout: JOINER_LAUNCH_TIMEOUT
 registrationTimeout: JOINER_REGISTRATION_TIMEOUT
 batchIdleDuration: BATCH_IDLE_DURATION
 batchMaxDuration: BATCH_MAX_DURATION
+apiTimeout: JOINER_API_TIMEOUT
 disableLeaderElection: DISABLE_LEADER_ELECTION
 leaderElectionName: LEADER_ELECTION_NAME
 leaseDuration: JOINER_LEASE_DURATION
