@@ -407,8 +407,8 @@ async fn a_leader_killed_mid_disruption_leaves_nothing_cordoned_lost_or_leaked()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_server_timeouts_and_stalls_neither_lose_nor_duplicate_capacity() {
     let (server, client, dir) = cluster("timeouts").await;
-    // kube's client has no read timeout (kube 5 leaves `read_timeout` unset): a request is answered
-    // late by kube-apiserver's own request timeout, a 504 `Timeout` which kube retries three times.
+    // the delays stay under joiner's `--api-timeout` (30 s): a request is answered late by
+    // kube-apiserver's own request timeout, a 504 `Timeout` which kube retries three times.
     // Only joiner's requests (its kubeconfig's token) meet the faults, not the kubelet stand-ins'.
     let late = |delay_ms: u64, committed: bool| Injected::Timeout { delay: Duration::from_millis(delay_ms), committed };
     // NodeClaim creates that take effect but whose answer is lost: kube's retry then finds the claim

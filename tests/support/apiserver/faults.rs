@@ -3,8 +3,8 @@
 //! injected error instead, or late: kube-apiserver's own request timeout (a 504 `Timeout` after
 //! the delay, with or without the request's effect committed, as the real server may still
 //! finish a write it timed out on), or a stall (the answer, or a watch's stream, only after the
-//! delay). kube's client sets no read timeout (kube 5: `read_timeout: None`), so a stalled answer
-//! is waited for however long it takes; it retries a 504 up to three times.
+//! delay). kube's client waits for a stalled answer until joiner's `--api-timeout` (a watch, which
+//! has none, however long it takes); it retries a 504 up to three times.
 
 use std::time::Duration;
 
