@@ -1,5 +1,6 @@
 //! The cost of one step of `joiner controller` before any decision: rebuilding the snapshot from
-//! the reflector caches (`k8s::snapshot::build`), which every step does. Baseline in the same run:
+//! the reflector caches (`k8s::snapshot::build`, which clones the objects the caches converted as
+//! their watch events arrived), which every step does. Baseline in the same run:
 //! `snapshot::parse_snapshot` of the same objects as a `kubectl get -o yaml` dump, the path
 //! `joiner solve` takes. Sizes: 1,000 and 5,000 pods on nodes of 10 pods each, a tenth pending.
 
@@ -7,11 +8,12 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{store::Writer, Lookup};
 use kube::runtime::watcher::Event;
 use kube::api::DynamicObject;
 use serde_json::json;
 
+use joiner::k8s::cached::{self, Cached};
 use joiner::k8s::caches::{karpenter_resource, Caches};
 
 fn pod(i: usize, node: Option<String>) -> Pod {
@@ -44,7 +46,7 @@ fn nodepool() -> DynamicObject {
     .expect("nodepool")
 }
 
-fn fill<K: kube::Resource<DynamicType = ()> + Clone>(objects: Vec<K>) -> kube::runtime::reflector::Store<K> {
+fn fill<K: Lookup<DynamicType = ()> + Clone + 'static>(objects: Vec<K>) -> kube::runtime::reflector::Store<K> {
     let mut w = Writer::new(());
     for o in objects {
         w.apply_watcher_event(&Event::Apply(o));
@@ -62,9 +64,10 @@ fn cluster(pods: usize) -> (Caches, String) {
     let mut pools = Writer::new(karpenter_resource("NodePool"));
     pools.apply_watcher_event(&Event::Apply(nodepool()));
     let empty = |kind: &str| Writer::<DynamicObject>::new(karpenter_resource(kind)).as_reader();
+    let mut reader = cached::PodReader::default();
     let caches = Caches {
-        pods: fill(all),
-        nodes: fill(nodes),
+        pods: fill(all.into_iter().map(|p| Cached::new(p, |p| reader.read(p))).collect()),
+        nodes: fill(nodes.into_iter().map(|n| Cached::new(n, cached::read_node)).collect()),
         daemonsets: fill(vec![]),
         pdbs: fill(vec![]),
         config_maps: fill(vec![]),

@@ -67,7 +67,7 @@ fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
         4 => c.pod_anti_affinity.push(term(HOSTNAME)),
         _ => {}
     }
-    Pod { namespace: "default".into(), uid: format!("uid-{i:06}"), labels, ..Pod::new(format!("{app}-{i}"), c).owned_by("ReplicaSet", app) }
+    Pod { namespace: "default".into(), uid: format!("uid-{i:06}"), labels: std::sync::Arc::new(labels), ..Pod::new(format!("{app}-{i}"), c).owned_by("ReplicaSet", app) }
 }
 
 /// `count` pending pods of the diverse mix and one unconstrained NodePool.

@@ -1,7 +1,9 @@
 //! Pods as the decision core sees them: effective requests and the scheduling constraints that
 //! restrict where they may run. Built from API objects by `crate::snapshot`.
 
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::labels::{LabelSelector, Labels, NodeSelector, Requirement, Toleration};
 use super::resources::Resources;
@@ -105,8 +107,13 @@ pub struct Pod {
     pub namespace: String,
     pub name: String,
     pub uid: String,
-    pub labels: Labels,
-    pub constraints: PodConstraints,
+    /// Labels and constraints are shared, not copied, by clones of the pod: every decision step
+    /// clones the cluster's pods (the snapshot from the controller's caches, the provisioning view,
+    /// disruption what-ifs) and never changes either.
+    #[serde(with = "shared")]
+    pub labels: Arc<Labels>,
+    #[serde(with = "shared")]
+    pub constraints: Arc<PodConstraints>,
     /// `spec.nodeName`, when bound.
     pub node_name: Option<String>,
     /// Succeeded or Failed.
@@ -138,8 +145,8 @@ impl Pod {
             namespace: constraints.namespace.clone(),
             name: name.into(),
             uid: String::new(),
-            labels: constraints.labels.clone(),
-            constraints,
+            labels: Arc::new(constraints.labels.clone()),
+            constraints: Arc::new(constraints),
             node_name: None,
             terminal: false,
             terminating: false,
@@ -197,5 +204,19 @@ impl Pod {
     /// Bound and still holding room on its node.
     pub fn occupies_node(&self) -> bool {
         self.node_name.is_some() && !self.terminal
+    }
+}
+
+/// Serde for an `Arc` as for its contents (serde's own needs its `rc` feature, and turning that on
+/// would rebuild every crate that uses serde).
+mod shared {
+    use super::*;
+
+    pub fn serialize<T: Serialize, S: Serializer>(value: &Arc<T>, serializer: S) -> Result<S::Ok, S::Error> {
+        T::serialize(value, serializer)
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<T>, D::Error> {
+        T::deserialize(deserializer).map(Arc::new)
     }
 }

@@ -1,6 +1,8 @@
 //! Reflector caches of every kind a decision reads. Each kind has a watcher feeding a store; every
 //! change wakes the decision thread through a [`Wakeup`] (it coalesces bursts and rebuilds its
-//! snapshot from the stores). Watch failures are retried with kube-runtime's default backoff; a
+//! snapshot from the stores). Pods, nodes, DaemonSets and PodDisruptionBudgets are kept in domain
+//! form, converted once per watch event ([`super::cached`]); the few other objects as the API
+//! server sends them. Watch failures are retried with kube-runtime's default backoff; a
 //! relist after `410 Gone` replaces a store's contents atomically, so nothing is lost or doubled.
 
 use std::fmt::Debug;
@@ -8,17 +10,17 @@ use std::hash::Hash;
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use futures::StreamExt;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{store::Writer, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
+use super::cached::{self, convert_event, Cached, CachedDaemonSet, CachedNode, CachedPdb, CachedPod};
 use super::K8sError;
+use crate::snapshot::live;
 use crate::domain::weights::CONFIGMAP_NAME;
 
 /// What wakes the decision thread.
@@ -46,10 +48,10 @@ pub fn karpenter_resource(kind: &str) -> ApiResource {
 /// The stores, shared between the watch tasks and the decision thread.
 #[derive(Clone)]
 pub struct Caches {
-    pub pods: Store<Pod>,
-    pub nodes: Store<Node>,
-    pub daemonsets: Store<DaemonSet>,
-    pub pdbs: Store<PodDisruptionBudget>,
+    pub pods: Store<CachedPod>,
+    pub nodes: Store<CachedNode>,
+    pub daemonsets: Store<CachedDaemonSet>,
+    pub pdbs: Store<CachedPdb>,
     pub config_maps: Store<ConfigMap>,
     pub nodepools: Store<DynamicObject>,
     pub nodeclaims: Store<DynamicObject>,
@@ -66,10 +68,10 @@ impl Caches {
             watch(Api::<DynamicObject>::all_with(client.clone(), &ar), all.clone(), ar, wake)
         };
         Caches {
-            pods: watch(Api::all(client.clone()), all.clone(), (), wake),
-            nodes: watch(Api::all(client.clone()), all.clone(), (), wake),
-            daemonsets: watch(Api::all(client.clone()), all.clone(), (), wake),
-            pdbs: watch(Api::all(client.clone()), all.clone(), (), wake),
+            pods: watch_read(Api::all(client.clone()), all.clone(), cached::PodReader::default(), |r, p| r.read(p), wake),
+            nodes: watch_read(Api::all(client.clone()), all.clone(), (), |_, n| cached::read_node(n), wake),
+            daemonsets: watch_read(Api::all(client.clone()), all.clone(), (), |_, d| live::read_daemonset(d), wake),
+            pdbs: watch_read(Api::all(client.clone()), all.clone(), (), |_, p| live::read_pdb(p), wake),
             config_maps: watch(Api::namespaced(client.clone(), namespace), weights, (), wake),
             nodepools: dynamic("NodePool"),
             nodeclaims: dynamic("NodeClaim"),
@@ -96,7 +98,8 @@ impl Caches {
     }
 }
 
-/// One kind's watcher and store; every event (including relists) signals the decision thread.
+/// One kind's watcher and store of the objects as sent; every event (including relists) signals
+/// the decision thread.
 fn watch<K>(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType, wake: &Wakeup) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -104,9 +107,30 @@ where
 {
     let writer = Writer::new(dyntype);
     let store = writer.as_reader();
+    signal(watcher(api, config).default_backoff().reflect(writer), std::any::type_name::<K>(), wake);
+    store
+}
+
+/// One kind's watcher and store of what `read` makes of each object (with `reader`, state kept
+/// across events), converted as its event arrives: the API object itself is dropped then and never
+/// held by the store.
+fn watch_read<K, T, R>(api: Api<K>, config: watcher::Config, mut reader: R, read: fn(&mut R, K) -> T, wake: &Wakeup) -> Store<Cached<K, T>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+    R: Send + 'static,
+{
+    let writer = Writer::new(());
+    let store = writer.as_reader();
+    let events = watcher(api, config).default_backoff().map_ok(move |e| convert_event(e, &mut |o| read(&mut reader, o)));
+    let events = reflector(writer, events);
+    signal(events, std::any::type_name::<K>(), wake);
+    store
+}
+
+/// Drives a reflector's events, waking the decision thread on each; stops when the thread is gone.
+fn signal<K>(events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static, kind: &'static str, wake: &Wakeup) {
     let wake = wake.clone();
-    let kind = std::any::type_name::<K>();
-    let events = watcher(api, config).default_backoff().reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(events);
         while let Some(event) = events.next().await {
@@ -120,5 +144,4 @@ where
             }
         }
     });
-    store
 }

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -115,6 +116,13 @@ impl KubeCluster {
         &self.rt
     }
 
+    /// Drops the last step's snapshot before the next one is built, so the two are never held at
+    /// once (on a large cluster each is a copy of every pod).
+    pub fn forget_snapshot(&mut self) {
+        self.snap = ClusterSnapshot::default();
+        self.pod_index = None;
+    }
+
     /// Takes the step's snapshot (built from the caches) at `now`, retries unrecorded launches,
     /// and works out which claims are in flight.
     pub fn refresh(&mut self, snapshot: ClusterSnapshot, now: Timestamp) {
@@ -162,8 +170,8 @@ impl KubeCluster {
     pub fn pod_event(&mut self, key: &str, kind: EventType, reason: &str, note: String) {
         let Some((ns, name)) = key.split_once('/') else { return };
         // a keyed lookup: a pass may publish an Event for each of thousands of pods
-        let Some(pod) = self.caches.pods.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)) else { return };
-        self.publish(&pod.object_ref(&()), Event { type_: kind, reason: reason.into(), note: Some(note), action: "Provisioning".into(), secondary: None });
+        let Some(pod) = self.caches.pods.get(&ObjectRef::new(name).within(ns)) else { return };
+        self.publish(&pod.object_ref(), Event { type_: kind, reason: reason.into(), note: Some(note), action: "Provisioning".into(), secondary: None });
     }
 
     /// Queues an Event about `object` for the publisher task; failures are logged, never fatal.
@@ -380,8 +388,8 @@ impl Cluster for KubeCluster {
 
 /// Adds or removes the `karpenter.sh/disrupted:NoSchedule` taint, keeping the node's others.
 fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) {
-    let Some(object) = cluster.caches.nodes.state().into_iter().find(|n| n.metadata.name.as_deref() == Some(node)) else { return };
-    let mut taints: Vec<serde_json::Value> = object.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().filter_map(|t| serde_json::to_value(t).ok()).filter(|t| t["key"] != DISRUPTED_TAINT).collect();
+    let Some(object) = cluster.caches.nodes.state().into_iter().find(|n| n.name() == node) else { return };
+    let mut taints: Vec<serde_json::Value> = object.value.object.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().filter_map(|t| serde_json::to_value(t).ok()).filter(|t| t["key"] != DISRUPTED_TAINT).collect();
     if present {
         taints.push(json!({"key": DISRUPTED_TAINT, "effect": "NoSchedule"}));
     }

@@ -56,7 +56,8 @@ pub struct Timeouts {
 pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) -> Transitions {
     let mut out = Transitions::default();
     let at = claims::k8s_time(now);
-    let nodes = cluster.caches().nodes.state();
+    let entries = cluster.caches().nodes.state();
+    let nodes: Vec<&Node> = entries.iter().map(|n| &n.value.object).collect();
     for claim in cluster.caches().node_claims() {
         let name = claim.metadata.name.clone().unwrap_or_default();
         if claim.metadata.deletion_timestamp.is_some() {
@@ -168,7 +169,8 @@ fn write(cluster: &mut KubeCluster, claim: &str, node: &str, node_patch: Value, 
 fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
     let claims = cluster.caches().node_claims();
     let mut out = Vec::new();
-    for node in cluster.caches().nodes.state() {
+    for entry in cluster.caches().nodes.state() {
+        let node = &entry.value.object;
         let name = node.metadata.name.clone().unwrap_or_default();
         let claim = claims.iter().find(|c| claims::node_name_of(c) == Some(&name));
         let deleting_node = node.metadata.deletion_timestamp.is_some() && has_finalizer(&node.metadata);
@@ -180,7 +182,7 @@ fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
         let since = since.and_then(|t| parse_timestamp(&t.0.to_string()).ok()).unwrap_or(now);
         let grace = claim.and_then(|c| c.data["spec"]["terminationGracePeriod"].as_str()).and_then(|d| parse_go_duration(d).ok());
         let forced = grace.is_some_and(|g| now - since >= chrono::Duration::from_std(g).unwrap_or(chrono::Duration::MAX));
-        cordon(cluster, &node);
+        cordon(cluster, node);
         let drained = drain(cluster, &name, forced);
         out.push(Terminating { node: name, provider_id: node.spec.as_ref().and_then(|s| s.provider_id.clone()), drained });
     }

@@ -1,11 +1,13 @@
 //! Kubernetes adapters: everything that speaks to an API server, and nothing that decides. Data
 //! flows API server → [`caches`] (reflectors on pods, nodes, DaemonSets, PodDisruptionBudgets,
-//! joiner's ConfigMap, NodePools, NodeClaims, EC2NodeClasses) → [`snapshot`] (the same conversion
-//! a dump goes through, into domain types) → decisions (`controller`) → [`cluster::KubeCluster`]
+//! joiner's ConfigMap, NodePools, NodeClaims, EC2NodeClasses; the numerous kinds kept in domain
+//! form, converted once per watch event, see [`cached`]) → [`snapshot`] (the same conversions a
+//! dump goes through, into domain types) → decisions (`controller`) → [`cluster::KubeCluster`]
 //! (NodeClaims, taints, evictions, deletes) → API server. [`lifecycle`] carries NodeClaims from
 //! launch to registration and initialization and drains what users delete; [`lease`] elects the
 //! one replica that acts; [`status`] reports conditions on NodeClaims and NodePools. [`claims`] is the NodeClaim format joiner writes and reads back.
 
+pub mod cached;
 pub mod caches;
 pub mod claims;
 pub mod cluster;

@@ -1,22 +1,27 @@
-//! The snapshot decisions read, built from the caches through the same conversion `joiner solve`
-//! applies to a dump, so a live cluster and its `kubectl get -o yaml` decide alike. One object
-//! that cannot be read is left out and reported; it never stops decisions for the others.
+//! The snapshot decisions read, built from the caches through the same conversions `joiner solve`
+//! applies to a dump, so a live cluster and its `kubectl get -o yaml` decide alike. Pods, nodes,
+//! DaemonSets and PodDisruptionBudgets were converted as their watch events arrived and are only
+//! cloned here; the few other objects are read as a dump's are. One object that cannot be read is
+//! left out and reported; it never stops decisions for the others.
 
 use kube::api::DynamicObject;
 use serde_yaml::Value;
 
 use super::caches::Caches;
 use crate::domain::ClusterSnapshot;
+use crate::snapshot::live::Unreadable;
 use crate::snapshot::{from_values, SnapshotError};
 
-/// The snapshot and the objects that could not be read.
+/// The snapshot and the objects that could not be read (in the order of kinds a dump is read).
 pub fn build(caches: &Caches) -> (ClusterSnapshot, Vec<SnapshotError>) {
-    let mut values = Vec::new();
-    values.extend(caches.pods.state().iter().filter(|p| !waits_for_scheduler(p)).filter_map(|p| serde_yaml::to_value(&**p).ok()));
-    values.extend(caches.nodes.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()));
-    values.extend(caches.daemonsets.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()));
-    values.extend(caches.pdbs.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()));
-    values.extend(caches.config_maps.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()));
+    let mut unreadable = Vec::new();
+    let pods = caches.pods.state();
+    let pods = readable(pods.iter().filter(|p| !p.value.waits_for_scheduler).map(|p| &p.value.pod), &mut unreadable);
+    let nodes = readable(caches.nodes.state().iter().map(|n| &n.value.node), &mut unreadable);
+    let daemonsets = readable(caches.daemonsets.state().iter().map(|d| &d.value), &mut unreadable);
+    let pdbs = readable(caches.pdbs.state().iter().map(|p| &p.value), &mut unreadable);
+    // The few remaining objects go through the dump's reader, YAML value and all.
+    let mut values: Vec<Value> = caches.config_maps.state().iter().filter_map(|o| serde_yaml::to_value(&**o).ok()).collect();
     for (store, api_version, kind) in [
         (&caches.nodepools, "karpenter.sh/v1", "NodePool"),
         (&caches.nodeclaims, "karpenter.sh/v1", "NodeClaim"),
@@ -24,7 +29,23 @@ pub fn build(caches: &Caches) -> (ClusterSnapshot, Vec<SnapshotError>) {
     ] {
         values.extend(store.state().iter().filter_map(|o| dynamic_value(o, api_version, kind)));
     }
-    from_values(values, "cluster")
+    let (mut snapshot, errors) = from_values(values, "cluster");
+    (snapshot.pods, snapshot.nodes, snapshot.daemonsets, snapshot.pdbs) = (pods, nodes, daemonsets, pdbs);
+    let mut unreadable: Vec<SnapshotError> = unreadable.into_iter().map(SnapshotError::from).collect();
+    unreadable.extend(errors);
+    (snapshot, unreadable)
+}
+
+/// The objects read, cloned out of the cache; the failures are added to `unreadable`.
+fn readable<'a, T: Clone + 'a>(items: impl Iterator<Item = &'a Result<T, Unreadable>>, unreadable: &mut Vec<Unreadable>) -> Vec<T> {
+    let mut out = Vec::new();
+    for item in items {
+        match item {
+            Ok(t) => out.push(t.clone()),
+            Err(e) => unreadable.push(e.clone()),
+        }
+    }
+    out
 }
 
 /// A dynamic object as the YAML value of its manifest (list items may lack apiVersion and kind).

@@ -154,6 +154,7 @@ impl<P: CloudProvider> Decisions<P> {
         let now = self.now();
         let at = self.timestamp(now);
         (self.tick)(&self.ctl.cloud.inner, now);
+        self.cluster.forget_snapshot();
         let (mut snapshot, unreadable) = crate::k8s::snapshot::build(self.cluster.caches());
         self.keep_good_weights(&mut snapshot, &unreadable);
         self.cluster.refresh(snapshot, at);

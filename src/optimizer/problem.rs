@@ -461,7 +461,7 @@ fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
     let keys = selector_keys(snapshot);
     let mut groups: BTreeMap<PodConstraints, Vec<&crate::domain::Pod>> = BTreeMap::new();
     for pod in snapshot.pending_pods() {
-        let mut c = pod.constraints.clone();
+        let mut c = PodConstraints::clone(&pod.constraints);
         c.labels.retain(|k, _| keys.contains(k));
         groups.entry(c).or_default().push(pod);
     }
@@ -470,7 +470,7 @@ fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
         .map(|(mut constraints, mut pods)| {
             pods.sort_by(|a, b| a.created.cmp(&b.created).then(a.uid.cmp(&b.uid)).then(a.key().cmp(&b.key())));
             // keep the full labels of one member so selectors evaluate as on the real pods
-            constraints.labels = pods[0].labels.clone();
+            constraints.labels = Labels::clone(&pods[0].labels);
             let req = dense(&constraints.requests, dims);
             PodClass { pods: pods.iter().map(|p| p.key()).collect(), constraints, req, offerings: vec![], group: 0, existing: vec![] }
         })

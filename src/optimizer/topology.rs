@@ -71,7 +71,7 @@ fn pseudo_pod(c: &PodConstraints) -> Pod {
 
 /// A pod with only a namespace and labels: all a selector reads.
 fn stand_in(namespace: &str, labels: &Labels) -> Pod {
-    Pod { namespace: namespace.to_string(), labels: labels.clone(), ..Pod::new(String::new(), PodConstraints::default()) }
+    Pod { namespace: namespace.to_string(), labels: std::sync::Arc::new(labels.clone()), ..Pod::new(String::new(), PodConstraints::default()) }
 }
 
 fn spread_selects(ns: &str, sel: &LabelSelector, pod: &Pod) -> bool {

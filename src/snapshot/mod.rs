@@ -5,11 +5,13 @@
 //! `serde_path_to_error` so failures name the field → a conversion to domain types (`pod.rs`,
 //! `node.rs`, `nodepool.rs`, `karpenter.rs`, `policy.rs`) that validates what the API server would and
 //! names the field path of anything it rejects. Kinds joiner does not use are skipped with a warning;
-//! a second object of the same kind and name is an error; nothing is guessed silently. See
-//! docs/snapshot.md.
+//! a second object of the same kind and name is an error; nothing is guessed silently. The
+//! controller's caches hold typed objects already and convert each one as it changes ([`live`]),
+//! through the same conversions. See docs/snapshot.md.
 
 mod convert;
 mod karpenter;
+pub mod live;
 mod node;
 mod nodepool;
 mod pod;

@@ -199,7 +199,7 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
         constraints.node_selector.push(Requirement::in_values(ZONE, &[z.as_str()]));
     }
     let name = key.strip_prefix("default/").unwrap_or(key).to_string();
-    Pod { namespace: "default".into(), uid: format!("uid-{name}"), labels, ..Pod::new(name, constraints).owned_by("ReplicaSet", &c.name) }
+    Pod { namespace: "default".into(), uid: format!("uid-{name}"), labels: std::sync::Arc::new(labels), ..Pod::new(name, constraints).owned_by("ReplicaSet", &c.name) }
 }
 
 fn nodepool() -> NodePool {
