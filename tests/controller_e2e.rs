@@ -376,6 +376,7 @@ async fn a_leader_killed_mid_disruption_leaves_nothing_cordoned_lost_or_leaked()
     sim.deploy(web(16, "1500m"));
     settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", a.log()));
     let original = node_names(&client).await;
+    let timeline = Timeline::start(&server);
     sim.scale(NS, "web", 4);
     // the leader dies once its disruption command has cordoned a node
     let nodes: Api<Node> = Api::all(client.clone());
@@ -401,6 +402,9 @@ async fn a_leader_killed_mid_disruption_leaves_nothing_cordoned_lost_or_leaked()
     let fewest = fewest.into_inner();
     assert!(fewest >= 3, "running pods fell to {fewest}: the PodDisruptionBudget was broken\n{}", b.log());
     assert!(after.0.nodes < original.len() || after.2.is_disjoint(&original), "nothing consolidated: {after:?}");
+    // from the change feed, across both leaders: no node went before its replacements were
+    // Ready, none with pods on it, and the budget held counting only pods on nodes still there
+    assert_eq!(timeline.violations(), Vec::<String>::new(), "\n{}\n{}", a.log(), b.log());
     sim.stop().await;
 }
 

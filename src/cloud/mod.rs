@@ -123,6 +123,12 @@ pub enum CloudError {
 pub trait CloudProvider {
     /// Launches one instance for `request`, trying its offerings in order.
     async fn launch(&self, request: &LaunchRequest) -> Result<Launched, CloudError>;
+    /// How many launches of one plan may be in flight at once. Offerings one group of launches
+    /// finds without capacity are kept out of the next group's requests, so 1 (the default, and
+    /// the simulator's) keeps every launch informed by all before it.
+    fn launch_concurrency(&self) -> usize {
+        1
+    }
     /// Terminates an instance; terminating one already gone is not an error.
     async fn delete(&self, id: &str) -> Result<(), CloudError>;
     async fn get(&self, id: &str) -> Result<Instance, CloudError>;

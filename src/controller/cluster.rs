@@ -31,6 +31,11 @@ pub trait Cluster {
     fn claim_created(&mut self, _name: &str, _node: &NewNode) -> bool {
         true
     }
+    /// [`Cluster::claim_created`] for all of a plan's new nodes before any of them launches; one
+    /// answer per claim, in order. The in-cluster host writes them concurrently.
+    fn claims_created(&mut self, claims: &[(String, &NewNode)]) -> Vec<bool> {
+        claims.iter().map(|(name, node)| self.claim_created(name, node)).collect()
+    }
     /// The launch of claim `name` failed (no capacity, provider error): the claim goes.
     fn claim_failed(&mut self, _name: &str) {}
     /// Whether the node launched for claim `name` is Initialized (Ready, startup taints gone):
@@ -41,6 +46,13 @@ pub trait Cluster {
     }
     /// Records the NodeClaim `name` for an instance just launched; the node registers on its own.
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance);
+    /// [`Cluster::claim_launched`] for a batch of launches; the in-cluster host records them
+    /// concurrently.
+    fn claims_launched(&mut self, launched: &[(String, NewNode, Instance)]) {
+        for (name, node, instance) in launched {
+            self.claim_launched(name, node, instance);
+        }
+    }
     /// No offering can hold pending pod `pod` now; `why` says what stands in the way.
     fn unschedulable(&mut self, _pod: &str, _why: &str) {}
     /// A decision of `phase` fell back from the MILP to Karpenter's rules because the solver

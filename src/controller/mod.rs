@@ -289,8 +289,13 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn controller() -> Controller<SimCloud> {
+        let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
+        Controller::new(settings(), catalog.clone(), SimCloud::new(catalog, vec![], 0.0, 1))
+    }
+
+    pub(crate) fn settings() -> Settings {
         let origin = crate::disruption::timing::parse_timestamp("2026-01-05T00:00:00Z").unwrap();
-        let settings = Settings {
+        Settings {
             provisioning: Strategy::Greedy,
             disruption: DisruptionStrategy::Baseline,
             batch_idle: 1.0,
@@ -303,9 +308,7 @@ pub(crate) mod tests {
             disruption_bound: false,
             origin,
             solver_fault: None,
-        };
-        let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
-        Controller::new(settings, catalog.clone(), SimCloud::new(catalog, vec![], 0.0, 1))
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{Cluster, Controller, ControllerError, Wake};
 use crate::catalog::CapacityType;
-use crate::cloud::{CloudError, CloudProvider, LaunchRequest, NodeTemplate, OfferingKey};
+use crate::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, Launched, NodeTemplate, OfferingKey};
 use crate::disruption::edit::register;
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 use crate::domain::ClusterSnapshot;
@@ -70,9 +70,7 @@ impl<P: CloudProvider> Controller<P> {
                 self.nominated_at.insert(pod.clone(), now);
             }
         }
-        for node in &plan.nodes {
-            self.launch(cluster, node, now);
-        }
+        self.launch_all(cluster, &plan.nodes, now);
         for u in &plan.unschedulable {
             self.parked.insert(u.pod.clone(), now + PARK_SECONDS);
             tracing::debug!(pod = %u.pod, reason = ?u.reason, message = %u.message, "no offering can hold the pod");
@@ -87,20 +85,57 @@ impl<P: CloudProvider> Controller<P> {
     /// Launches a plan's node (its offering, then its fallbacks) and nominates its pods; returns
     /// the node's name, or None when no offering had capacity.
     pub(super) fn launch(&mut self, cluster: &mut impl Cluster, node: &NewNode, now: f64) -> Option<String> {
-        self.node_seq += 1;
-        let name = cluster.claim_name(&node.nodepool, self.node_seq);
-        if !cluster.claim_created(&name, node) {
-            // the write may have taken effect although its answer was lost (the API server's
-            // request timeout, then a retry answered AlreadyExists): nothing launches for the
-            // claim, so it must not stay behind without an instance until the launch timeout
-            cluster.claim_failed(&name);
-            return None;
+        self.launch_all(cluster, std::slice::from_ref(node), now).pop().flatten()
+    }
+
+    /// [`Controller::launch`] for every node of a plan: all NodeClaims are written first, then
+    /// the launches go in groups of the cloud's concurrency, and their records are written
+    /// together. One answer per node, in order.
+    pub(super) fn launch_all(&mut self, cluster: &mut impl Cluster, nodes: &[NewNode], now: f64) -> Vec<Option<String>> {
+        let names: Vec<String> = nodes
+            .iter()
+            .map(|n| {
+                self.node_seq += 1;
+                cluster.claim_name(&n.nodepool, self.node_seq)
+            })
+            .collect();
+        let claims: Vec<(String, &NewNode)> = names.iter().cloned().zip(nodes).collect();
+        let created = cluster.claims_created(&claims);
+        let mut todo = Vec::new();
+        for (i, ok) in created.into_iter().enumerate() {
+            if ok {
+                todo.push(i);
+            } else {
+                // the write may have taken effect although its answer was lost (the API server's
+                // request timeout, then a retry answered AlreadyExists): nothing launches for the
+                // claim, so it must not stay behind without an instance until the launch timeout
+                cluster.claim_failed(&names[i]);
+            }
         }
-        let template = NodeTemplate::of(cluster.snapshot(), &node.nodepool);
-        let request = LaunchRequest::for_node(&name, node, template, &self.unavailable, now);
-        let result = pollster::block_on(self.cloud.launch(&request));
+        let mut out = vec![None; nodes.len()];
+        let mut launched = Vec::new();
+        for group in todo.chunks(self.cloud.launch_concurrency().max(1)) {
+            let requests: Vec<LaunchRequest> = group
+                .iter()
+                .map(|&i| LaunchRequest::for_node(&names[i], &nodes[i], NodeTemplate::of(cluster.snapshot(), &nodes[i].nodepool), &self.unavailable, now))
+                .collect();
+            let results = pollster::block_on(futures::future::join_all(requests.iter().map(|r| self.cloud.launch(r))));
+            for (&i, result) in group.iter().zip(results) {
+                if let Some(record) = self.launched(cluster, &names[i], &nodes[i], result, now) {
+                    out[i] = Some(names[i].clone());
+                    launched.push(record);
+                }
+            }
+        }
+        cluster.claims_launched(&launched);
+        out
+    }
+
+    /// Takes in one launch's result: what it found without capacity is kept out of solves, and a
+    /// launched node's pods are nominated to it. The claim's record, for a launched node.
+    fn launched(&mut self, cluster: &mut impl Cluster, name: &str, node: &NewNode, result: Result<Launched, CloudError>, now: f64) -> Option<(String, NewNode, Instance)> {
         if result.is_err() {
-            cluster.claim_failed(&name);
+            cluster.claim_failed(name);
         }
         match result {
             Ok(launched) => {
@@ -112,13 +147,12 @@ impl<P: CloudProvider> Controller<P> {
                 }
                 let i = launched.instance;
                 tracing::debug!(hours = now / 3600.0, node = %name, instance_type = %i.offering.instance_type, zone = %i.offering.zone, capacity_type = i.offering.capacity_type.as_str(), price = i.offering.price, pods = node.pods.len(), "launched");
-                self.instance_of.insert(name.clone(), i.id.clone());
+                self.instance_of.insert(name.to_string(), i.id.clone());
                 self.stats.launched += 1;
                 for pod in &node.pods {
-                    self.nominated.insert(pod.clone(), name.clone());
+                    self.nominated.insert(pod.clone(), name.to_string());
                 }
-                cluster.claim_launched(&name, &self.relabel(node, &i.offering), &i);
-                Some(name)
+                Some((name.to_string(), self.relabel(node, &i.offering), i))
             }
             Err(CloudError::InsufficientCapacity { offerings, .. }) => {
                 self.stats.ice += 1;
@@ -223,5 +257,147 @@ impl<P: CloudProvider> Controller<P> {
         self.nominated.retain(|_, n| n != name);
         self.stats.evicted += cluster.delete_node(name);
         self.replacement_lost(cluster, name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::cloud::{Instance, InstanceState};
+    use crate::controller::tests::settings;
+    use crate::controller::EvictionRefused;
+    use crate::optimizer::NewNode;
+
+    type Log = Rc<RefCell<Vec<String>>>;
+
+    /// A cloud whose "scarce" offerings never have capacity; it logs every launch's offerings.
+    struct Scarce {
+        log: Log,
+        concurrency: usize,
+    }
+
+    impl CloudProvider for Scarce {
+        async fn launch(&self, request: &LaunchRequest) -> Result<Launched, CloudError> {
+            let tried: Vec<&str> = request.offerings.iter().map(|o| o.instance_type.as_str()).collect();
+            self.log.borrow_mut().push(format!("launch {} {}", request.claim, tried.join(",")));
+            let (insufficient, rest): (Vec<&OfferingRef>, Vec<&OfferingRef>) = request.offerings.iter().partition(|o| o.instance_type == "scarce");
+            let insufficient: Vec<OfferingKey> = insufficient.into_iter().map(OfferingKey::from).collect();
+            let Some(offering) = rest.first() else {
+                return Err(CloudError::InsufficientCapacity { claim: request.claim.clone(), offerings: insufficient });
+            };
+            let instance = Instance { id: format!("i-{}", request.claim), claim: request.claim.clone(), nodepool: request.nodepool.clone(), offering: (*offering).clone(), state: InstanceState::Pending };
+            Ok(Launched { instance, insufficient })
+        }
+        fn launch_concurrency(&self) -> usize {
+            self.concurrency
+        }
+        async fn delete(&self, _: &str) -> Result<(), CloudError> {
+            Ok(())
+        }
+        async fn get(&self, id: &str) -> Result<Instance, CloudError> {
+            Err(CloudError::NotFound(id.to_string()))
+        }
+        async fn list(&self) -> Result<Vec<Instance>, CloudError> {
+            Ok(vec![])
+        }
+        async fn catalog(&self) -> Result<Catalog, CloudError> {
+            Ok(Catalog { region: "test".into(), instance_types: vec![], provenance: None })
+        }
+        async fn drifted(&self, _: &str) -> Result<Option<String>, CloudError> {
+            Ok(None)
+        }
+    }
+
+    /// A cluster that logs claim writes into the cloud's log, so their order against launches shows.
+    struct Recording {
+        snapshot: ClusterSnapshot,
+        log: Log,
+    }
+
+    impl Cluster for Recording {
+        fn snapshot(&self) -> &ClusterSnapshot {
+            &self.snapshot
+        }
+        fn in_flight(&self) -> Vec<(&str, &NewNode)> {
+            vec![]
+        }
+        fn claim_created(&mut self, name: &str, _: &NewNode) -> bool {
+            self.log.borrow_mut().push(format!("create {name}"));
+            true
+        }
+        fn claim_launched(&mut self, name: &str, node: &NewNode, _: &Instance) {
+            self.log.borrow_mut().push(format!("record {name} {}", node.instance_type));
+        }
+        fn set_disrupted(&mut self, _: &str, _: bool) {}
+        fn evict(&mut self, _: &str) -> Result<(), EvictionRefused> {
+            Ok(())
+        }
+        fn delete_node(&mut self, _: &str) -> usize {
+            0
+        }
+    }
+
+    fn offering(instance_type: &str) -> OfferingRef {
+        OfferingRef { instance_type: instance_type.into(), zone: "z1".into(), capacity_type: CapacityType::OnDemand, price: 1.0 }
+    }
+
+    fn node(id: &str) -> NewNode {
+        let o = offering("scarce");
+        NewNode {
+            id: id.into(),
+            nodepool: "default".into(),
+            instance_type: o.instance_type,
+            zone: o.zone,
+            capacity_type: o.capacity_type,
+            price: o.price,
+            labels: Default::default(),
+            allocatable: Default::default(),
+            pods: vec![format!("default/{id}")],
+            fallbacks: vec![offering("plenty")],
+        }
+    }
+
+    /// A controller on a [`Scarce`] cloud of `concurrency`, a [`Recording`] cluster, their log.
+    fn setup(concurrency: usize) -> (Controller<Scarce>, Recording, Log) {
+        let log: Log = Rc::default();
+        let cloud = Scarce { log: log.clone(), concurrency };
+        let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
+        let cluster = Recording { snapshot: ClusterSnapshot::default(), log: log.clone() };
+        (Controller::new(settings(), catalog, cloud), cluster, log)
+    }
+
+    #[test]
+    fn every_claim_is_written_before_any_launch_and_a_group_s_ice_spares_the_next_group() {
+        let (mut ctl, mut cluster, log) = setup(2);
+        let names = ctl.launch_all(&mut cluster, &[node("a"), node("b"), node("c")], 0.0);
+        assert_eq!(names, vec![Some("default-00001".to_string()), Some("default-00002".to_string()), Some("default-00003".to_string())]);
+        let log = log.borrow().clone();
+        let expected = [
+            "create default-00001",
+            "create default-00002",
+            "create default-00003",
+            // the first group of two both try the scarce offering; the third knows better
+            "launch default-00001 scarce,plenty",
+            "launch default-00002 scarce,plenty",
+            "launch default-00003 plenty",
+            // the records name the offering each node really got
+            "record default-00001 plenty",
+            "record default-00002 plenty",
+            "record default-00003 plenty",
+        ];
+        assert_eq!(log, expected);
+        assert_eq!(ctl.stats.ice, 2);
+    }
+
+    #[test]
+    fn one_at_a_time_every_launch_knows_what_the_one_before_found() {
+        let (mut ctl, mut cluster, log) = setup(1);
+        ctl.launch_all(&mut cluster, &[node("a"), node("b")], 0.0);
+        let launches: Vec<String> = log.borrow().iter().filter(|l| l.starts_with("launch")).cloned().collect();
+        assert_eq!(launches, ["launch default-00001 scarce,plenty", "launch default-00002 plenty"]);
     }
 }

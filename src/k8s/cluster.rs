@@ -72,6 +72,11 @@ pub struct KubeCluster {
 
 /// Events a publisher task sends at once.
 const EVENT_CONCURRENCY: usize = 8;
+/// NodeClaim writes of one plan in flight at once: a pass may write thousands, and one at a time
+/// they took most of a large pass (each is a round trip to the API server).
+const WRITE_CONCURRENCY: usize = 16;
+/// NodeClaims built and written per round of concurrent writes.
+const WRITE_CHUNK: usize = 256;
 
 /// Starts the task that publishes Events, a few at a time. Events are informational and a pass
 /// may nominate 10,000 pods: waiting for each POST before the next NodeClaim made Events most of
@@ -185,19 +190,66 @@ impl KubeCluster {
     fn record_launches(&mut self) {
         let api = self.claims_api();
         let params = PatchParams::default();
-        for (name, (labels, status)) in std::mem::take(&mut self.unrecorded) {
-            let result = self.rt.block_on(async {
-                api.patch(&name, &params, &Patch::Merge(&labels)).await?;
-                api.patch_status(&name, &params, &Patch::Merge(&status)).await
-            });
+        let entries: Vec<_> = std::mem::take(&mut self.unrecorded).into_iter().collect();
+        let patches = futures::stream::iter(&entries)
+            .map(|(name, (labels, status))| {
+                let (api, params) = (&api, &params);
+                async move {
+                    api.patch(name, params, &Patch::Merge(labels)).await?;
+                    api.patch_status(name, params, &Patch::Merge(status)).await.map(drop)
+                }
+            })
+            .buffered(WRITE_CONCURRENCY);
+        let results: Vec<_> = self.rt.block_on(patches.collect());
+        for ((name, record), result) in entries.into_iter().zip(results) {
             match result {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => tracing::warn!(claim = %name, "nodeclaim gone before its launch was recorded"),
                 Err(e) => {
                     self.writes.errors += 1;
                     tracing::warn!(claim = %name, error = %e, "nodeclaim launch not recorded, retrying");
-                    self.unrecorded.insert(name, (labels, status));
+                    self.unrecorded.insert(name, record);
                 }
+            }
+        }
+    }
+
+    /// The NodeClaim object for a plan's node, or None (logged) when it cannot be built.
+    fn claim_object(&mut self, name: &str, node: &NewNode) -> Option<DynamicObject> {
+        if self.pod_index.is_none() {
+            self.pod_index = Some(self.snap.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect());
+        }
+        let index = self.pod_index.as_ref().expect("just built");
+        let pods: Vec<&crate::domain::Pod> = node.pods.iter().filter_map(|k| index.get(k)).map(|&i| &self.snap.pods[i]).collect();
+        let object = claims::claim_object_for(name, node, &self.snap, &pods);
+        match serde_json::from_value(object) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!(claim = name, error = %e, "nodeclaim not built");
+                None
+            }
+        }
+    }
+
+    /// Takes in the answer to one NodeClaim's POST (None: it was never built): whether the claim
+    /// is recorded, so that its node may launch.
+    fn claim_written(&mut self, name: &str, node: &NewNode, result: Option<Result<(), kube::Error>>) -> bool {
+        match result {
+            None => false,
+            Some(Ok(_)) => {
+                self.writes.claims_created += 1;
+                self.planned.insert(name.to_string(), node.clone());
+                self.in_flight.insert(name.to_string(), node.clone());
+                for pod in &node.pods {
+                    let note = format!("Pod should schedule on: nodeclaim/{name}");
+                    self.pod_event(pod, EventType::Normal, "Nominated", note);
+                }
+                true
+            }
+            Some(Err(e)) => {
+                self.writes.errors += 1;
+                tracing::warn!(claim = name, error = %e, "nodeclaim create failed");
+                false
             }
         }
     }
@@ -263,37 +315,30 @@ impl Cluster for KubeCluster {
     }
 
     fn claim_created(&mut self, name: &str, node: &NewNode) -> bool {
-        if self.pod_index.is_none() {
-            self.pod_index = Some(self.snap.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect());
-        }
-        let index = self.pod_index.as_ref().expect("just built");
-        let pods: Vec<&crate::domain::Pod> = node.pods.iter().filter_map(|k| index.get(k)).map(|&i| &self.snap.pods[i]).collect();
-        let object = claims::claim_object_for(name, node, &self.snap, &pods);
-        let claim: DynamicObject = match serde_json::from_value(object) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(claim = name, error = %e, "nodeclaim not built");
-                return false;
-            }
-        };
+        self.claims_created(&[(name.to_string(), node)])[0]
+    }
+
+    fn claims_created(&mut self, batch: &[(String, &NewNode)]) -> Vec<bool> {
         let api = self.claims_api();
-        match self.rt.block_on(api.create(&PostParams::default(), &claim)) {
-            Ok(_) => {
-                self.writes.claims_created += 1;
-                self.planned.insert(name.to_string(), node.clone());
-                self.in_flight.insert(name.to_string(), node.clone());
-                for pod in &node.pods {
-                    let note = format!("Pod should schedule on: nodeclaim/{name}");
-                    self.pod_event(pod, EventType::Normal, "Nominated", note);
-                }
-                true
-            }
-            Err(e) => {
-                self.writes.errors += 1;
-                tracing::warn!(claim = name, error = %e, "nodeclaim create failed");
-                false
-            }
+        let mut written = Vec::with_capacity(batch.len());
+        // a few hundred at a time: only their objects are held, not a whole plan's
+        for chunk in batch.chunks(WRITE_CHUNK) {
+            let objects: Vec<Option<DynamicObject>> = chunk.iter().map(|(name, node)| self.claim_object(name, node)).collect();
+            let posts = futures::stream::iter(&objects)
+                .map(|object| {
+                    let api = &api;
+                    async move {
+                        match object {
+                            Some(claim) => Some(api.create(&PostParams::default(), claim).await.map(drop)),
+                            None => None,
+                        }
+                    }
+                })
+                .buffered(WRITE_CONCURRENCY);
+            let results: Vec<_> = self.rt.block_on(posts.collect());
+            written.extend(chunk.iter().zip(results).map(|((name, node), result)| self.claim_written(name, node, result)));
         }
+        written
     }
 
     fn initialized(&self, name: &str) -> bool {
@@ -305,12 +350,18 @@ impl Cluster for KubeCluster {
     }
 
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance) {
-        let capacity = self.catalog.instance_types.iter().find(|t| t.name == node.instance_type).map(|t| t.capacity(None)).unwrap_or_default();
-        let patches = claims::launched_patches(node, instance, &capacity, &self.now);
-        self.unrecorded.insert(name.to_string(), patches);
+        self.claims_launched(&[(name.to_string(), node.clone(), instance.clone())]);
+    }
+
+    fn claims_launched(&mut self, launched: &[(String, NewNode, Instance)]) {
+        for (name, node, instance) in launched {
+            let capacity = self.catalog.instance_types.iter().find(|t| t.name == node.instance_type).map(|t| t.capacity(None)).unwrap_or_default();
+            let patches = claims::launched_patches(node, instance, &capacity, &self.now);
+            self.unrecorded.insert(name.to_string(), patches);
+            self.planned.insert(name.to_string(), node.clone());
+            self.in_flight.insert(name.to_string(), node.clone());
+        }
         self.record_launches();
-        self.planned.insert(name.to_string(), node.clone());
-        self.in_flight.insert(name.to_string(), node.clone());
     }
 
     fn unschedulable(&mut self, pod: &str, why: &str) {

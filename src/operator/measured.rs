@@ -39,6 +39,10 @@ impl<P: CloudProvider> CloudProvider for Measured<P> {
         r
     }
 
+    fn launch_concurrency(&self) -> usize {
+        self.inner.launch_concurrency()
+    }
+
     async fn delete(&self, id: &str) -> Result<(), CloudError> {
         let started = Instant::now();
         let r = self.inner.delete(id).await;

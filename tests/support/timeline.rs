@@ -158,7 +158,7 @@ impl Record {
         let gone = c.kind == ChangeKind::Deleted;
         match c.resource.plural {
             "nodes" => self.node(c.rv, o, gone),
-            "nodeclaims" => self.claim(c.rv, o, gone),
+            "nodeclaims" => self.claim(c.rv, o, gone, c.kind == ChangeKind::Added),
             "pods" => self.pod(c.rv, o, gone),
             "poddisruptionbudgets" => {
                 let name = format!("{}/{}", o["metadata"]["namespace"].as_str().unwrap_or_default(), name_of(o));
@@ -241,9 +241,12 @@ impl Record {
         }
     }
 
-    fn claim(&mut self, rv: u64, o: &Value, gone: bool) {
+    /// A claim first seen through a change other than its creation existed before recording
+    /// began: it is counted as created at rv 0, so it is never anyone's replacement.
+    fn claim(&mut self, rv: u64, o: &Value, gone: bool, added: bool) {
         let name = name_of(o);
-        let c = self.claims.entry(name).or_insert(ClaimLife { created: rv, deleted: None, provider_id: None });
+        let created = if added { rv } else { 0 };
+        let c = self.claims.entry(name).or_insert(ClaimLife { created, deleted: None, provider_id: None });
         if let Some(pid) = o["status"]["providerID"].as_str() {
             c.provider_id = Some(pid.to_string());
         }

@@ -17,6 +17,8 @@ use crate::optimizer::OfferingRef;
 
 /// Background retries of a failed TerminateInstances (see `AwsCloud::retry_terminate`).
 const TERMINATE_RETRIES: u32 = 10;
+/// Launches of one plan in flight at once.
+const LAUNCH_CONCURRENCY: usize = 10;
 
 #[derive(Debug, Default)]
 struct State {
@@ -193,6 +195,12 @@ impl CloudProvider for AwsCloud {
             Ok(r) => r,
             Err(e) => Err(CloudError::Provider(format!("launch did not finish: {e}"))),
         }
+    }
+
+    /// A CreateFleet call takes about a second: a plan of hundreds of nodes launched one at a
+    /// time would wait minutes. The SDK's adaptive retry mode paces them when EC2 throttles.
+    fn launch_concurrency(&self) -> usize {
+        LAUNCH_CONCURRENCY
     }
 
     async fn delete(&self, id: &str) -> Result<(), CloudError> {
