@@ -31,41 +31,31 @@ impl From<Unreadable> for SnapshotError {
 }
 
 pub fn read_pod(object: core::Pod) -> Result<Pod, Unreadable> {
-    read(object, "Pod", true, |o| &o.metadata, pod::convert_pod)
+    read(object, "Pod", |o| &o.metadata, pod::convert_pod)
 }
 
 pub fn read_node(object: core::Node) -> Result<Node, Unreadable> {
-    read(object, "Node", false, |o| &o.metadata, node::convert_node)
+    read(object, "Node", |o| &o.metadata, node::convert_node)
 }
 
 pub fn read_daemonset(object: apps::DaemonSet) -> Result<DaemonSet, Unreadable> {
-    read(object, "DaemonSet", true, |o| &o.metadata, pod::convert_daemonset)
+    read(object, "DaemonSet", |o| &o.metadata, pod::convert_daemonset)
 }
 
 pub fn read_pdb(object: policy::PodDisruptionBudget) -> Result<PodDisruptionBudget, Unreadable> {
-    read(object, "PodDisruptionBudget", true, |o| &o.metadata, pdb::convert_pdb)
+    read(object, "PodDisruptionBudget", |o| &o.metadata, pdb::convert_pdb)
 }
 
-/// Converts `object`, labelling a failure as the dump reader does (see `object_label`).
+/// Converts `object`, labelling a failure as the dump reader does (`label_of`).
 fn read<K, T>(
     object: K,
     kind: &'static str,
-    namespaced: bool,
     meta: fn(&K) -> &ObjectMeta,
     convert: fn(K) -> FieldResult<T>,
 ) -> Result<T, Unreadable> {
-    let label = object_label(meta(&object), namespaced);
+    let meta = meta(&object);
+    let label = super::label_of(meta.name.as_deref(), meta.namespace.as_deref(), kind);
     convert(object).map_err(|e| Unreadable { kind, object: label, path: e.path, message: e.message })
-}
-
-/// `namespace/name` (namespaced kinds default to `default`), or `name` for cluster-scoped kinds.
-fn object_label(meta: &ObjectMeta, namespaced: bool) -> String {
-    let name = meta.name.as_deref().unwrap_or("<unnamed>");
-    match meta.namespace.as_deref().filter(|n| !n.is_empty()) {
-        Some(ns) => format!("{ns}/{name}"),
-        None if namespaced => format!("default/{name}"),
-        None => name.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -239,9 +239,15 @@ fn str_at<'v>(value: &'v Value, keys: &[&str]) -> Option<&'v str> {
 
 /// `namespace/name` (namespaced kinds default to `default`), or `name` for cluster-scoped kinds.
 fn object_label(value: &Value, kind: &str) -> String {
-    let name = str_at(value, &["metadata", "name"]).unwrap_or("<unnamed>");
+    label_of(str_at(value, &["metadata", "name"]), str_at(value, &["metadata", "namespace"]), kind)
+}
+
+/// `namespace/name` (namespaced kinds default to `default`), or `name` for cluster-scoped kinds:
+/// how errors name an object, whether it came from a dump or a watch.
+fn label_of(name: Option<&str>, namespace: Option<&str>, kind: &str) -> String {
+    let name = name.unwrap_or("<unnamed>");
     let namespaced = matches!(kind, "Pod" | "DaemonSet" | "PodDisruptionBudget" | "ConfigMap");
-    match str_at(value, &["metadata", "namespace"]).filter(|n| !n.is_empty()) {
+    match namespace.filter(|n| !n.is_empty()) {
         Some(ns) => format!("{ns}/{name}"),
         None if namespaced => format!("default/{name}"),
         None => name.to_string(),
