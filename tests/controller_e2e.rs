@@ -394,7 +394,9 @@ async fn a_leader_killed_mid_disruption_leaves_nothing_cordoned_lost_or_leaked()
             let all = nodes.list(&ListParams::default()).await.unwrap().items;
             (c, all.iter().filter(|n| disrupted(n)).count(), all.iter().filter_map(|n| n.metadata.name.clone()).collect::<std::collections::BTreeSet<_>>())
         },
-        |(c, cordoned, names)| c.pods_running == 4 && c.pods_pending == 0 && c.claims == c.nodes && *cordoned == 0 && names != &original,
+        // the standby decides afresh (the dead leader's taint is removed, its unrecorded replacement
+        // given up): done once the big node is gone or the fleet is smaller
+        |(c, cordoned, names)| c.pods_running == 4 && c.pods_pending == 0 && c.claims == c.nodes && *cordoned == 0 && (c.nodes < original.len() || names.is_disjoint(&original)),
     )
     .await
     .unwrap_or_else(|s| panic!("not finished after the takeover: {s:?}\n{}", b.log()));

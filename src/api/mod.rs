@@ -59,7 +59,7 @@ pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
 /// Effect of the unregistered taint.
 pub const UNREGISTERED_TAINT_EFFECT: &str = "NoExecute";
 /// Key of the taint put on a node being disrupted so nothing new lands there (effect `NoSchedule`).
-pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
+pub use crate::domain::DISRUPTED_TAINT;
 /// Effect of the disrupted taint.
 pub const DISRUPTED_TAINT_EFFECT: &str = "NoSchedule";
 

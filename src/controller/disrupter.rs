@@ -13,6 +13,7 @@ use super::{Cluster, Controller, ControllerError, Wake};
 use crate::cloud::CloudProvider;
 use crate::disruption::candidates::Candidates;
 use crate::disruption::{self, fingerprint, DisruptionPlan, DisruptionSettings};
+use crate::domain::DISRUPTED_TAINT;
 
 /// Retry interval of a drain blocked by a PodDisruptionBudget.
 const DRAIN_RETRY_SECONDS: f64 = 5.0;
@@ -37,7 +38,12 @@ struct Command {
 
 impl<P: CloudProvider> Controller<P> {
     pub fn disruption_tick(&mut self, cluster: &mut impl Cluster, now: f64) -> Result<(), ControllerError> {
-        if self.disruption.command.is_some() || self.busy(cluster, now) {
+        if self.disruption.command.is_some() {
+            return Ok(());
+        }
+        // before the busy check: a stale taint keeps pods off a node, and they would keep it busy
+        self.clear_stale_taints(cluster);
+        if self.busy(cluster, now) {
             return Ok(());
         }
         let sig = self.signature(cluster, now);
@@ -141,6 +147,25 @@ impl<P: CloudProvider> Controller<P> {
         self.replacement_ready(cluster, now);
     }
 
+    /// With no command under way, a `karpenter.sh/disrupted` taint on a node not being reclaimed
+    /// was left by a process that died mid-command (a leader killed, a crash): the node goes back
+    /// into service, as Karpenter's disruption loop does before each pass. The new leader decides
+    /// again from scratch; the dead one's replacements that never registered are given up
+    /// elsewhere.
+    fn clear_stale_taints(&mut self, cluster: &mut impl Cluster) {
+        let stale: Vec<String> = cluster
+            .snapshot()
+            .nodes
+            .iter()
+            .filter(|n| !n.deleting && !self.reclaiming.contains(&n.name) && n.taints.iter().any(|t| t.key == DISRUPTED_TAINT))
+            .map(|n| n.name.clone())
+            .collect();
+        for name in stale {
+            tracing::info!(node = %name, "removing a disrupted taint no command holds");
+            cluster.set_disrupted(&name, false);
+        }
+    }
+
     fn abandon(&mut self, cluster: &mut impl Cluster) {
         if let Some(cmd) = self.disruption.command.take() {
             for name in cmd.plan.actions.iter().flat_map(|a| &a.delete).filter(|n| !self.reclaiming.contains(*n)) {
@@ -211,13 +236,39 @@ mod tests {
     use crate::controller::tests::{controller, Fake};
     use crate::disruption::plan::{Action, DisruptionReport};
     use crate::disruption::Reason;
-    use crate::domain::{ClusterSnapshot, Labels, Node, Resources};
+    use crate::domain::{ClusterSnapshot, Labels, Node, Resources, Taint, TaintEffect};
 
     fn deleting(nodes: &[&str]) -> Command {
         let action = Action { reason: Reason::Empty, delete: nodes.iter().map(|n| n.to_string()).collect(), launch: vec![], moves: vec![], savings_per_hour: 0.1, disruption_cost: 0.0 };
         let solver = DisruptionReport { status: "optimal".into(), strategy: "baseline".into(), seconds: 0.0, candidates: nodes.len(), pod_classes: 0, variables: 0, constraints: 0, mip_gap: None, notes: vec![] };
         let plan = DisruptionPlan { actions: vec![action], cost_before_per_hour: 0.2, cost_after_per_hour: 0.0, savings_per_hour: 0.2, disruption_cost: 0.0, lower_bound: 0.0, blocked: vec![], budgets: vec![], fingerprint: String::new(), solver };
         Command { plan, replacements: vec![], validated: false, draining: false }
+    }
+
+    #[test]
+    fn a_taint_left_by_a_dead_leader_is_removed_but_not_one_a_command_or_a_reclaim_holds() {
+        let mut ctl = controller();
+        let mut snap = ClusterSnapshot::default();
+        for name in ["left-behind", "interrupted", "chosen", "plain"] {
+            let mut node = Node::new(name, Labels::default(), Resources::default(), Resources::default());
+            if name != "plain" {
+                node.taints.push(Taint { key: DISRUPTED_TAINT.into(), value: String::new(), effect: TaintEffect::NoSchedule });
+            }
+            snap.nodes.push(node);
+        }
+        let mut cluster = Fake::new(snap);
+        ctl.adopt("interrupted", "i-1");
+        ctl.interruption_warning(&mut cluster, "i-1", 0.0);
+        // while a command is under way its own taints are not stale: nothing is touched
+        ctl.disruption.command = Some(deleting(&["chosen"]));
+        ctl.disruption_tick(&mut cluster, 1.0).unwrap();
+        assert_eq!(cluster.1.get("left-behind"), None);
+        ctl.disruption.command = None;
+        let _ = ctl.disruption_tick(&mut cluster, 2.0);
+        assert_eq!(cluster.1.get("left-behind"), Some(&false));
+        assert_eq!(cluster.1.get("chosen"), Some(&false), "no command holds it any more");
+        assert_eq!(cluster.1.get("interrupted"), Some(&true), "a node being reclaimed keeps its taint");
+        assert_eq!(cluster.1.get("plain"), None);
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub const OS: &str = "kubernetes.io/os";
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
 pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
 pub const NODEPOOL: &str = "karpenter.sh/nodepool";
+/// Key of the `NoSchedule` taint a disruption command puts on the nodes it is removing.
+pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 
 /// Deprecated label keys that Karpenter rewrites to their current names.
 pub fn normalize_key(key: &str) -> &str {

@@ -28,7 +28,7 @@ use crate::catalog::Catalog;
 use crate::cloud::Instance;
 use crate::controller::{Cluster, EvictionRefused};
 use crate::disruption::timing::Timestamp;
-use crate::domain::ClusterSnapshot;
+use crate::domain::{ClusterSnapshot, Taint, TaintEffect};
 use crate::optimizer::NewNode;
 
 /// Writes made and refused, for metrics.
@@ -386,9 +386,14 @@ impl Cluster for KubeCluster {
     }
 
     fn set_disrupted(&mut self, node: &str, disrupted: bool) {
-        set_node_taint(self, node, disrupted);
+        let cordoned = set_node_taint(self, node, disrupted);
+        // the step's view follows at once; the next snapshot reads the patched node back
         if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == node) {
-            n.unschedulable = disrupted;
+            n.taints.retain(|t| t.key != DISRUPTED_TAINT);
+            if disrupted {
+                n.taints.push(Taint { key: DISRUPTED_TAINT.into(), value: String::new(), effect: TaintEffect::NoSchedule });
+            }
+            n.unschedulable = disrupted || cordoned;
         }
     }
 
@@ -437,9 +442,11 @@ impl Cluster for KubeCluster {
     }
 }
 
-/// Adds or removes the `karpenter.sh/disrupted:NoSchedule` taint, keeping the node's others.
-fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) {
-    let Some(object) = cluster.caches.nodes.state().into_iter().find(|n| n.name() == node) else { return };
+/// Adds or removes the `karpenter.sh/disrupted:NoSchedule` taint, keeping the node's others;
+/// returns whether the node is cordoned (`spec.unschedulable`) on its own account.
+fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) -> bool {
+    let Some(object) = cluster.caches.nodes.state().into_iter().find(|n| n.name() == node) else { return false };
+    let cordoned = object.value.object.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
     let mut taints: Vec<serde_json::Value> = object.value.object.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().filter_map(|t| serde_json::to_value(t).ok()).filter(|t| t["key"] != DISRUPTED_TAINT).collect();
     if present {
         taints.push(json!({"key": DISRUPTED_TAINT, "effect": "NoSchedule"}));
@@ -450,6 +457,7 @@ fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) {
         cluster.writes.errors += 1;
         tracing::warn!(node, error = %e, "node taint not written");
     }
+    cordoned
 }
 
 /// Whether a cached object carries joiner's termination finalizer.
