@@ -131,8 +131,8 @@ async fn run(strategy: &'static str, size: &Size) -> Figures {
     install(&server);
     existing(&server, size);
     let dir = tempdir::Dir::new(&format!("load-{strategy}"));
-    // as the container image runs it (Dockerfile: two glibc heap arenas)
-    let env = [("MALLOC_ARENA_MAX", "2")];
+    // as the container image runs it (Dockerfile: two glibc heap arenas, large blocks mapped alone)
+    let env = [("MALLOC_ARENA_MAX", "2"), ("MALLOC_MMAP_THRESHOLD_", "131072")];
     let mut joiner = Joiner::start_with_defaults(&server, &dir, "joiner-load", &["--disable-leader-election", "--disable-disruption", "--strategy", strategy], &env);
     let claims_api = "nodeclaims.karpenter.sh";
     // ready once its metrics answer and it has published the NodePool's status (caches synced)

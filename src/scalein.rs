@@ -21,6 +21,7 @@
 //! before the drop and, should that be fewer than `pods_after`, fewer remain after it too; a catalog without the listed types gives fewer nodes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::catalog::{CapacityType, Catalog, InstanceType};
 use crate::disruption::edit;
@@ -132,7 +133,7 @@ pub fn scale_in(nodes: usize, pods_after: usize, drop: f64, seed: u64, catalog: 
         }
         carry = quota - on_node;
         register(&mut snapshot, p, &zones, &catalog.region, &name, &mut rng);
-        snapshot.pods.push(daemon_pod(&daemonset, &name));
+        snapshot.pods.push(Arc::new(daemon_pod(&daemonset, &name)));
     }
     // the drop: a random `pods_after` of the deployment pods stay, in their original order
     let mut order: Vec<usize> = (0..pods.len()).collect();
@@ -141,7 +142,7 @@ pub fn scale_in(nodes: usize, pods_after: usize, drop: f64, seed: u64, catalog: 
     }
     let mut keep = vec![false; pods.len()];
     order.iter().take(pods_after).for_each(|&i| keep[i] = true);
-    snapshot.pods.extend(pods.into_iter().zip(keep).filter(|(_, k)| *k).map(|(p, _)| p));
+    snapshot.pods.extend(pods.into_iter().zip(keep).filter(|(_, k)| *k).map(|(p, _)| Arc::new(p)));
     snapshot
 }
 

@@ -79,7 +79,7 @@ pub fn diverse(count: usize, seed: u64) -> ClusterSnapshot {
             let kind = (i * 5 / count.max(1)).min(4);
             // Karpenter's benchmark gives every anti-affinity pod the same label: one per node
             let app = if kind == 4 { names[4].to_string() } else { format!("{}-{}", names[kind], i % GROUPS) };
-            pod(i, &app, &mut rng, kind)
+            std::sync::Arc::new(pod(i, &app, &mut rng, kind))
         })
         .collect();
     let nodepool = NodePool::unconstrained("default");

@@ -550,7 +550,7 @@ fn fingerprint_changes_only_with_the_inputs_the_plan_acts_on() {
     let deleted = plan.actions[0].delete[0].clone();
     let mut touched = snapshot.clone();
     let mut extra = touched.pods.iter().find(|p| p.node_name.as_deref() == Some(deleted.as_str())).expect("a pod on the deleted node").clone();
-    extra.name.push_str("-new");
+    std::sync::Arc::make_mut(&mut extra).name.push_str("-new");
     touched.pods.push(extra);
     assert_ne!(joiner::disruption::fingerprint::of(&touched, &catalog, &plan), plan.fingerprint, "a new pod on a deleted node");
     let mut elsewhere = snapshot.clone();

@@ -48,8 +48,8 @@ pub trait Cluster {
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance);
     /// [`Cluster::claim_launched`] for a batch of launches; the in-cluster host records them
     /// concurrently.
-    fn claims_launched(&mut self, launched: &[(String, NewNode, Instance)]) {
-        for (name, node, instance) in launched {
+    fn claims_launched(&mut self, launched: Vec<(String, NewNode, Instance)>) {
+        for (name, node, instance) in &launched {
             self.claim_launched(name, node, instance);
         }
     }

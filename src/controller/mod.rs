@@ -315,7 +315,7 @@ pub(crate) mod tests {
     fn a_batch_closes_after_the_idle_window_but_never_after_the_max_window() {
         let mut ctl = controller();
         let mut cluster = Fake::new(ClusterSnapshot::default());
-        let add = |cluster: &mut Fake, name: &str| cluster.0.pods.push(Pod::new(name, PodConstraints::default()));
+        let add = |cluster: &mut Fake, name: &str| cluster.0.pods.push(std::sync::Arc::new(Pod::new(name, PodConstraints::default())));
         add(&mut cluster, "a");
         ctl.observe(&cluster, 0.0);
         assert_eq!(ctl.take_wakes(), vec![(1.0, Wake::BatchDue)]);

@@ -3,6 +3,7 @@
 //! the cloud with its fallbacks, and offerings without capacity are kept out of later solves.
 //! Interruption warnings and terminations live here too: they hand pods back to provisioning.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Cluster, Controller, ControllerError, Wake};
@@ -38,7 +39,7 @@ impl<P: CloudProvider> Controller<P> {
         }
         for p in view.pods.iter_mut().filter(|p| p.node_name.is_none()) {
             if let Some(n) = self.nominated.get(&p.key()) {
-                p.node_name = Some(n.clone());
+                Arc::make_mut(p).node_name = Some(n.clone());
             }
         }
         view
@@ -70,7 +71,7 @@ impl<P: CloudProvider> Controller<P> {
                 self.nominated_at.insert(pod.clone(), now);
             }
         }
-        self.launch_all(cluster, &plan.nodes, now);
+        self.launch_all(cluster, plan.nodes, now);
         for u in &plan.unschedulable {
             self.parked.insert(u.pod.clone(), now + PARK_SECONDS);
             tracing::debug!(pod = %u.pod, reason = ?u.reason, message = %u.message, "no offering can hold the pod");
@@ -85,13 +86,14 @@ impl<P: CloudProvider> Controller<P> {
     /// Launches a plan's node (its offering, then its fallbacks) and nominates its pods; returns
     /// the node's name, or None when no offering had capacity.
     pub(super) fn launch(&mut self, cluster: &mut impl Cluster, node: &NewNode, now: f64) -> Option<String> {
-        self.launch_all(cluster, std::slice::from_ref(node), now).pop().flatten()
+        self.launch_all(cluster, vec![node.clone()], now).pop().flatten()
     }
 
     /// [`Controller::launch`] for every node of a plan: all NodeClaims are written first, then
     /// the launches go in groups of the cloud's concurrency, and their records are written
-    /// together. One answer per node, in order.
-    pub(super) fn launch_all(&mut self, cluster: &mut impl Cluster, nodes: &[NewNode], now: f64) -> Vec<Option<String>> {
+    /// together. One answer per node, in order. The nodes are taken, not copied: a launched node
+    /// becomes the claim's record (a 5,000-node plan is about 20 MB).
+    pub(super) fn launch_all(&mut self, cluster: &mut impl Cluster, nodes: Vec<NewNode>, now: f64) -> Vec<Option<String>> {
         let names: Vec<String> = nodes
             .iter()
             .map(|n| {
@@ -99,7 +101,7 @@ impl<P: CloudProvider> Controller<P> {
                 cluster.claim_name(&n.nodepool, self.node_seq)
             })
             .collect();
-        let claims: Vec<(String, &NewNode)> = names.iter().cloned().zip(nodes).collect();
+        let claims: Vec<(String, &NewNode)> = names.iter().cloned().zip(&nodes).collect();
         let created = cluster.claims_created(&claims);
         let mut todo = Vec::new();
         for (i, ok) in created.into_iter().enumerate() {
@@ -113,27 +115,29 @@ impl<P: CloudProvider> Controller<P> {
             }
         }
         let mut out = vec![None; nodes.len()];
+        let mut nodes: Vec<Option<NewNode>> = nodes.into_iter().map(Some).collect();
         let mut launched = Vec::new();
         for group in todo.chunks(self.cloud.launch_concurrency().max(1)) {
-            let requests: Vec<LaunchRequest> = group
+            let requests: Vec<(usize, LaunchRequest)> = group
                 .iter()
-                .map(|&i| LaunchRequest::for_node(&names[i], &nodes[i], NodeTemplate::of(cluster.snapshot(), &nodes[i].nodepool), &self.unavailable, now))
+                .filter_map(|&i| nodes[i].as_ref().map(|n| (i, LaunchRequest::for_node(&names[i], n, NodeTemplate::of(cluster.snapshot(), &n.nodepool), &self.unavailable, now))))
                 .collect();
-            let results = pollster::block_on(futures::future::join_all(requests.iter().map(|r| self.cloud.launch(r))));
-            for (&i, result) in group.iter().zip(results) {
-                if let Some(record) = self.launched(cluster, &names[i], &nodes[i], result, now) {
+            let results = pollster::block_on(futures::future::join_all(requests.iter().map(|(_, r)| self.cloud.launch(r))));
+            for (&(i, _), result) in requests.iter().zip(results) {
+                let Some(node) = nodes[i].take() else { continue };
+                if let Some(record) = self.launched(cluster, &names[i], node, result, now) {
                     out[i] = Some(names[i].clone());
                     launched.push(record);
                 }
             }
         }
-        cluster.claims_launched(&launched);
+        cluster.claims_launched(launched);
         out
     }
 
     /// Takes in one launch's result: what it found without capacity is kept out of solves, and a
     /// launched node's pods are nominated to it. The claim's record, for a launched node.
-    fn launched(&mut self, cluster: &mut impl Cluster, name: &str, node: &NewNode, result: Result<Launched, CloudError>, now: f64) -> Option<(String, NewNode, Instance)> {
+    fn launched(&mut self, cluster: &mut impl Cluster, name: &str, node: NewNode, result: Result<Launched, CloudError>, now: f64) -> Option<(String, NewNode, Instance)> {
         if result.is_err() {
             cluster.claim_failed(name);
         }
@@ -169,8 +173,7 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     /// The plan's node as launched: a fallback offering changes its type, zone or capacity type.
-    fn relabel(&self, node: &NewNode, o: &OfferingRef) -> NewNode {
-        let mut n = node.clone();
+    fn relabel(&self, mut n: NewNode, o: &OfferingRef) -> NewNode {
         if o.instance_type != n.instance_type {
             if let Some(it) = self.catalog.instance_types.iter().find(|t| t.name == o.instance_type) {
                 n.labels.extend(it.labels(&self.catalog.region));
@@ -373,7 +376,7 @@ mod tests {
     #[test]
     fn every_claim_is_written_before_any_launch_and_a_group_s_ice_spares_the_next_group() {
         let (mut ctl, mut cluster, log) = setup(2);
-        let names = ctl.launch_all(&mut cluster, &[node("a"), node("b"), node("c")], 0.0);
+        let names = ctl.launch_all(&mut cluster, vec![node("a"), node("b"), node("c")], 0.0);
         assert_eq!(names, vec![Some("default-00001".to_string()), Some("default-00002".to_string()), Some("default-00003".to_string())]);
         let log = log.borrow().clone();
         let expected = [
@@ -396,7 +399,7 @@ mod tests {
     #[test]
     fn one_at_a_time_every_launch_knows_what_the_one_before_found() {
         let (mut ctl, mut cluster, log) = setup(1);
-        ctl.launch_all(&mut cluster, &[node("a"), node("b")], 0.0);
+        ctl.launch_all(&mut cluster, vec![node("a"), node("b")], 0.0);
         let launches: Vec<String> = log.borrow().iter().filter(|l| l.starts_with("launch")).cloned().collect();
         assert_eq!(launches, ["launch default-00001 scarce,plenty", "launch default-00002 plenty"]);
     }

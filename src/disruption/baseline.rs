@@ -377,7 +377,7 @@ mod tests {
     }
 
     fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> ClusterSnapshot {
-        ClusterSnapshot { nodes, pods, nodepools: vec![NodePool::unconstrained("default")], ..ClusterSnapshot::default() }
+        ClusterSnapshot { nodes, pods: pods.into_iter().map(std::sync::Arc::new).collect(), nodepools: vec![NodePool::unconstrained("default")], ..ClusterSnapshot::default() }
     }
 
     fn run(snap: &ClusterSnapshot, catalog: &Catalog) -> DisruptionPlan {

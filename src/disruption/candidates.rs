@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn pdb_allowance_from_status_or_spec() {
-        let snap = ClusterSnapshot { pods: (0..4).map(|i| pod(&format!("w{i}"), Some("n"))).collect(), ..ClusterSnapshot::default() };
+        let snap = ClusterSnapshot { pods: (0..4).map(|i| std::sync::Arc::new(pod(&format!("w{i}"), Some("n")))).collect(), ..ClusterSnapshot::default() };
         let selector = LabelSelector { match_labels: [("app".to_string(), "web".to_string())].into(), match_expressions: vec![] };
         let mut b = PodDisruptionBudget { namespace: "default".into(), name: "web".into(), selector, min_available: Some("3".into()), max_unavailable: None, disruptions_allowed: None };
         assert_eq!(allowed_disruptions(&snap, &b), 1);

@@ -4,6 +4,7 @@
 //! one by one, and benchmarks replay plans, all through these functions.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::catalog::Catalog;
 use crate::domain::labels::{tolerates_all, HOSTNAME, INSTANCE_TYPE};
@@ -21,7 +22,7 @@ pub fn without_nodes(snapshot: &ClusterSnapshot, nodes: &BTreeSet<String>) -> Cl
     out.pods.retain_mut(|p| match p.node_name.as_ref().filter(|n| nodes.contains(*n)) {
         None => true,
         Some(_) if p.is_reschedulable() => {
-            p.node_name = None;
+            Arc::make_mut(p).node_name = None;
             true
         }
         Some(_) => false,
@@ -64,7 +65,7 @@ fn bind<'a>(snapshot: &mut ClusterSnapshot, targets: impl Iterator<Item = (&'a s
     let target: BTreeMap<&str, &str> = targets.map(|(pod, to)| (pod, names.get(to).map_or(to, String::as_str))).collect();
     for pod in &mut snapshot.pods {
         if let Some(node) = target.get(pod.key().as_str()) {
-            pod.node_name = Some(node.to_string());
+            Arc::make_mut(pod).node_name = Some(node.to_string());
         }
     }
 }
@@ -85,7 +86,7 @@ pub(crate) fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &Ne
     let taints = pool.map(|p| p.taints.clone()).unwrap_or_default();
     for ds in &snapshot.daemonsets {
         if ds.pod.node_matches(&labels) && tolerates_all(&ds.pod.tolerations, &taints) {
-            snapshot.pods.push(daemon_pod(ds, name));
+            snapshot.pods.push(Arc::new(daemon_pod(ds, name)));
         }
     }
     let node = Node {
@@ -142,7 +143,7 @@ mod tests {
         let node = |name: &str| Node { name: name.into(), labels: Default::default(), taints: vec![], capacity: Resources::new(), allocatable: Resources::new(), unschedulable: false, ready: true, provider_id: None, created: None, annotations: Default::default(), deleting: false };
         let snap = ClusterSnapshot {
             nodes: vec![node("a"), node("b")],
-            pods: vec![on("web-1", "a", "ReplicaSet"), on("agent-a", "a", "DaemonSet"), on("web-2", "b", "ReplicaSet")],
+            pods: [on("web-1", "a", "ReplicaSet"), on("agent-a", "a", "DaemonSet"), on("web-2", "b", "ReplicaSet")].map(Arc::new).into(),
             ..ClusterSnapshot::default()
         };
         let after = without_nodes(&snap, &["a".to_string()].into());

@@ -34,7 +34,7 @@ pub fn of(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &DisruptionPlan) 
     let mut pods: Vec<_> = snapshot.pods.iter().filter(|p| p.node_name.as_deref().is_some_and(|n| nodes.contains(n))).collect();
     pods.sort_by_key(|p| p.key());
     for p in pods {
-        feed(&mut h, p);
+        feed(&mut h, &**p);
     }
     feed(&mut h, &snapshot.nodepools);
     feed(&mut h, &snapshot.pdbs);

@@ -225,7 +225,7 @@ pub(crate) fn unbound_on(snapshot: &ClusterSnapshot, nodes: &BTreeSet<String>) -
     let mut out = snapshot.clone();
     for p in &mut out.pods {
         if p.node_name.as_ref().is_some_and(|n| nodes.contains(n)) && p.is_reschedulable() {
-            p.node_name = None;
+            std::sync::Arc::make_mut(p).node_name = None;
         }
     }
     out

@@ -2,6 +2,7 @@
 //! PodDisruptionBudgets and joiner's cost weights, collected into one [`ClusterSnapshot`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -199,7 +200,11 @@ impl PodDisruptionBudget {
 /// Everything the decision core reads about a cluster, free of API types.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterSnapshot {
-    pub pods: Vec<Pod>,
+    /// Shared, not copied, by clones of the snapshot (the provisioning view, disruption
+    /// what-ifs) and with the controller's pod cache: a change to one pod copies that pod
+    /// (`Arc::make_mut`).
+    #[serde(with = "super::pod::shared_list")]
+    pub pods: Vec<Arc<Pod>>,
     pub nodes: Vec<Node>,
     pub node_claims: Vec<NodeClaim>,
     pub nodepools: Vec<NodePool>,
@@ -213,7 +218,7 @@ pub struct ClusterSnapshot {
 
 impl ClusterSnapshot {
     pub fn pending_pods(&self) -> impl Iterator<Item = &Pod> {
-        self.pods.iter().filter(|p| p.is_pending())
+        self.pods.iter().map(|p| &**p).filter(|p| p.is_pending())
     }
 
     pub fn node_class(&self, name: Option<&str>) -> Option<&NodeClass> {

@@ -209,7 +209,7 @@ impl Pod {
 
 /// Serde for an `Arc` as for its contents (serde's own needs its `rc` feature, and turning that on
 /// would rebuild every crate that uses serde).
-mod shared {
+pub(crate) mod shared {
     use super::*;
 
     pub fn serialize<T: Serialize, S: Serializer>(value: &Arc<T>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -218,5 +218,18 @@ mod shared {
 
     pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<T>, D::Error> {
         T::deserialize(deserializer).map(Arc::new)
+    }
+}
+
+/// Serde for a list of `Arc`s as for a list of their contents.
+pub(crate) mod shared_list {
+    use super::*;
+
+    pub fn serialize<T: Serialize, S: Serializer>(values: &[Arc<T>], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(values.iter().map(|v| &**v))
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Arc<T>>, D::Error> {
+        Vec::<T>::deserialize(deserializer).map(|v| v.into_iter().map(Arc::new).collect())
     }
 }

@@ -120,7 +120,8 @@ impl<K: Resource<DynamicType = ()>, T> Lookup for Cached<K, T> {
 /// this event left it, so the filter follows the pod's current state).
 #[derive(Debug, Clone)]
 pub struct PodEntry {
-    pub pod: Result<domain::Pod, Unreadable>,
+    /// Shared with every snapshot built while the pod is unchanged.
+    pub pod: Result<Arc<domain::Pod>, Unreadable>,
     pub waits_for_scheduler: bool,
 }
 
@@ -140,7 +141,7 @@ impl PodReader {
             p.labels = self.labels.share(&p.labels);
             p.constraints = self.constraints.share(&p.constraints);
         }
-        PodEntry { pod, waits_for_scheduler }
+        PodEntry { pod: pod.map(Arc::new), waits_for_scheduler }
     }
 }
 

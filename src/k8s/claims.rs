@@ -23,7 +23,7 @@ pub use crate::api::{DISRUPTED_TAINT, INITIALIZED_LABEL, NODEPOOL_HASH, REGISTER
 
 /// The NodeClaim for a planned node, before launch.
 pub fn claim_object(name: &str, node: &NewNode, snapshot: &ClusterSnapshot) -> Value {
-    let pods: Vec<&Pod> = snapshot.pods.iter().filter(|p| node.pods.contains(&p.key())).collect();
+    let pods: Vec<&Pod> = snapshot.pods.iter().filter(|p| node.pods.contains(&p.key())).map(|p| &**p).collect();
     claim_object_for(name, node, snapshot, &pods)
 }
 

@@ -7,6 +7,7 @@
 //! runtime's handle, so solves and writes stay off the tokio workers.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::channel::mpsc::UnboundedSender;
 use futures::StreamExt;
@@ -28,7 +29,7 @@ use crate::catalog::Catalog;
 use crate::cloud::Instance;
 use crate::controller::{Cluster, EvictionRefused};
 use crate::disruption::timing::Timestamp;
-use crate::domain::{ClusterSnapshot, Taint, TaintEffect};
+use crate::domain::{ClusterSnapshot, Resources, Taint, TaintEffect};
 use crate::optimizer::NewNode;
 
 /// Writes made and refused, for metrics.
@@ -55,14 +56,14 @@ pub struct KubeCluster {
     pod_index: Option<std::collections::HashMap<String, usize>>,
     /// Claims this process created, as planned, until their node registers or they go. The
     /// caches may not show a claim yet right after its creation; this keeps it counted.
-    planned: BTreeMap<String, NewNode>,
-    /// Claims without a registered node, by name.
-    in_flight: BTreeMap<String, NewNode>,
+    planned: BTreeMap<String, Arc<NewNode>>,
+    /// Claims without a registered node, by name (sharing `planned`'s nodes).
+    in_flight: BTreeMap<String, Arc<NewNode>>,
     /// The time of the step, for conditions written during it.
     now: Time,
     /// Launches whose record on the claim (labels, status) failed, retried every step: without
     /// the providerID the claim's node could never register.
-    unrecorded: BTreeMap<String, (serde_json::Value, serde_json::Value)>,
+    unrecorded: BTreeMap<String, Unrecorded>,
     /// Claims written Initialized by this process.
     initialized_claims: std::collections::BTreeSet<String>,
     /// Draws claim name suffixes; seeded per process so restarts draw new names.
@@ -143,7 +144,7 @@ impl KubeCluster {
                 self.planned.remove(&name);
                 continue;
             }
-            let node = self.planned.get(&name).cloned().or_else(|| claims::planned_node(c, &self.catalog));
+            let node = self.planned.get(&name).cloned().or_else(|| claims::planned_node(c, &self.catalog).map(Arc::new));
             if let Some(node) = node {
                 self.in_flight.insert(name, node);
             }
@@ -192,11 +193,13 @@ impl KubeCluster {
         let params = PatchParams::default();
         let entries: Vec<_> = std::mem::take(&mut self.unrecorded).into_iter().collect();
         let patches = futures::stream::iter(&entries)
-            .map(|(name, (labels, status))| {
+            .map(|(name, u)| {
                 let (api, params) = (&api, &params);
                 async move {
-                    api.patch(name, params, &Patch::Merge(labels)).await?;
-                    api.patch_status(name, params, &Patch::Merge(status)).await.map(drop)
+                    // built as sent: a 5,000-node plan's patches held at once took about 30 MB
+                    let (labels, status) = claims::launched_patches(&u.node, &u.instance, &u.capacity, &u.at);
+                    api.patch(name, params, &Patch::Merge(&labels)).await?;
+                    api.patch_status(name, params, &Patch::Merge(&status)).await.map(drop)
                 }
             })
             .buffered(WRITE_CONCURRENCY);
@@ -220,7 +223,7 @@ impl KubeCluster {
             self.pod_index = Some(self.snap.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect());
         }
         let index = self.pod_index.as_ref().expect("just built");
-        let pods: Vec<&crate::domain::Pod> = node.pods.iter().filter_map(|k| index.get(k)).map(|&i| &self.snap.pods[i]).collect();
+        let pods: Vec<&crate::domain::Pod> = node.pods.iter().filter_map(|k| index.get(k)).map(|&i| &*self.snap.pods[i]).collect();
         let object = claims::claim_object_for(name, node, &self.snap, &pods);
         match serde_json::from_value(object) {
             Ok(c) => Some(c),
@@ -238,8 +241,9 @@ impl KubeCluster {
             None => false,
             Some(Ok(_)) => {
                 self.writes.claims_created += 1;
-                self.planned.insert(name.to_string(), node.clone());
-                self.in_flight.insert(name.to_string(), node.clone());
+                let shared = Arc::new(node.clone());
+                self.planned.insert(name.to_string(), shared.clone());
+                self.in_flight.insert(name.to_string(), shared);
                 for pod in &node.pods {
                     let note = format!("Pod should schedule on: nodeclaim/{name}");
                     self.pod_event(pod, EventType::Normal, "Nominated", note);
@@ -307,7 +311,7 @@ impl Cluster for KubeCluster {
     }
 
     fn in_flight(&self) -> Vec<(&str, &NewNode)> {
-        self.in_flight.iter().map(|(n, node)| (n.as_str(), node)).collect()
+        self.in_flight.iter().map(|(n, node)| (n.as_str(), &**node)).collect()
     }
 
     fn claim_name(&mut self, nodepool: &str, _seq: u64) -> String {
@@ -350,16 +354,16 @@ impl Cluster for KubeCluster {
     }
 
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance) {
-        self.claims_launched(&[(name.to_string(), node.clone(), instance.clone())]);
+        self.claims_launched(vec![(name.to_string(), node.clone(), instance.clone())]);
     }
 
-    fn claims_launched(&mut self, launched: &[(String, NewNode, Instance)]) {
+    fn claims_launched(&mut self, launched: Vec<(String, NewNode, Instance)>) {
         for (name, node, instance) in launched {
             let capacity = self.catalog.instance_types.iter().find(|t| t.name == node.instance_type).map(|t| t.capacity(None)).unwrap_or_default();
-            let patches = claims::launched_patches(node, instance, &capacity, &self.now);
-            self.unrecorded.insert(name.to_string(), patches);
-            self.planned.insert(name.to_string(), node.clone());
-            self.in_flight.insert(name.to_string(), node.clone());
+            let shared = Arc::new(node);
+            self.unrecorded.insert(name.clone(), Unrecorded { node: shared.clone(), instance, capacity, at: self.now.clone() });
+            self.planned.insert(name.clone(), shared.clone());
+            self.in_flight.insert(name, shared);
         }
         self.record_launches();
     }
@@ -440,6 +444,16 @@ impl Cluster for KubeCluster {
         self.pod_index = None;
         moved
     }
+}
+
+/// A launch to record on its claim: the node as launched, its instance, its type's capacity and
+/// the step it launched in.
+#[derive(Debug, Clone)]
+struct Unrecorded {
+    node: Arc<NewNode>,
+    instance: Instance,
+    capacity: Resources,
+    at: Time,
 }
 
 /// Adds or removes the `karpenter.sh/disrupted:NoSchedule` taint, keeping the node's others;

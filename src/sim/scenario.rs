@@ -422,7 +422,7 @@ fn template(w: &WorkloadFile, origin: &str, field: &str) -> Result<PodConstraint
     let text = serde_yaml::to_string(&pod).map_err(|e| bad(origin, field, e))?;
     let snap = crate::snapshot::parse_snapshot(&text, &format!("{origin}: {field}.template")).map_err(|e| SimError::Scenario(e.to_string()))?;
     let p = snap.pods.into_iter().next().ok_or_else(|| bad(origin, &format!("{field}.template"), "is not a pod template"))?;
-    Ok(std::sync::Arc::unwrap_or_clone(p.constraints))
+    Ok(std::sync::Arc::unwrap_or_clone(std::sync::Arc::unwrap_or_clone(p).constraints))
 }
 
 fn workload(w: &WorkloadFile, origin: &str, field: &str) -> Result<Workload, SimError> {

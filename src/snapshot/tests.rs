@@ -16,7 +16,7 @@ fn pod(spec: &str) -> Pod {
     let text = format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ns, labels: {{app: a, hash: h1}}}}\nspec:\n{spec}"
     );
-    parse(&text).pods.remove(0)
+    std::sync::Arc::unwrap_or_clone(parse(&text).pods.remove(0))
 }
 
 /// Parses a pod with this spec and returns the error.

@@ -108,7 +108,7 @@ impl Instance {
     /// The snapshot with the pods listed in `order` (a permutation of the model's pod indices).
     pub fn snapshot_ordered(&self, order: &[usize]) -> ClusterSnapshot {
         let all = self.pods();
-        let pods = order.iter().map(|&i| make_pod(&self.classes[all[i].class], &all[i].key)).collect();
+        let pods = order.iter().map(|&i| std::sync::Arc::new(make_pod(&self.classes[all[i].class], &all[i].key))).collect();
         ClusterSnapshot { pods, nodepools: vec![nodepool()], ..Default::default() }
     }
 

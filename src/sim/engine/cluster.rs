@@ -4,6 +4,7 @@
 //! and records when each pod waited and started.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::catalog::Catalog;
 use crate::cloud::Instance;
@@ -63,13 +64,14 @@ impl SimCluster {
 
     pub fn add_pod(&mut self, pod: Pod) {
         self.pending_since.insert(pod.key(), self.now);
-        self.snap.pods.push(pod);
+        self.snap.pods.push(Arc::new(pod));
     }
 
     /// Binds a pending pod (kube-scheduler's job); returns whether it was pending.
     pub fn bind(&mut self, pod: &str, node: &str) -> bool {
         let stamp = self.stamp();
         let Some(p) = self.snap.pods.iter_mut().find(|p| p.key() == pod && p.node_name.is_none()) else { return false };
+        let p = Arc::make_mut(p);
         p.node_name = Some(node.to_string());
         p.started = Some(stamp.clone());
         if let Some(since) = self.pending_since.remove(pod) {
@@ -100,6 +102,7 @@ impl SimCluster {
     fn unbind(&mut self, key: &str) {
         let stamp = self.stamp();
         let Some(p) = self.snap.pods.iter_mut().find(|p| p.key() == key && p.node_name.is_some()) else { return };
+        let p = Arc::make_mut(p);
         let node = p.node_name.take();
         p.created = Some(stamp.clone());
         self.pending_since.insert(key.to_string(), self.now);
@@ -111,7 +114,7 @@ impl SimCluster {
     pub fn refresh_pdb_status(&mut self) {
         for i in 0..self.snap.pdbs.len() {
             let b = &self.snap.pdbs[i];
-            let selected: Vec<&Pod> = self.snap.pods.iter().filter(|p| p.namespace == b.namespace && !p.terminal && b.selector.matches(&p.labels)).collect();
+            let selected: Vec<&Pod> = self.snap.pods.iter().map(|p| &**p).filter(|p| p.namespace == b.namespace && !p.terminal && b.selector.matches(&p.labels)).collect();
             let expected = selected.len();
             let healthy = selected.iter().filter(|p| p.node_name.is_some()).count();
             let scaled = |v: &str| PodDisruptionBudget::count_of(v, expected);
