@@ -209,7 +209,7 @@ impl Pod {
 
 /// Serde for an `Arc` as for its contents (serde's own needs its `rc` feature, and turning that on
 /// would rebuild every crate that uses serde).
-pub(crate) mod shared {
+mod shared {
     use super::*;
 
     pub fn serialize<T: Serialize, S: Serializer>(value: &Arc<T>, serializer: S) -> Result<S::Ok, S::Error> {

@@ -206,8 +206,8 @@ fn cordon(cluster: &mut KubeCluster, node: &Node) {
 /// node has no pod left to evict (mirror pods and finished pods are not evicted).
 fn drain(cluster: &mut KubeCluster, node: &str, forced: bool) -> bool {
     let group_of = |p: &DomainPod| (p.is_critical() as u8) * 2 + p.is_daemonset_pod() as u8;
-    let pods: Vec<DomainPod> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && !p.terminal && !p.mirror).map(|p| (**p).clone()).collect();
-    let Some(group) = pods.iter().map(group_of).min() else { return true };
+    let pods: Vec<std::sync::Arc<DomainPod>> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && !p.terminal && !p.mirror).cloned().collect();
+    let Some(group) = pods.iter().map(|p| group_of(p)).min() else { return true };
     for pod in pods.iter().filter(|p| group_of(p) == group && !p.terminating) {
         if forced {
             // terminationGracePeriod is over: budgets no longer hold the node back
