@@ -329,7 +329,7 @@ fn register(snapshot: &mut ClusterSnapshot, p: &Placed, zones: &[String], region
         expire_after: Some("720h".into()),
         ..edit::claim_for(&node, "default", None)
     });
-    snapshot.nodes.push(node);
+    snapshot.nodes.push(node.into());
 }
 
 #[cfg(test)]

@@ -554,7 +554,7 @@ fn fingerprint_changes_only_with_the_inputs_the_plan_acts_on() {
     touched.pods.push(extra);
     assert_ne!(joiner::disruption::fingerprint::of(&touched, &catalog, &plan), plan.fingerprint, "a new pod on a deleted node");
     let mut elsewhere = snapshot.clone();
-    elsewhere.nodes.push(joiner::domain::Node { name: "unrelated".into(), ..snapshot.nodes[0].clone() });
+    elsewhere.nodes.push(joiner::domain::Node { name: "unrelated".into(), ..(*snapshot.nodes[0]).clone() }.into());
     assert_eq!(joiner::disruption::fingerprint::of(&elsewhere, &catalog, &plan), plan.fingerprint, "a node the plan does not touch");
 }
 
@@ -582,7 +582,7 @@ fn spot_only(name: &'static str) -> (ClusterSnapshot, Catalog) {
         }
     }
     for n in &mut snapshot.nodes {
-        n.labels.insert("karpenter.sh/capacity-type".into(), "spot".into());
+        std::sync::Arc::make_mut(n).labels.insert("karpenter.sh/capacity-type".into(), "spot".into());
     }
     (snapshot, catalog)
 }

@@ -254,7 +254,7 @@ mod tests {
             if name != "plain" {
                 node.taints.push(Taint { key: DISRUPTED_TAINT.into(), value: String::new(), effect: TaintEffect::NoSchedule });
             }
-            snap.nodes.push(node);
+            snap.nodes.push(node.into());
         }
         let mut cluster = Fake::new(snap);
         ctl.adopt("interrupted", "i-1");
@@ -276,7 +276,7 @@ mod tests {
         let mut ctl = controller();
         let mut snap = ClusterSnapshot::default();
         for name in ["interrupted", "idle"] {
-            snap.nodes.push(Node::new(name, Labels::default(), Resources::default(), Resources::default()));
+            snap.nodes.push(Node::new(name, Labels::default(), Resources::default(), Resources::default()).into());
         }
         let mut cluster = Fake::new(snap);
         ctl.adopt("interrupted", "i-1");

@@ -15,6 +15,7 @@
 //! state.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::catalog::{CapacityType, Catalog};
@@ -114,9 +115,9 @@ impl<'s, 'a> Pass<'s, 'a> {
         for n in self.work.nodes.iter_mut().filter(|n| names.contains(n.name.as_str())) {
             if on && !n.unschedulable {
                 self.cordoned.insert(n.name.clone());
-                n.unschedulable = true;
+                Arc::make_mut(n).unschedulable = true;
             } else if !on && self.cordoned.remove(&n.name) {
-                n.unschedulable = false;
+                Arc::make_mut(n).unschedulable = false;
             }
         }
     }
@@ -292,7 +293,7 @@ impl<'s, 'a> Pass<'s, 'a> {
         let mut work = without_pending(&with_plan(&sim.after, self.catalog, &sim.plan, "", &self.now));
         // another command's new nodes are not room for later commands: actions must stay independent
         let ids: BTreeSet<&str> = sim.plan.nodes.iter().map(|n| n.id.as_str()).collect();
-        work.nodes.iter_mut().filter(|n| ids.contains(n.name.as_str())).for_each(|n| n.unschedulable = true);
+        work.nodes.iter_mut().filter(|n| ids.contains(n.name.as_str())).for_each(|n| Arc::make_mut(n).unschedulable = true);
         self.work = work;
         self.actions.push(Action {
             reason,
@@ -377,7 +378,7 @@ mod tests {
     }
 
     fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> ClusterSnapshot {
-        ClusterSnapshot { nodes, pods: pods.into_iter().map(std::sync::Arc::new).collect(), nodepools: vec![NodePool::unconstrained("default")], ..ClusterSnapshot::default() }
+        ClusterSnapshot { nodes: nodes.into_iter().map(Arc::new).collect(), pods: pods.into_iter().map(Arc::new).collect(), nodepools: vec![NodePool::unconstrained("default")], ..ClusterSnapshot::default() }
     }
 
     fn run(snap: &ClusterSnapshot, catalog: &Catalog) -> DisruptionPlan {

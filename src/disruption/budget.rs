@@ -323,7 +323,7 @@ mod tests {
                 pool
             })
             .collect();
-        ClusterSnapshot { nodes, nodepools, ..ClusterSnapshot::default() }
+        ClusterSnapshot { nodes: nodes.into_iter().map(std::sync::Arc::new).collect(), nodepools, ..ClusterSnapshot::default() }
     }
 
     #[test]

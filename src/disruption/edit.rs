@@ -103,7 +103,7 @@ pub(crate) fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &Ne
         deleting: false,
     };
     snapshot.node_claims.push(claim_for(&node, &n.nodepool, pool.and_then(|p| p.hash.clone())));
-    snapshot.nodes.push(node);
+    snapshot.nodes.push(node.into());
 }
 
 /// The NodeClaim Karpenter keeps for a node it launched: initialized, last pod event at creation.
@@ -142,7 +142,7 @@ mod tests {
         let on = |name: &str, node: &str, owner: &str| Pod { node_name: Some(node.into()), ..Pod::new(name, PodConstraints::default()).owned_by(owner, "x") };
         let node = |name: &str| Node { name: name.into(), labels: Default::default(), taints: vec![], capacity: Resources::new(), allocatable: Resources::new(), unschedulable: false, ready: true, provider_id: None, created: None, annotations: Default::default(), deleting: false };
         let snap = ClusterSnapshot {
-            nodes: vec![node("a"), node("b")],
+            nodes: vec![node("a").into(), node("b").into()],
             pods: [on("web-1", "a", "ReplicaSet"), on("agent-a", "a", "DaemonSet"), on("web-2", "b", "ReplicaSet")].map(Arc::new).into(),
             ..ClusterSnapshot::default()
         };

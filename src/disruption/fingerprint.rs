@@ -29,7 +29,7 @@ pub fn of(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &DisruptionPlan) 
         if let Some(t) = n.labels.get(crate::domain::labels::INSTANCE_TYPE) {
             types.insert(t);
         }
-        feed(&mut h, n);
+        feed(&mut h, &**n);
     }
     let mut pods: Vec<_> = snapshot.pods.iter().filter(|p| p.node_name.as_deref().is_some_and(|n| nodes.contains(n))).collect();
     pods.sort_by_key(|p| p.key());

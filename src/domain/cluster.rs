@@ -200,12 +200,13 @@ impl PodDisruptionBudget {
 /// Everything the decision core reads about a cluster, free of API types.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterSnapshot {
-    /// Shared, not copied, by clones of the snapshot (the provisioning view, disruption
-    /// what-ifs) and with the controller's pod cache: a change to one pod copies that pod
+    /// Pods and nodes are shared, not copied, by clones of the snapshot (the provisioning view,
+    /// disruption what-ifs) and with the controller's caches: a change to one copies that one
     /// (`Arc::make_mut`).
     #[serde(with = "super::pod::shared_list")]
     pub pods: Vec<Arc<Pod>>,
-    pub nodes: Vec<Node>,
+    #[serde(with = "super::pod::shared_list")]
+    pub nodes: Vec<Arc<Node>>,
     pub node_claims: Vec<NodeClaim>,
     pub nodepools: Vec<NodePool>,
     pub node_classes: Vec<NodeClass>,

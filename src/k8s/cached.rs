@@ -182,13 +182,14 @@ impl<T: Eq + Hash> Shared<T> {
 /// a node whether or not the node converts, and rewrites taint lists keeping `timeAdded`.
 #[derive(Debug, Clone)]
 pub struct NodeEntry {
-    pub node: Result<domain::Node, Unreadable>,
+    /// Shared with every snapshot built while the node is unchanged.
+    pub node: Result<Arc<domain::Node>, Unreadable>,
     pub object: core::Node,
 }
 
 pub fn read_node(object: core::Node) -> NodeEntry {
     let kept = lifecycle_fields(&object);
-    NodeEntry { node: live::read_node(object), object: kept }
+    NodeEntry { node: live::read_node(object).map(Arc::new), object: kept }
 }
 
 /// The node with only what the lifecycle reads: identity, deletion and finalizers, providerID,

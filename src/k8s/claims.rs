@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::api::{self, deserialize_conditions, find_condition, NODECLAIM_LAUNCHED};
 use crate::catalog::{CapacityType, Catalog};
 use crate::cloud::Instance;
-use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
+use crate::domain::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, ZONE};
 use crate::disruption::timing::Timestamp;
 use crate::domain::{ClusterSnapshot, Pod, Resources, Taint};
 use crate::optimizer::NewNode;
@@ -86,9 +86,12 @@ pub fn taints(taints: &[Taint]) -> Vec<Value> {
     taints.iter().map(|t| json!({"key": t.key, "value": t.value, "effect": format!("{:?}", t.effect)})).collect()
 }
 
-/// The claim's metadata labels and status once its instance runs.
+/// The claim's metadata labels and status once its instance runs. The plan's placeholder
+/// hostname stays out, as Karpenter leaves it out: the kubelet owns the node's hostname label,
+/// and registration copies the claim's labels onto the node.
 pub fn launched_patches(node: &NewNode, instance: &Instance, capacity: &Resources, now: &Time) -> (Value, Value) {
-    let labels = json!({"metadata": {"labels": node.labels}});
+    let labels: BTreeMap<&String, &String> = node.labels.iter().filter(|(k, _)| *k != HOSTNAME).collect();
+    let labels = json!({"metadata": {"labels": labels}});
     let quantities = |r: &Resources| r.iter().map(|(k, q)| (k.to_string(), q.to_string())).collect::<BTreeMap<_, _>>();
     let allocatable: BTreeMap<String, String> = node.allocatable.clone();
     let status = json!({"status": {
@@ -218,6 +221,17 @@ mod tests {
         assert_eq!(req(INSTANCE_TYPE), json!(["m5.large", "m5a.large"]));
         assert_eq!(req(ZONE), json!(["us-east-1a", "us-east-1b"]));
         assert_eq!(req(CAPACITY_TYPE), json!(["on-demand", "spot"]));
+    }
+
+    #[test]
+    fn a_launched_claim_gets_the_offering_labels_but_not_the_plans_placeholder_hostname() {
+        let mut n = node();
+        n.labels.insert(HOSTNAME.to_string(), "joiner-0001".to_string());
+        let offering = OfferingRef { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: CapacityType::Spot, price: 0.04 };
+        let instance = Instance { id: "i-0abc".into(), claim: "default-abcde".into(), nodepool: "default".into(), offering, state: crate::cloud::InstanceState::Running };
+        let (labels, status) = launched_patches(&n, &instance, &Resources::new(), &k8s_time(chrono::DateTime::UNIX_EPOCH));
+        assert_eq!(labels["metadata"]["labels"], json!({INSTANCE_TYPE: "m5.large"}));
+        assert_eq!(status["status"]["providerID"], "aws:///us-east-1a/i-0abc");
     }
 
     #[test]

@@ -7,10 +7,12 @@
 //! runtime's handle, so solves and writes stay off the tokio workers.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use futures::channel::mpsc::UnboundedSender;
 use futures::StreamExt;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
@@ -51,6 +53,8 @@ pub struct KubeCluster {
     catalog: Catalog,
     /// Events go to a publisher task (see `spawn_publisher`).
     events: UnboundedSender<(ObjectReference, Event)>,
+    /// Admits `Nominated` Events (see [`nomination_limiter`]).
+    nominations: DefaultDirectRateLimiter,
     snap: ClusterSnapshot,
     /// Position of each pod of `snap` by key, built when the first claim of a step is written.
     pod_index: Option<std::collections::HashMap<String, usize>>,
@@ -79,6 +83,19 @@ const WRITE_CONCURRENCY: usize = 16;
 /// NodeClaims built and written per round of concurrent writes.
 const WRITE_CHUNK: usize = 256;
 
+/// `Nominated` Events admitted per second, and in a burst. As in Karpenter (its
+/// `PodNominationRateLimiter`), one limit across all pods, and an Event over it is dropped: a
+/// pass may nominate 10,000 pods, and an Event for each loaded the API server and held 27 MB in
+/// the recorder's 6-minute cache. The claim and the pod's own status say where the pod goes.
+const NOMINATIONS_PER_SECOND: u32 = 5;
+const NOMINATION_BURST: u32 = 10;
+
+fn nomination_limiter() -> DefaultDirectRateLimiter {
+    let per_second = NonZeroU32::new(NOMINATIONS_PER_SECOND).unwrap_or(NonZeroU32::MIN);
+    let burst = NonZeroU32::new(NOMINATION_BURST).unwrap_or(NonZeroU32::MIN);
+    RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst))
+}
+
 /// Starts the task that publishes Events, a few at a time. Events are informational and a pass
 /// may nominate 10,000 pods: waiting for each POST before the next NodeClaim made Events most of
 /// a large pass's time.
@@ -99,7 +116,7 @@ impl KubeCluster {
     /// `seed` draws claim name suffixes: it must differ between processes (see `operator`).
     pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder, seed: u64) -> KubeCluster {
         let events = spawn_publisher(&rt, recorder);
-        KubeCluster { client, evictions, rt, caches, catalog, events, snap: ClusterSnapshot::default(), pod_index: None, planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
+        KubeCluster { client, evictions, rt, caches, catalog, events, nominations: nomination_limiter(), snap: ClusterSnapshot::default(), pod_index: None, planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
     }
 
     pub fn caches(&self) -> &Caches {
@@ -244,7 +261,8 @@ impl KubeCluster {
                 let shared = Arc::new(node.clone());
                 self.planned.insert(name.to_string(), shared.clone());
                 self.in_flight.insert(name.to_string(), shared);
-                for pod in &node.pods {
+                let admitted = node.pods.iter().take_while(|_| self.nominations.check().is_ok()).count();
+                for pod in &node.pods[..admitted] {
                     let note = format!("Pod should schedule on: nodeclaim/{name}");
                     self.pod_event(pod, EventType::Normal, "Nominated", note);
                 }
@@ -393,6 +411,7 @@ impl Cluster for KubeCluster {
         let cordoned = set_node_taint(self, node, disrupted);
         // the step's view follows at once; the next snapshot reads the patched node back
         if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == node) {
+            let n = Arc::make_mut(n);
             n.taints.retain(|t| t.key != DISRUPTED_TAINT);
             if disrupted {
                 n.taints.push(Taint { key: DISRUPTED_TAINT.into(), value: String::new(), effect: TaintEffect::NoSchedule });
@@ -477,4 +496,14 @@ fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) -> bool 
 /// Whether a cached object carries joiner's termination finalizer.
 pub fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
     meta.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TERMINATION_FINALIZER))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nominations_come_in_a_burst_of_ten_then_wait_for_the_rate() {
+        let limiter = super::nomination_limiter();
+        let admitted = (0..100).filter(|_| limiter.check().is_ok()).count();
+        assert_eq!(admitted, super::NOMINATION_BURST as usize);
+    }
 }

@@ -610,7 +610,7 @@ mod tests {
         let capacity = Resources::new().with("cpu", Quantity::from_units(8)).with("memory", Quantity::from_units(32 << 30));
         let mut node = Node::new("n1", Labels::new(), capacity.clone(), capacity);
         node.labels.insert(NODEPOOL.into(), "default".into());
-        snapshot.nodes.push(node);
+        snapshot.nodes.push(node.into());
         let info = &pool_infos(&snapshot, &catalog)[0];
         let remaining = info.remaining.as_ref().unwrap();
         assert_eq!(remaining.get("cpu"), Quantity::from_units(92));

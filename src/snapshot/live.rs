@@ -74,6 +74,6 @@ mod tests {
     fn reads_what_a_dump_reads() {
         let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {a: b}}\nstatus:\n  capacity: {cpu: \"4\"}\n";
         let dumped = super::super::parse_snapshot(yaml, "t").unwrap().nodes.remove(0);
-        assert_eq!(read_node(serde_yaml::from_str(yaml).unwrap()).unwrap(), dumped);
+        assert_eq!(read_node(serde_yaml::from_str(yaml).unwrap()).unwrap(), *dumped);
     }
 }

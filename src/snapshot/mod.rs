@@ -151,7 +151,7 @@ impl<'a> Reader<'a> {
         }
         let result = match (api_version.as_str(), kind.as_str()) {
             ("v1", "Pod") => typed(value).and_then(pod::convert_pod).map(|p| self.snapshot.pods.push(std::sync::Arc::new(p))),
-            ("v1", "Node") => typed(value).and_then(node::convert_node).map(|n| self.snapshot.nodes.push(n)),
+            ("v1", "Node") => typed(value).and_then(node::convert_node).map(|n| self.snapshot.nodes.push(n.into())),
             ("apps/v1", "DaemonSet") => {
                 typed(value).and_then(pod::convert_daemonset).map(|d| self.snapshot.daemonsets.push(d))
             }

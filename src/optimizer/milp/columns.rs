@@ -30,7 +30,6 @@ pub struct BinInfo {
     pub bin: Bin,
     pub room: Vec<i64>,
     pub cost: f64,
-    pub labels: crate::domain::Labels,
     /// Classes that may use this bin, with their per-pod preference penalty here.
     pub classes: Vec<(usize, f64)>,
     /// Pods every pattern of this bin holds besides what the pricer packs into `room` (an existing
@@ -39,6 +38,15 @@ pub struct BinInfo {
 }
 
 impl BinInfo {
+    /// The node's labels, read from the problem: a bin per offering is thousands of bins, and a
+    /// copy of each offering's labels took 10 MB of a 10,000-pod solve.
+    pub fn labels<'p>(&self, p: &'p Problem) -> &'p crate::domain::Labels {
+        match self.bin {
+            Bin::Existing(e) => &p.existing[e].labels,
+            Bin::New { shape, offering } => &p.offering(shape, offering).labels,
+        }
+    }
+
     /// `counts` with the preload added (classes ascending).
     pub fn with_preload(&self, counts: &[(usize, u32)]) -> Vec<(usize, u32)> {
         let mut all: std::collections::BTreeMap<usize, u32> = counts.iter().copied().collect();

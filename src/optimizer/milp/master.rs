@@ -172,7 +172,7 @@ impl Master {
             let domains: std::collections::BTreeSet<String> = bins
                 .iter()
                 .filter(|b| b.classes.iter().any(|(k, _)| *k == r.owner))
-                .filter_map(|b| b.labels.get(&r.key).cloned())
+                .filter_map(|b| b.labels(p).get(&r.key).cloned())
                 .collect();
             if r.anti {
                 for d in domains {
@@ -193,8 +193,9 @@ impl Master {
     }
 
     /// The zone-like rows of the domains this bin's labels fall in.
-    fn rows_of<'a>(&'a self, bin: &'a BinInfo) -> impl Iterator<Item = &'a Vec<(usize, Vec<usize>)>> + 'a {
-        self.domain_rows.iter().filter_map(|(key, domains)| bin.labels.get(key).and_then(|d| domains.get(d)))
+    fn rows_of<'a>(&'a self, p: &'a Problem, bin: &'a BinInfo) -> impl Iterator<Item = &'a Vec<(usize, Vec<usize>)>> + 'a {
+        let labels = bin.labels(p);
+        self.domain_rows.iter().filter_map(move |(key, domains)| labels.get(key).and_then(|d| domains.get(d)))
     }
 
     /// The rows a pattern touches, with coefficients.
@@ -210,7 +211,7 @@ impl Master {
                 }
             }
         }
-        for rows in self.rows_of(bin) {
+        for rows in self.rows_of(p, bin) {
             for (row, members) in rows {
                 let n: u32 = counts.iter().filter(|(k, _)| members.binary_search(k).is_ok()).map(|(_, n)| n).sum();
                 if n > 0 {
@@ -224,14 +225,13 @@ impl Master {
     /// Per-class value of one pod in `bin` under row duals (HiGHS sign convention: rc = c - y.a).
     pub fn pod_values(&self, p: &Problem, bin: &BinInfo, duals: &[f64]) -> Vec<f64> {
         let mut v: Vec<f64> = self.demand_row.iter().map(|&r| duals[r]).collect();
-        for rows in self.rows_of(bin) {
+        for rows in self.rows_of(p, bin) {
             for (row, members) in rows {
                 for &k in members {
                     v[k] += duals[*row];
                 }
             }
         }
-        let _ = p;
         v
     }
 

@@ -94,7 +94,7 @@ pub fn bins(p: &Problem) -> Vec<BinInfo> {
         // a node that must keep its own pods offers only the room they leave
         let room = p.room_after_home(e);
         if !classes.is_empty() || !n.home.is_empty() {
-            out.push(BinInfo { bin: Bin::Existing(e), room, cost: n.keep_cost, labels: n.labels.clone(), classes, preload: n.home.clone() });
+            out.push(BinInfo { bin: Bin::Existing(e), room, cost: n.keep_cost, classes, preload: n.home.clone() });
         }
     }
     let mut by_offering: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
@@ -108,7 +108,7 @@ pub fn bins(p: &Problem) -> Vec<BinInfo> {
         .map(|((s, o), ks)| {
             let off = p.offering(s, o);
             let classes = ks.into_iter().map(|k| (k, p.preference_penalty(k, &off.labels, &p.shapes[s].taints))).collect();
-            BinInfo { bin: Bin::New { shape: s, offering: o }, room: off.alloc.clone(), cost: off.cost, labels: off.labels.clone(), classes, preload: vec![] }
+            BinInfo { bin: Bin::New { shape: s, offering: o }, room: off.alloc.clone(), cost: off.cost, classes, preload: vec![] }
         })
         .collect();
     prune_dominated(p, &mut news);

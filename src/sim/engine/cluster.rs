@@ -57,7 +57,7 @@ impl SimCluster {
         let stamp = self.stamp();
         register(&mut self.snap, &self.catalog, &node, name, &stamp);
         if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == name) {
-            n.provider_id = Some(format!("aws:///{}/{}", node.zone, instance));
+            Arc::make_mut(n).provider_id = Some(format!("aws:///{}/{}", node.zone, instance));
         }
         true
     }
@@ -144,7 +144,7 @@ impl Cluster for SimCluster {
 
     fn set_disrupted(&mut self, node: &str, disrupted: bool) {
         if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == node) {
-            n.unschedulable = disrupted;
+            Arc::make_mut(n).unschedulable = disrupted;
         }
     }
 
