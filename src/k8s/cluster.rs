@@ -7,12 +7,12 @@
 //! runtime's handle, so solves and writes stay off the tokio workers.
 
 use std::collections::BTreeMap;
-use std::num::NonZeroU32;
+use std::time::Instant;
 use std::sync::Arc;
 
 use futures::channel::mpsc::UnboundedSender;
 use futures::StreamExt;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::DefaultDirectRateLimiter;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
@@ -27,6 +27,7 @@ use tokio::runtime::Handle;
 
 use super::caches::{karpenter_resource, Caches};
 use super::claims::{self, k8s_time, DISRUPTED_TAINT, TERMINATION_FINALIZER};
+use super::events::{self, Dedupe};
 use crate::catalog::Catalog;
 use crate::cloud::Instance;
 use crate::controller::{Cluster, EvictionRefused};
@@ -51,10 +52,12 @@ pub struct KubeCluster {
     rt: Handle,
     caches: Caches,
     catalog: Catalog,
-    /// Events go to a publisher task (see `spawn_publisher`).
+    /// Events go to a publisher task (see [`events::spawn_publisher`]).
     events: UnboundedSender<(ObjectReference, Event)>,
-    /// Admits `Nominated` Events (see [`nomination_limiter`]).
+    /// Admits `Nominated` Events (see [`events::nomination_limiter`]).
     nominations: DefaultDirectRateLimiter,
+    /// `FailedScheduling` Events sent in the last five minutes.
+    failed_scheduling: Dedupe,
     snap: ClusterSnapshot,
     /// Position of each pod of `snap` by key, built when the first claim of a step is written.
     pod_index: Option<std::collections::HashMap<String, usize>>,
@@ -75,48 +78,17 @@ pub struct KubeCluster {
     pub writes: Writes,
 }
 
-/// Events a publisher task sends at once.
-const EVENT_CONCURRENCY: usize = 8;
 /// NodeClaim writes of one plan in flight at once: a pass may write thousands, and one at a time
 /// they took most of a large pass (each is a round trip to the API server).
 const WRITE_CONCURRENCY: usize = 16;
 /// NodeClaims built and written per round of concurrent writes.
 const WRITE_CHUNK: usize = 256;
 
-/// `Nominated` Events admitted per second, and in a burst. As in Karpenter (its
-/// `PodNominationRateLimiter`), one limit across all pods, and an Event over it is dropped: a
-/// pass may nominate 10,000 pods, and an Event for each loaded the API server and held 27 MB in
-/// the recorder's 6-minute cache. The claim and the pod's own status say where the pod goes.
-const NOMINATIONS_PER_SECOND: u32 = 5;
-const NOMINATION_BURST: u32 = 10;
-
-fn nomination_limiter() -> DefaultDirectRateLimiter {
-    let per_second = NonZeroU32::new(NOMINATIONS_PER_SECOND).unwrap_or(NonZeroU32::MIN);
-    let burst = NonZeroU32::new(NOMINATION_BURST).unwrap_or(NonZeroU32::MIN);
-    RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst))
-}
-
-/// Starts the task that publishes Events, a few at a time. Events are informational and a pass
-/// may nominate 10,000 pods: waiting for each POST before the next NodeClaim made Events most of
-/// a large pass's time.
-fn spawn_publisher(rt: &Handle, recorder: Recorder) -> UnboundedSender<(ObjectReference, Event)> {
-    let (tx, rx) = futures::channel::mpsc::unbounded::<(ObjectReference, Event)>();
-    rt.spawn(rx.for_each_concurrent(EVENT_CONCURRENCY, move |(object, event)| {
-        let recorder = recorder.clone();
-        async move {
-            if let Err(e) = recorder.publish(&event, &object).await {
-                tracing::debug!(object = ?object.name, reason = %event.reason, error = %e, "event not recorded");
-            }
-        }
-    }));
-    tx
-}
-
 impl KubeCluster {
     /// `seed` draws claim name suffixes: it must differ between processes (see `operator`).
     pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder, seed: u64) -> KubeCluster {
-        let events = spawn_publisher(&rt, recorder);
-        KubeCluster { client, evictions, rt, caches, catalog, events, nominations: nomination_limiter(), snap: ClusterSnapshot::default(), pod_index: None, planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
+        let events = events::spawn_publisher(&rt, recorder);
+        KubeCluster { client, evictions, rt, caches, catalog, events, nominations: events::nomination_limiter(), failed_scheduling: Dedupe::new(events::FAILED_SCHEDULING_REPEAT, Instant::now()), snap: ClusterSnapshot::default(), pod_index: None, planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
     }
 
     pub fn caches(&self) -> &Caches {
@@ -387,7 +359,10 @@ impl Cluster for KubeCluster {
     }
 
     fn unschedulable(&mut self, pod: &str, why: &str) {
-        self.pod_event(pod, EventType::Warning, "FailedScheduling", format!("no nodeclaim can be planned: {why}"));
+        // a pod no offering holds is retried every minute; its Event stands for five
+        if self.failed_scheduling.admit(pod, why, Instant::now()) {
+            self.pod_event(pod, EventType::Warning, "FailedScheduling", format!("no nodeclaim can be planned: {why}"));
+        }
     }
 
     /// A Warning Event on every NodePool: the decision affects them all, and their Events are where
@@ -498,12 +473,3 @@ pub fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Obje
     meta.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TERMINATION_FINALIZER))
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn nominations_come_in_a_burst_of_ten_then_wait_for_the_rate() {
-        let limiter = super::nomination_limiter();
-        let admitted = (0..100).filter(|_| limiter.check().is_ok()).count();
-        assert_eq!(admitted, super::NOMINATION_BURST as usize);
-    }
-}

@@ -5,12 +5,13 @@
 //! dump goes through, into domain types) → decisions (`controller`) → [`cluster::KubeCluster`]
 //! (NodeClaims, taints, evictions, deletes) → API server. [`lifecycle`] carries NodeClaims from
 //! launch to registration and initialization and drains what users delete; [`lease`] elects the
-//! one replica that acts; [`status`] reports conditions on NodeClaims and NodePools. [`claims`] is the NodeClaim format joiner writes and reads back.
+//! one replica that acts; [`status`] reports conditions on NodeClaims and NodePools. [`claims`] is the NodeClaim format joiner writes and reads back; [`events`] publishes Events, thinned as Karpenter thins them.
 
 pub mod cached;
 pub mod caches;
 pub mod claims;
 pub mod cluster;
+pub mod events;
 pub mod lease;
 pub mod lifecycle;
 pub mod snapshot;
