@@ -23,13 +23,15 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 
 # its own target directory: instrumented builds share nothing with the test profile
 export CARGO_TARGET_DIR="${JOINER_FUZZ_TARGET_DIR:-/var/tmp/joiner-fuzz-target}"
 cargo "${toolchain[@]}" fuzz build -s "$sanitizer" --release
+# cargo fuzz builds for the host; its binaries are run directly (see above)
+host="$(rustc "${toolchain[@]}" -vV | sed -n 's/^host: //p')"
 log="$(mktemp)"
 for target in $(cargo "${toolchain[@]}" fuzz list); do
     scratch="$(mktemp -d)"
     echo "fuzz $target: ${seconds}s from $(ls "fuzz/corpus/$target" | wc -l) corpus inputs"
     status=0
     mkdir -p "fuzz/artifacts/$target"
-    "$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release/$target" -artifact_prefix="fuzz/artifacts/$target/" \
+    "$CARGO_TARGET_DIR/$host/release/$target" -artifact_prefix="fuzz/artifacts/$target/" \
         -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         "$scratch" "fuzz/corpus/$target" >"$log" 2>&1 || status=$?
     grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done )' "$log" || true

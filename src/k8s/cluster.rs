@@ -7,8 +7,8 @@
 //! runtime's handle, so solves and writes stay off the tokio workers.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::channel::mpsc::UnboundedSender;
 use futures::StreamExt;
@@ -472,4 +472,3 @@ fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) -> bool 
 pub fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
     meta.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TERMINATION_FINALIZER))
 }
-

@@ -82,12 +82,9 @@ impl Dedupe {
         }
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.sent.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.sent.is_empty()
     }
 }
 
