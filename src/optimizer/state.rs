@@ -274,6 +274,11 @@ impl<'p> State<'p> {
         self.nodes[node].labels.get(key).and_then(|d| self.spread_counts[g].get(d)).copied().unwrap_or(0)
     }
 
+    /// The value `node` carries for a topology key.
+    pub fn node_domain(&self, node: usize, key: &str) -> Option<&str> {
+        self.nodes[node].labels.get(key).map(String::as_str)
+    }
+
     /// Pods of class `k` placed so far.
     pub fn placed_of(&self, k: usize) -> usize {
         self.nodes.iter().map(|n| n.placed.get(&k).copied().unwrap_or(0)).sum()

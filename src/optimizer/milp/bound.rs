@@ -119,7 +119,7 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
 
 /// Hostname anti-affinity rules whose members all repel each other (each member owns a rule selecting
 /// the same members): at most one of them per node. Returns class -> clique id.
-fn anti_cliques(p: &Problem) -> BTreeMap<usize, usize> {
+pub(super) fn anti_cliques(p: &Problem) -> BTreeMap<usize, usize> {
     let mut rules_of: BTreeMap<usize, BTreeSet<Vec<usize>>> = BTreeMap::new();
     for r in p.topology.affinities.iter().filter(|r| r.anti && r.key == HOSTNAME) {
         let mut m = r.members.clone();

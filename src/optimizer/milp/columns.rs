@@ -69,6 +69,11 @@ pub struct NodeRules {
     pub conflicts_of: Vec<Vec<usize>>,
     /// Per class: indices into `host_caps` of the groups it belongs to.
     pub host_groups_of: Vec<Vec<usize>>,
+    /// Per class: the set of classes it shares one per-node cap with in every pattern (a hostname
+    /// anti-affinity clique, else a hostname spread group), for the knapsack bounds.
+    pub shared_of: Vec<Option<usize>>,
+    /// Per shared set: how many of its pods one node may hold.
+    pub shared_cap: Vec<f64>,
 }
 
 impl NodeRules {
@@ -117,12 +122,32 @@ impl NodeRules {
                 host_groups_of[m].push(hi);
             }
         }
-        NodeRules { per_node_cap: cap, conflicts, host_caps, conflicts_of, host_groups_of }
+        let (shared_of, shared_cap) = shared_caps(p, &host_caps);
+        NodeRules { per_node_cap: cap, conflicts, host_caps, conflicts_of, host_groups_of, shared_of, shared_cap }
     }
 
     fn conflict(&self, a: usize, b: usize) -> bool {
         a != b && self.conflicts.contains(&(a.min(b), a.max(b)))
     }
+}
+
+/// Classes whose pods share one per-node cap in every pattern, each class in at most one set, the
+/// anti-affinity clique first: (set per class, cap per set).
+fn shared_caps(p: &Problem, host_caps: &[(Vec<usize>, i64, usize)]) -> (Vec<Option<usize>>, Vec<f64>) {
+    let mut of = vec![None; p.classes.len()];
+    let cliques = super::bound::anti_cliques(p);
+    let mut cap = vec![1.0; cliques.values().map(|&c| c + 1).max().unwrap_or(0)];
+    for (&k, &c) in &cliques {
+        of[k] = Some(c);
+    }
+    for (members, skew, _) in host_caps {
+        let id = cap.len();
+        cap.push((*skew).max(0) as f64);
+        for &m in members {
+            of[m].get_or_insert(id);
+        }
+    }
+    (of, cap)
 }
 
 /// Greedy multi-dimensional knapsack: fills the bin with the classes of highest value per unit of its
@@ -198,102 +223,4 @@ pub fn column_cost(bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
             .iter()
             .map(|&(k, n)| bin.classes.iter().find(|(c, _)| *c == k).map_or(0.0, |(_, pen)| pen * f64::from(n)))
             .sum::<f64>()
-}
-
-/// Exact bounded knapsack by depth-first branch and bound: the pattern of greatest total value
-/// (`value[k]` less the bin's penalty, per pod) under the same single-node rules as [`pack`]. Returns
-/// `None` when `max_nodes` search nodes did not settle it, so the caller knows the answer is not proven.
-pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], max_nodes: usize) -> Option<Vec<(usize, u32)>> {
-    let mut items: Vec<(usize, f64)> = bin
-        .classes
-        .iter()
-        .filter_map(|&(k, pen)| {
-            let w = value[k] - pen;
-            (w > 1e-9 && limit[k] > 0).then_some((k, w))
-        })
-        .collect();
-    let density = |&(k, w): &(usize, f64)| {
-        let size = p.classes[k].req.iter().zip(&bin.room).map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 }).fold(1e-6, f64::max);
-        w / size
-    };
-    items.sort_by(|a, b| density(b).total_cmp(&density(a)).then(a.0.cmp(&b.0)));
-    let dims = bin.room.len();
-    // suffix maxima of value per unit of each resource: room_d times that bounds what is left
-    let mut suffix = vec![vec![0.0f64; dims]; items.len() + 1];
-    for i in (0..items.len()).rev() {
-        let (k, w) = items[i];
-        let (head, tail) = suffix.split_at_mut(i + 1);
-        for ((slot, next), &r) in head[i].iter_mut().zip(&tail[0]).zip(&p.classes[k].req) {
-            let per = if r > 0 { w / r as f64 } else { f64::INFINITY };
-            *slot = next.max(per);
-        }
-    }
-    let host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
-    let mut search = Search { p, rules, items: &items, suffix: &suffix, limit, best: 0.0, best_counts: vec![], counts: vec![], nodes: 0, max_nodes, blocked: vec![0; p.classes.len()] };
-    search.dive(0, bin.room.clone(), host_used, 0.0);
-    if search.nodes > search.max_nodes {
-        return None;
-    }
-    let mut out = search.best_counts;
-    out.sort();
-    Some(out)
-}
-
-struct Search<'a> {
-    p: &'a Problem,
-    rules: &'a NodeRules,
-    items: &'a [(usize, f64)],
-    suffix: &'a [Vec<f64>],
-    limit: &'a [u32],
-    best: f64,
-    best_counts: Vec<(usize, u32)>,
-    counts: Vec<(usize, u32)>,
-    nodes: usize,
-    max_nodes: usize,
-    /// How many chosen classes conflict with each class.
-    blocked: Vec<u32>,
-}
-
-impl Search<'_> {
-    fn dive(&mut self, i: usize, room: Vec<i64>, host_used: Vec<i64>, value: f64) {
-        self.nodes += 1;
-        if value > self.best + 1e-12 {
-            self.best = value;
-            self.best_counts = self.counts.clone();
-        }
-        if i == self.items.len() || self.nodes > self.max_nodes {
-            return;
-        }
-        let bound = room.iter().enumerate().map(|(d, &a)| a.max(0) as f64 * self.suffix[i][d]).fold(f64::INFINITY, f64::min);
-        if value + bound <= self.best + 1e-12 {
-            return;
-        }
-        let (k, w) = self.items[i];
-        let mut most = if self.blocked[k] > 0 { 0 } else { self.limit[k].min(self.rules.per_node_cap[k]) };
-        for (r, a) in self.p.classes[k].req.iter().zip(&room) {
-            if *r > 0 {
-                most = most.min((*a / *r).max(0) as u32);
-            }
-        }
-        for &hi in &self.rules.host_groups_of[k] {
-            most = most.min((self.rules.host_caps[hi].1 - host_used[hi]).max(0) as u32);
-        }
-        for n in (1..=most).rev() {
-            let left: Vec<i64> = room.iter().zip(&self.p.classes[k].req).map(|(a, r)| a - r * i64::from(n)).collect();
-            let mut used = host_used.clone();
-            for &hi in &self.rules.host_groups_of[k] {
-                used[hi] += i64::from(n);
-            }
-            for &j in &self.rules.conflicts_of[k] {
-                self.blocked[j] += 1;
-            }
-            self.counts.push((k, n));
-            self.dive(i + 1, left, used, value + w * f64::from(n));
-            self.counts.pop();
-            for &j in &self.rules.conflicts_of[k] {
-                self.blocked[j] -= 1;
-            }
-        }
-        self.dive(i + 1, room, host_used, value);
-    }
 }

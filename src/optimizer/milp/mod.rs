@@ -7,9 +7,14 @@
 pub mod bound;
 pub mod columns;
 pub mod dump;
+mod exact;
 pub mod farley;
+mod lagrange;
 pub mod master;
 pub mod primal;
+mod replay;
+
+pub use replay::replay;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -23,8 +28,12 @@ use columns::{column_cost, pack, valid, Bin, BinInfo, Column, NodeRules};
 use master::{AuxKind, Master};
 use primal::{dive, round_and_cover, round_down, round_near, round_up};
 
-/// Patterns added per column-generation round.
-const COLUMNS_PER_ROUND: usize = 100;
+/// Patterns added per column-generation round: half the classes, within 100-300. A re-solve costs
+/// about the same whatever it adds (0.1-0.4 s at 1,000 pods), so many classes want fuller rounds;
+/// with few classes (a consolidation's) fuller rounds steered the selection to worse answers.
+fn columns_per_round(classes: usize) -> usize {
+    (classes / 2).clamp(100, 300)
+}
 /// Column generation stops when the LP improved by less than this fraction over that many rounds.
 const STALL_ROUNDS: usize = 30;
 const STALL_TOLERANCE: f64 = 1e-4;
@@ -279,6 +288,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // our runs; there the time goes to column generation and the dive instead
     let integer_solve = p.classes.len() <= MAX_CLASSES_FOR_INTEGER_SOLVE;
     let (cg_share, dive_share) = if integer_solve { (0.6, 0.8) } else { (0.75, 1.0) };
+    let seeds = columns.len();
     let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * cg_share, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
@@ -314,7 +324,36 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     let dive_values = if dived.0.is_empty() { &cg.values } else { &dived.0 };
     candidates.insert(0, ("lp-dive".to_string(), pattern_values(dive_values, round_up)));
     let (status, mip_objective) = if integer_solve {
-        let (status, objective, chosen) = integer_solve_over(p, settings, &master, &bins, &bin_index, &columns, budget - start.elapsed().as_secs_f64(), &mut notes)?;
+        // HiGHS may overrun its limit by a few tenths of a second; the share left over is for
+        // replaying the other candidates, which an overrun used to skip
+        let seconds = budget * MIP_SHARE - start.elapsed().as_secs_f64();
+        // past a thousand patterns, only those the LP uses or nearly prices in, and the seeds
+        // (greedy's plan, so an answer always exists): HiGHS's presolve and root cut rounds grow
+        // with the columns and do not watch the clock (5 s over a 2 s limit at 100 pods)
+        let kept: Vec<usize> = (0..columns.len())
+            .filter(|&i| {
+                if columns.len() <= MIP_ALL_COLUMNS {
+                    return true;
+                }
+                let c = &columns[i];
+                let coefficients = master.coefficients(p, &bins[bin_index[&c.bin]], &c.counts);
+                let rc = c.cost - coefficients.iter().map(|&(r, v)| cg.duals[r] * v).sum::<f64>();
+                i < seeds || cg.values.get(offset + i).is_some_and(|&v| v > 1e-9) || rc <= MIP_REDUCED_COST * c.cost
+            })
+            .collect();
+        let subset: Vec<Column> = kept.iter().map(|&i| columns[i].clone()).collect();
+        if subset.len() < columns.len() {
+            notes.push(format!("integer solve over {} of {} patterns", subset.len(), columns.len()));
+        }
+        let (status, objective, chosen) = integer_solve_over(p, settings, &master, &bins, &bin_index, &subset, seconds, &mut notes)?;
+        let chosen = chosen.map(|values| {
+            let mut all = values[..offset].to_vec();
+            all.resize(offset + columns.len(), 0.0);
+            for (j, &i) in kept.iter().enumerate() {
+                all[offset + i] = values[offset + j];
+            }
+            all
+        });
         if let Some(values) = chosen {
             candidates.insert(0, ("mip".to_string(), pattern_values(&values, round_near)));
         }
@@ -337,6 +376,16 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     };
     Ok((answer, Model_ { bins, master, columns, mip_objective, mip_status: status.to_string() }))
 }
+
+/// Up to this many patterns, the integer solve sees them all.
+const MIP_ALL_COLUMNS: usize = 1_000;
+
+/// Patterns whose reduced cost in the last LP is within this share of their cost enter the integer
+/// solve (with those the LP uses and the seeds).
+const MIP_REDUCED_COST: f64 = 0.05;
+
+/// The integer solve ends by this share of the time limit.
+const MIP_SHARE: f64 = 0.9;
 
 /// Above this many pod classes the integer solve over the patterns is skipped.
 const MAX_CLASSES_FOR_INTEGER_SOLVE: usize = 300;
@@ -431,6 +480,7 @@ fn generate(
     let mut last: Option<Generated> = None;
     let mut slowest_lp = 0.0f64;
     let mut cursor = 0;
+    let per_round = columns_per_round(p.classes.len());
     loop {
         iterations += 1;
         // HiGHS's clock runs across solves of one model, so its limit is the whole budget; the loop
@@ -470,43 +520,56 @@ fn generate(
                     found.push((rc, col));
                 }
             }
-            if found.len() >= 3 * COLUMNS_PER_ROUND {
+            if found.len() >= 3 * per_round {
                 cursor = (cursor + i + 1) % bins.len();
                 break;
             }
         }
         // the greedy fill found nothing: ask the exact knapsack before calling the LP converged
         let mut certified = false;
+        let mut unsettled_bins: Vec<&BinInfo> = Vec::new();
         if found.is_empty() {
-            unsettled = false;
             for b in bins {
-                if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, true, &mut unsettled) {
+                let mut open = false;
+                if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, true, &mut open) {
                     if !seen.contains(&(col.bin, col.counts.clone())) {
                         found.push((rc, col));
                     }
                 }
+                if open {
+                    unsettled_bins.push(b);
+                }
             }
             // no bin has an improving pattern, proven: the LP is the optimum over all patterns
-            certified = found.is_empty() && !unsettled;
+            certified = found.is_empty() && unsettled_bins.is_empty();
         }
         // the most improving patterns enter; the rest would mostly be priced out next round anyway
         found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.bin.cmp(&b.1.bin)));
         tracing::trace!(priced = found.len(), best = found.first().map(|f| f.0), "priced");
-        found.truncate(COLUMNS_PER_ROUND);
+        found.truncate(per_round);
         let stalled = history.len() > STALL_ROUNDS && history[history.len() - 1 - STALL_ROUNDS] - objective <= STALL_TOLERANCE * objective.abs();
         let out_of_time = start.elapsed().as_secs_f64() > seconds;
         if found.is_empty() || stalled || out_of_time {
             if !found.is_empty() {
                 notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
             }
-            // without a proof of convergence, Farley's ratio still certifies a (weaker) bound; it
-            // prices every bin exactly (0.56 s of a 1 s solve at 1,000 pods), so it is skipped
-            // when no bound is asked for or the time is already spent
-            let farley = settings.lower_bound && !out_of_time;
+            // without a proof of convergence, Farley's ratio still certifies a (weaker) bound. It
+            // may price bins exactly (0.56 s of a 1 s solve at 1,000 pods once), so it only runs
+            // when a bound is asked for and column generation stopped before its share of the
+            // time, and it gets a tenth of the time limit
+            let limit = settings.time_limit.as_secs_f64();
+            let farley = settings.lower_bound && !out_of_time && start.elapsed().as_secs_f64() < limit * (1.0 - FARLEY_SHARE);
+            let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit * FARLEY_SHARE);
             let bound = if certified {
                 Some(objective)
+            } else if farley && found.is_empty() {
+                // the exact pass settled every other bin without an improving pattern (reduced cost
+                // at least -1e-7, so a ratio of at most 1 + 1e-7 / cost): only the rest need Farley's
+                // relaxations
+                let settled = bins.iter().filter(|b| b.cost > 0.0).map(|b| 1.0 + 1e-7 / b.cost).fold(1.0, f64::max);
+                farley::ratio(p, rules, master, unsettled_bins.iter().copied(), &duals, &demand, deadline, |b, values, floor| exact_gain(p, rules, b, values, &demand, floor)).map(|r| objective / r.max(settled))
             } else if farley {
-                farley::ratio(p, rules, master, bins, &duals, &demand, |b, values| exact_gain(p, rules, b, values, &demand)).map(|r| objective / r)
+                farley::ratio(p, rules, master, bins, &duals, &demand, deadline, |b, values, floor| exact_gain(p, rules, b, values, &demand, floor)).map(|r| objective / r)
             } else {
                 None
             };
@@ -568,11 +631,12 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
     best.into_iter().flatten().map(|(_, c)| c).collect()
 }
 
-/// The most a pattern of `b` collects under `values`, when the exact knapsack settles it.
-fn exact_gain(p: &Problem, rules: &NodeRules, b: &BinInfo, values: &[f64], limit: &[u32]) -> Option<f64> {
-    let counts = columns::pack_exact(p, rules, b, values, limit, &existing_host(p, rules, b), FARLEY_EXACT_NODES)?;
+/// The most a pattern of `b` collects under `values`, or `floor` when none collects more, when the
+/// exact knapsack settles it.
+fn exact_gain(p: &Problem, rules: &NodeRules, b: &BinInfo, values: &[f64], limit: &[u32], floor: f64) -> Option<f64> {
+    let counts = exact::pack_exact(p, rules, b, values, limit, &existing_host(p, rules, b), floor, FARLEY_EXACT_NODES)?;
     // the preload's value is counted by the caller with the bin's fixed part
-    Some(counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum())
+    Some(counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum::<f64>().max(floor))
 }
 
 fn existing_host(p: &Problem, rules: &NodeRules, b: &BinInfo) -> Vec<(usize, i64)> {
@@ -581,6 +645,9 @@ fn existing_host(p: &Problem, rules: &NodeRules, b: &BinInfo) -> Vec<(usize, i64
         Bin::New { .. } => vec![],
     }
 }
+
+/// The share of the time limit Farley's ratio may take.
+const FARLEY_SHARE: f64 = 0.1;
 
 /// Search nodes the Farley ratio's exact knapsack may spend per bin: it runs on every bin once, at
 /// the end, so it gets a tenth of the pricer's budget (the relaxations stand in when it gives up).
@@ -597,7 +664,9 @@ fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[
     let values = master.pod_values(p, b, duals);
     let existing_host = existing_host(p, rules, b);
     let counts = if exact {
-        let settled = columns::pack_exact(p, rules, b, &values, limit, &existing_host, EXACT_PRICING_NODES);
+        // only patterns that would price in matter: at least the bin's cost less its dual
+        let floor = if b.preload.is_empty() { b.cost - master.bin_dual(p, b, duals) } else { 0.0 };
+        let settled = exact::pack_exact(p, rules, b, &values, limit, &existing_host, floor, EXACT_PRICING_NODES);
         *unsettled |= settled.is_none();
         settled?
     } else {
@@ -611,59 +680,5 @@ fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[
     let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
     let rc = cost - master.bin_dual(p, b, duals) - gain;
     (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
-}
-
-/// Replays chosen patterns into a fresh state; returns it with the pods (class, count) it did not place:
-/// left unplaced by the MILP, or refused by a rule. Surplus pods a pattern carries are not counted.
-pub fn replay<'p>(p: &'p Problem, chosen: &[(Column, u32)]) -> (State<'p>, Vec<(usize, usize)>) {
-    let mut state = State::new(p);
-    let mut targets: Vec<(usize, usize, u32)> = Vec::new(); // (node, class, count)
-    for (col, n) in chosen {
-        for _ in 0..*n {
-            let node = match col.bin {
-                Bin::Existing(e) => e,
-                Bin::New { shape, offering } => {
-                    if !state.can_open(shape, offering) {
-                        continue;
-                    }
-                    state.open(shape, offering)
-                }
-            };
-            targets.extend(col.counts.iter().map(|&(k, c)| (node, k, c)));
-        }
-    }
-    // per class, always fill the target whose domain currently has the fewest matching pods, so a
-    // balanced final spread is also valid at every step
-    let mut by_class: BTreeMap<usize, Vec<(usize, u32)>> = BTreeMap::new();
-    for (node, k, c) in targets {
-        by_class.entry(k).or_default().push((node, c));
-    }
-    for (k, mut list) in by_class {
-        let group = p.topology.spreads.iter().position(|g| g.owner == k && g.hard && !g.is_host());
-        loop {
-            let pick = list
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, c))| *c > 0)
-                .min_by_key(|(i, (node, _))| (group.map_or(0, |g| state.domain_count(g, *node)), *i))
-                .map(|(i, _)| i);
-            let Some(i) = pick else { break };
-            let node = list[i].0;
-            if state.placed_of(k) >= p.classes[k].demand() {
-                break; // the master covers demand with >=, so a pattern may carry surplus pods
-            }
-            if state.can_place(k, node).is_ok() {
-                state.place(k, node);
-                list[i].1 -= 1;
-            } else {
-                list[i].1 = 0;
-            }
-        }
-    }
-    let left = (0..p.classes.len())
-        .map(|k| (k, p.classes[k].demand().saturating_sub(state.placed_of(k))))
-        .filter(|&(_, n)| n > 0)
-        .collect();
-    (state, left)
 }
 
