@@ -150,6 +150,11 @@ fn shared_caps(p: &Problem, host_caps: &[(Vec<usize>, i64, usize)]) -> (Vec<Opti
     (of, cap)
 }
 
+/// The share of the bin's scarcest resource one pod of these requests takes (the knapsacks' size).
+pub(super) fn room_share(req: &[i64], room: &[i64]) -> f64 {
+    req.iter().zip(room).map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 }).fold(1e-6, f64::max)
+}
+
 /// Greedy multi-dimensional knapsack: fills the bin with the classes of highest value per unit of its
 /// scarcest resource, honouring every single-node rule. `value[k]` is the dual value of one pod.
 pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)]) -> Vec<(usize, u32)> {
@@ -161,7 +166,7 @@ pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit:
             if w <= 1e-9 || limit[k] == 0 {
                 return None;
             }
-            let size = p.classes[k].req.iter().zip(&bin.room).map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 }).fold(1e-6, f64::max);
+            let size = room_share(&p.classes[k].req, &bin.room);
             Some((k, w, size))
         })
         .collect();

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use super::super::problem::Problem;
-use super::columns::{BinInfo, NodeRules};
+use super::columns::{room_share, BinInfo, NodeRules};
 use super::lagrange;
 
 /// One search item: classes (class, value, how many at most), best value first, sharing `req`.
@@ -39,10 +39,7 @@ impl Entry<'_> {
 #[allow(clippy::too_many_arguments)]
 pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], floor: f64, max_nodes: usize) -> Option<Vec<(usize, u32)>> {
     let mut items = entries(p, rules, bin, value, limit);
-    let density = |e: &Entry<'_>| {
-        let size = e.req.iter().zip(&bin.room).map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 }).fold(1e-6, f64::max);
-        e.best() / size
-    };
+    let density = |e: &Entry<'_>| e.best() / room_share(e.req, &bin.room);
     items.sort_by(|a, b| density(b).total_cmp(&density(a)).then(a.classes[0].0.cmp(&b.classes[0].0)));
     let dims = bin.room.len();
     // suffix maxima of value per unit of each resource: room_d times that bounds what is left
@@ -103,7 +100,7 @@ fn lagrange_suffix(rules: &NodeRules, bin: &BinInfo, items: &[Entry<'_>]) -> (Ve
     let mut total = 0.0;
     let mut sets: BTreeMap<usize, Vec<(f64, f64)>> = BTreeMap::new();
     for i in (0..items.len()).rev() {
-        let price: f64 = lambda.iter().zip(items[i].req).map(|(l, &r)| l * r.max(0) as f64).sum();
+        let price = lagrange::price(&lambda, items[i].req);
         for &(k, w, n) in &items[i].classes {
             let gain = w - price;
             if gain <= 0.0 {
@@ -113,31 +110,16 @@ fn lagrange_suffix(rules: &NodeRules, bin: &BinInfo, items: &[Entry<'_>]) -> (Ve
                 None => total += count(k, n) * gain,
                 Some(g) => {
                     let members = sets.entry(g).or_default();
-                    let before = top_sum(members, rules.shared_cap[g]);
+                    let before = lagrange::top_sum(members.iter().copied(), rules.shared_cap[g]);
                     members.push((gain, count(k, n)));
                     members.sort_by(|a, b| b.0.total_cmp(&a.0));
-                    total += top_sum(members, rules.shared_cap[g]) - before;
+                    total += lagrange::top_sum(members.iter().copied(), rules.shared_cap[g]) - before;
                 }
             }
         }
         suffix[i] = total;
     }
     (lambda, suffix)
-}
-
-/// The best `cap` units of (gain, count) pairs sorted by gain, descending.
-fn top_sum(sorted: &[(f64, f64)], cap: f64) -> f64 {
-    let mut left = cap;
-    let mut sum = 0.0;
-    for &(gain, n) in sorted {
-        let take = n.min(left);
-        sum += take * gain;
-        left -= take;
-        if left <= 0.0 {
-            break;
-        }
-    }
-    sum
 }
 
 struct Search<'a> {
@@ -167,7 +149,7 @@ impl Search<'_> {
             return;
         }
         let density = room.iter().enumerate().map(|(d, &a)| a.max(0) as f64 * self.suffix[i][d]).fold(f64::INFINITY, f64::min);
-        let priced: f64 = self.lambda.iter().zip(&room).map(|(l, &a)| l * a.max(0) as f64).sum::<f64>() + self.gains[i];
+        let priced = lagrange::price(self.lambda, &room) + self.gains[i];
         if value + density.min(priced) <= self.best + 1e-12 {
             return;
         }

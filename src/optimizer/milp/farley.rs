@@ -5,8 +5,9 @@
 //! (all patterns), so z/r bounds the full LP and with it every plan. For a bin of cost c > 0,
 //! r ≥ (bin dual + the most any pattern can collect under π) / c suffices; a bin of cost 0 (an
 //! existing node that stays anyway) must be proven to have no improving pattern at all. The "most a
-//! pattern can collect" is bounded from above by a fractional knapsack in each resource alone, which
-//! relaxes fit, per-node caps and conflicts, so the ratio is safe without solving any knapsack.
+//! pattern can collect" is bounded from above by the Lagrangian bound (`lagrange`), which relaxes fit
+//! into resource prices and keeps only per-node caps, so the ratio is safe without solving any
+//! knapsack; a settled exact knapsack tightens it where the bound alone would raise r.
 
 use std::time::Instant;
 
@@ -18,8 +19,7 @@ use super::master::Master;
 /// The smallest safe r ≥ 1, or None when a zero-cost bin may still hold an improving pattern.
 /// `exact(bin, values, floor)` is the most a pattern of the bin collects (or `floor`, when none
 /// collects more) when a settled exact knapsack knows it (bins whose patterns carry no penalty),
-/// else None.
-/// Gives up (None) once `deadline` has passed.
+/// else None. Gives up (None) once `deadline` has passed.
 #[allow(clippy::too_many_arguments)]
 pub fn ratio<'b>(
     p: &Problem,

@@ -15,12 +15,32 @@ pub struct Item<'a> {
     pub set: Option<usize>,
 }
 
+/// What `amounts` of the resources cost at prices `lambda` (negative amounts count as none).
+pub fn price(lambda: &[f64], amounts: &[i64]) -> f64 {
+    lambda.iter().zip(amounts).map(|(l, &a)| l * a.max(0) as f64).sum()
+}
+
+/// The best `cap` units of (gain, count) pairs sorted by gain, descending.
+pub fn top_sum(sorted: impl IntoIterator<Item = (f64, f64)>, cap: f64) -> f64 {
+    let mut left = cap;
+    let mut sum = 0.0;
+    for (gain, n) in sorted {
+        if left <= 0.0 {
+            break;
+        }
+        let take = n.min(left);
+        sum += take * gain;
+        left -= take;
+    }
+    sum
+}
+
 /// The dual function at `lambda`.
 pub fn dual(room: &[i64], items: &[Item<'_>], caps: &[f64], lambda: &[f64]) -> f64 {
-    let mut total: f64 = lambda.iter().zip(room).map(|(l, &r)| l * r.max(0) as f64).sum();
+    let mut total = price(lambda, room);
     let mut sets: Vec<(usize, f64, f64)> = Vec::new();
     for it in items {
-        let gain = it.value - lambda.iter().zip(it.req).map(|(l, &r)| l * r.max(0) as f64).sum::<f64>();
+        let gain = it.value - price(lambda, it.req);
         if gain <= 0.0 {
             continue;
         }
@@ -31,16 +51,8 @@ pub fn dual(room: &[i64], items: &[Item<'_>], caps: &[f64], lambda: &[f64]) -> f
     }
     // within a set the best gains take the cap first
     sets.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
-    let mut i = 0;
-    while i < sets.len() {
-        let g = sets[i].0;
-        let mut left = caps[g];
-        while i < sets.len() && sets[i].0 == g {
-            let take = sets[i].2.min(left);
-            total += take * sets[i].1;
-            left -= take;
-            i += 1;
-        }
+    for chunk in sets.chunk_by(|a, b| a.0 == b.0) {
+        total += top_sum(chunk.iter().map(|&(_, gain, n)| (gain, n)), caps[chunk[0].0]);
     }
     total
 }

@@ -324,23 +324,9 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     let dive_values = if dived.0.is_empty() { &cg.values } else { &dived.0 };
     candidates.insert(0, ("lp-dive".to_string(), pattern_values(dive_values, round_up)));
     let (status, mip_objective) = if integer_solve {
-        // HiGHS may overrun its limit by a few tenths of a second; the share left over is for
-        // replaying the other candidates, which an overrun used to skip
+        // the share left after the integer solve is for replaying the other candidates
         let seconds = budget * MIP_SHARE - start.elapsed().as_secs_f64();
-        // past a thousand patterns, only those the LP uses or nearly prices in, and the seeds
-        // (greedy's plan, so an answer always exists): HiGHS's presolve and root cut rounds grow
-        // with the columns and do not watch the clock (5 s over a 2 s limit at 100 pods)
-        let kept: Vec<usize> = (0..columns.len())
-            .filter(|&i| {
-                if columns.len() <= MIP_ALL_COLUMNS {
-                    return true;
-                }
-                let c = &columns[i];
-                let coefficients = master.coefficients(p, &bins[bin_index[&c.bin]], &c.counts);
-                let rc = c.cost - coefficients.iter().map(|&(r, v)| cg.duals[r] * v).sum::<f64>();
-                i < seeds || cg.values.get(offset + i).is_some_and(|&v| v > 1e-9) || rc <= MIP_REDUCED_COST * c.cost
-            })
-            .collect();
+        let kept = mip_columns(p, &master, &bins, &bin_index, &columns, seeds, &cg);
         let subset: Vec<Column> = kept.iter().map(|&i| columns[i].clone()).collect();
         if subset.len() < columns.len() {
             notes.push(format!("integer solve over {} of {} patterns", subset.len(), columns.len()));
@@ -375,6 +361,25 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
         notes,
     };
     Ok((answer, Model_ { bins, master, columns, mip_objective, mip_status: status.to_string() }))
+}
+
+/// Indices of the patterns the integer solve sees: all up to a thousand; past that, those the LP
+/// uses or nearly prices in, and the seeds (greedy's plan, so an answer always exists). HiGHS's
+/// presolve and root cut rounds grow with the columns and do not watch the clock (5 s over a 2 s
+/// limit on 3,957 patterns at 100 pods).
+fn mip_columns(p: &Problem, master: &Master, bins: &[BinInfo], bin_index: &BTreeMap<Bin, usize>, columns: &[Column], seeds: usize, cg: &Generated) -> Vec<usize> {
+    if columns.len() <= MIP_ALL_COLUMNS {
+        return (0..columns.len()).collect();
+    }
+    let offset = master.aux.len();
+    (0..columns.len())
+        .filter(|&i| {
+            let c = &columns[i];
+            let coefficients = master.coefficients(p, &bins[bin_index[&c.bin]], &c.counts);
+            let rc = c.cost - coefficients.iter().map(|&(r, v)| cg.duals[r] * v).sum::<f64>();
+            i < seeds || cg.values.get(offset + i).is_some_and(|&v| v > 1e-9) || rc <= MIP_REDUCED_COST * c.cost
+        })
+        .collect()
 }
 
 /// Up to this many patterns, the integer solve sees them all.
@@ -562,14 +567,16 @@ fn generate(
             let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit * FARLEY_SHARE);
             let bound = if certified {
                 Some(objective)
-            } else if farley && found.is_empty() {
-                // the exact pass settled every other bin without an improving pattern (reduced cost
-                // at least -1e-7, so a ratio of at most 1 + 1e-7 / cost): only the rest need Farley's
-                // relaxations
-                let settled = bins.iter().filter(|b| b.cost > 0.0).map(|b| 1.0 + 1e-7 / b.cost).fold(1.0, f64::max);
-                farley::ratio(p, rules, master, unsettled_bins.iter().copied(), &duals, &demand, deadline, |b, values, floor| exact_gain(p, rules, b, values, &demand, floor)).map(|r| objective / r.max(settled))
             } else if farley {
-                farley::ratio(p, rules, master, bins, &duals, &demand, deadline, |b, values, floor| exact_gain(p, rules, b, values, &demand, floor)).map(|r| objective / r)
+                // after an exact pass that found nothing, every other bin is settled without an
+                // improving pattern (reduced cost at least -1e-7, a ratio of at most 1 + 1e-7 / cost):
+                // only the unsettled ones need Farley's relaxations
+                let (open, settled): (Vec<&BinInfo>, f64) = if found.is_empty() {
+                    (unsettled_bins, bins.iter().filter(|b| b.cost > 0.0).map(|b| 1.0 + 1e-7 / b.cost).fold(1.0, f64::max))
+                } else {
+                    (bins.iter().collect(), 1.0)
+                };
+                farley::ratio(p, rules, master, open, &duals, &demand, deadline, |b, values, floor| exact_gain(p, rules, b, values, &demand, floor)).map(|r| objective / r.max(settled))
             } else {
                 None
             };
