@@ -33,10 +33,48 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     }
     let mut forced: BTreeMap<String, Reason> = t.forced.iter().map(|(n, r)| (n.name.clone(), *r)).collect();
     let home = home_of(snapshot, t.cands.nodes.iter().filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)));
-    // the bound first: it needs a fixed share of the time, and depends only on the triage
-    let lower_bound = if settings.lower_bound { lower_bound(&base, catalog, t, &home, settings, budget * 0.15, &mut notes) } else { 0.0 };
+    // the bound depends only on the triage: it runs on a second core while the selection and the
+    // re-solve run, with the time they are expected to take
+    std::thread::scope(|scope| {
+        let bound = settings.lower_bound.then(|| {
+            let (base, home) = (&base, &home);
+            scope.spawn(move || {
+                let mut notes = Vec::new();
+                let seconds = budget * BOUND_SHARE - start.elapsed().as_secs_f64();
+                (lower_bound(base, catalog, t, home, settings, seconds, &mut notes), notes)
+            })
+        });
+        let decided = decide_actions(snapshot, catalog, settings, t, start, budget, &base, &home, &mut forced, &mut notes);
+        let (lower_bound, bound_notes) = match bound.map(|h| h.join()) {
+            Some(Ok(b)) => b,
+            Some(Err(_)) => (0.0, vec!["no lower bound: the bound thread panicked".to_string()]),
+            None => (0.0, vec![]),
+        };
+        notes.extend(bound_notes);
+        decided.map(|d| finish(snapshot, catalog, settings, t, start, d, lower_bound, notes))
+    })
+}
+
+/// The share of the decision's budget the lower bound may run for, beside the selection and the
+/// re-solve (which take 0.4 and the rest of it).
+const BOUND_SHARE: f64 = 0.9;
+
+/// The selection model, then the re-solve of the cluster it leaves, until every action pays.
+#[allow(clippy::too_many_arguments)]
+fn decide_actions(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &DisruptionSettings,
+    t: &Triage<'_>,
+    start: Instant,
+    budget: f64,
+    base: &ClusterSnapshot,
+    home: &BTreeMap<String, String>,
+    forced: &mut BTreeMap<String, Reason>,
+    notes: &mut Vec<String>,
+) -> Result<Decided, DisruptionError> {
     // a failed selection model is the caller's to handle (it falls back to Karpenter's rules)
-    let selection = select(&base, catalog, settings, t, &forced, &home, budget * 0.4).map_err(DisruptionError::Solver)?;
+    let selection = select(base, catalog, settings, t, forced, home, budget * 0.4).map_err(DisruptionError::Solver)?;
     let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), status = selection.as_ref().map(|s| s.status.clone()), mip_gap = selection.as_ref().and_then(|s| s.mip_gap), "selection done");
     let seed = selection.as_ref().map(|s| s.seed.clone()).unwrap_or_default();
@@ -46,10 +84,10 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     // (their instance types come back into the catalog)
     let mut actions;
     loop {
-        let after_plan = replan(&base, catalog, settings, t, &home, &mut forced, &mut remove, &mut blocked, &seed, budget, start)?;
+        let after_plan = replan(base, catalog, settings, t, home, forced, &mut remove, &mut blocked, &seed, budget, start)?;
         let reasons: BTreeMap<&str, Reason> =
             forced.iter().map(|(n, r)| (n.as_str(), *r)).chain(remove.iter().map(|n| (n.as_str(), Reason::Underutilized))).collect();
-        actions = split(&after_plan, &home, &reasons, t, &mut notes);
+        actions = split(&after_plan, home, &reasons, t, notes);
         let refused: Vec<String> = actions.iter().filter(|a| !worth_it(a, t, settings, &snapshot.weights, &mut blocked)).flat_map(|a| a.delete.clone()).collect();
         if refused.is_empty() {
             break;
@@ -59,6 +97,20 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
         }
     }
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), actions = actions.len(), "re-solve done");
+    Ok(Decided { selection, actions, blocked })
+}
+
+/// What the selection and the re-solve decided, before the bound is known.
+struct Decided {
+    selection: Option<Selection>,
+    actions: Vec<Action>,
+    blocked: Vec<Blocked>,
+}
+
+/// The disruption plan from the decided actions and the bound.
+#[allow(clippy::too_many_arguments)]
+fn finish(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings, t: &Triage<'_>, start: Instant, decided: Decided, lower_bound: f64, notes: Vec<String>) -> DisruptionPlan {
+    let Decided { selection, actions, blocked } = decided;
     let cost_before = cluster_cost(snapshot, catalog);
     let savings: f64 = actions.iter().map(|a| a.savings_per_hour).sum();
     let (status, mip_gap, variables, constraints, classes) = match &selection {
@@ -87,7 +139,7 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
         mip_gap,
         notes,
     };
-    Ok(assemble(cost_before, t, actions, blocked, lower_bound, solver))
+    assemble(cost_before, t, actions, blocked, lower_bound, solver)
 }
 
 /// Plans the cluster without the forced and removed nodes, keeping (and blocking) every node whose

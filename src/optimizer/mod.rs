@@ -138,77 +138,32 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), classes = p.classes.len(), shapes = p.shapes.len(), "problem built");
     let (greedy_state, greedy_left) = greedy::place_all(&p, State::new(&p), &todo);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "greedy done");
-    let mut notes = Vec::new();
-    let mut lp_bound: Option<f64> = None;
-    let (state, left, status, model, vars, rows) = match settings.strategy {
-        Strategy::Greedy => (greedy_state, greedy_left, "greedy".to_string(), None, 0, 0),
-        // nothing to place: an empty model is not worth a solver call (HiGHS calls it an error)
-        Strategy::Milp if p.classes.is_empty() => (greedy_state, greedy_left, "feasible".to_string(), None, 0, 0),
-        // the time limit covers the whole solve: what problem building and greedy used, and a share
-        // for replay, bound and fallbacks afterwards, come out of the MILP's budget
-        Strategy::Milp => match milp::solve(&p, &milp_settings(settings, start), &greedy_state, &demand) {
-            Ok((mut answer, model)) => {
-                notes.extend(answer.notes.iter().cloned());
-                if !seed.is_empty() {
-                    answer.candidates.insert(0, ("seed".to_string(), seed_columns(&p, seed)));
-                }
-                let mut best = (greedy_state, greedy_left, "greedy".to_string());
-                let mut best_score = score(&p, &best.0, &best.1);
-                // replays are cheap next to the solve, and HiGHS's integer solve can overrun its
-                // limit in its root cut rounds: after the limit, replaying stops only once the
-                // replays themselves have cost a fortieth of it
-                let replays_from = Instant::now();
-                for (i, (origin, chosen)) in answer.candidates.iter().enumerate() {
-                    if i > 0 && start.elapsed() > settings.time_limit && replays_from.elapsed() > settings.time_limit / 40 {
-                        notes.push(format!("time limit: {} candidate plans not replayed", answer.candidates.len() - i));
-                        break;
-                    }
-                    // what the replay did not place goes to the greedy rules, which place it or explain why not
-                    let (replayed, rejected) = milp::replay(&p, chosen);
-                    let (mut state, left) = greedy::repair(&p, replayed, &rejected);
-                    improve::downsize(&p, &mut state);
-                    // the patterns do not model minValues; a plan that breaks it is not a candidate
-                    if !improve::min_values_hold(&p, &state) {
-                        tracing::debug!(origin, "candidate breaks minValues");
-                        continue;
-                    }
-                    let s = score(&p, &state, &left);
-                    let planned: f64 = chosen.iter().map(|(c, n)| c.cost * f64::from(*n)).sum();
-                    tracing::debug!(origin, score = s, planned, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), "candidate replayed");
-                    if s < best_score - 1e-9 {
-                        best_score = s;
-                        best = (state, left, origin.clone());
-                    }
-                }
-                notes.push(format!("plan from {}", best.2));
-                notes.push(format!("integer solve over the generated patterns: {}", answer.status));
-                let status = if answer.timed_out { "time-limit" } else { "feasible" };
-                lp_bound = answer.lp_bound;
-                (best.0, best.1, status.to_string(), Some(model), answer.variables, answer.constraints)
-            }
-            Err(milp::MilpError::OutOfTime) => {
-                notes.push("time limit: reached before the first lp over the seed patterns; the greedy plan stands".into());
-                (greedy_state, greedy_left, "time-limit".to_string(), None, 0, 0)
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "milp failed; falling back to greedy");
-                notes.push(format!("solver failed: {e}"));
-                (greedy_state, greedy_left, FALLBACK_STATUS.to_string(), None, 0, 0)
-            }
-        },
-    };
+    let placed_by_greedy: Vec<u32> = (0..p.classes.len()).map(|k| greedy_state.placed_of(k) as u32).collect();
+    let bins = if settings.lower_bound { milp::bins(&p) } else { vec![] };
+    let bound_seconds = settings.time_limit.as_secs_f64().max(5.0);
+    // the bound's LP needs only the problem and which pods are placed; on a second core it runs while
+    // the MILP works, for the pods greedy places (what every plan places unless a pod fits nowhere)
+    let early = settings.lower_bound && settings.strategy == Strategy::Milp && !p.classes.is_empty();
+    let (decided, early_bound) = std::thread::scope(|scope| {
+        let handle = early.then(|| scope.spawn(|| milp::bound::lower_bound(&p, &bins, &placed_by_greedy, bound_seconds)));
+        let decided = decide(&p, settings, start, seed, greedy_state, greedy_left, &demand);
+        (decided, handle.map(|h| h.join().unwrap_or_else(|_| Err("bound thread panicked".into()))))
+    });
+    let Decided { state, left, status, model, vars, rows, mut notes, lp_bound } = decided;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "plan chosen");
     let placed: Vec<u32> = (0..p.classes.len()).map(|k| state.placed_of(k) as u32).collect();
-    let bins = model.as_ref().map_or_else(|| milp::bins(&p), |m| m.bins.clone());
-    let mut lower_bound = if !settings.lower_bound {
-        0.0
-    } else {
-        match milp::bound::lower_bound(&p, &bins, &placed, settings.time_limit.as_secs_f64().max(5.0)) {
-            Ok(b) => b,
-            Err(e) => {
-                notes.push(format!("no lower bound: {e}"));
-                0.0
-            }
+    let bound = match early_bound {
+        Some(b) if placed == placed_by_greedy => Some(b),
+        _ if settings.lower_bound => Some(milp::bound::lower_bound(&p, &bins, &placed, bound_seconds)),
+        _ => None,
+    };
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), "bound done");
+    let mut lower_bound = match bound {
+        None => 0.0,
+        Some(Ok(b)) => b,
+        Some(Err(e)) => {
+            notes.push(format!("no lower bound: {e}"));
+            0.0
         }
     };
     // the converged pattern LP bounds plans that place every pod of the model; it also charges
@@ -238,7 +193,102 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
         plan.solver.status = "optimal".into();
     }
     plan.solver.seconds = start.elapsed().as_secs_f64();
+    tracing::debug!(seconds = plan.solver.seconds, "plan extracted");
     Ok(Solved { plan, problem: p, model })
+}
+
+/// What the strategy decided, before the bound.
+struct Decided<'p> {
+    state: State<'p>,
+    left: Leftover,
+    status: String,
+    model: Option<milp::Model_>,
+    vars: usize,
+    rows: usize,
+    notes: Vec<String>,
+    /// The converged pattern LP's value, when column generation proved it.
+    lp_bound: Option<f64>,
+}
+
+/// Runs the chosen strategy: greedy's answer as is, or the MILP's candidates replayed through every
+/// rule with the cheapest kept (greedy's plan among them).
+fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32]) -> Decided<'p> {
+    let plain = |state, left, status: &str, notes| Decided { state, left, status: status.to_string(), model: None, vars: 0, rows: 0, notes, lp_bound: None };
+    match settings.strategy {
+        Strategy::Greedy => plain(greedy_state, greedy_left, "greedy", vec![]),
+        // nothing to place: an empty model is not worth a solver call (HiGHS calls it an error)
+        Strategy::Milp if p.classes.is_empty() => plain(greedy_state, greedy_left, "feasible", vec![]),
+        // the time limit covers the whole solve: what problem building and greedy used, and a share
+        // for replay and fallbacks afterwards, come out of the MILP's budget
+        Strategy::Milp => match milp::solve(p, &milp_settings(settings, start), &greedy_state, demand) {
+            Ok((mut answer, model)) => {
+                let mut notes = std::mem::take(&mut answer.notes);
+                if !seed.is_empty() {
+                    answer.candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
+                }
+                let (state, left, origin) = best_candidate(p, settings, start, &answer.candidates, greedy_state, greedy_left, &mut notes);
+                notes.push(format!("plan from {origin}"));
+                notes.push(format!("integer solve over the generated patterns: {}", answer.status));
+                let status = if answer.timed_out { "time-limit" } else { "feasible" };
+                Decided { state, left, status: status.into(), model: Some(model), vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
+            }
+            Err(milp::MilpError::OutOfTime) => {
+                plain(greedy_state, greedy_left, "time-limit", vec!["time limit: reached before the first lp over the seed patterns; the greedy plan stands".into()])
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "milp failed; falling back to greedy");
+                plain(greedy_state, greedy_left, FALLBACK_STATUS, vec![format!("solver failed: {e}")])
+            }
+        },
+    }
+}
+
+/// Replays the candidates (best guess first) and keeps the cheapest, greedy's plan included.
+///
+/// The first is always replayed. A later one is replayed when three times the slowest replay so far
+/// would still end within the time limit (a replay's repair grows with the pods it rejects: 0.6 s
+/// and 1.6 s for two candidates at 10,000 pods), or, past the limit, while the replays have cost at
+/// most a fortieth of it: they are cheap next to the solve at a few hundred pods, and HiGHS's
+/// integer solve can overrun its limit in its root cut rounds.
+fn best_candidate<'p>(
+    p: &'p Problem,
+    settings: &SolveSettings,
+    start: Instant,
+    candidates: &[(String, Vec<(milp::columns::Column, u32)>)],
+    greedy_state: State<'p>,
+    greedy_left: Leftover,
+    notes: &mut Vec<String>,
+) -> (State<'p>, Leftover, String) {
+    let mut best = (greedy_state, greedy_left, "greedy".to_string());
+    let mut best_score = score(p, &best.0, &best.1);
+    let replays_from = Instant::now();
+    let mut slowest = Duration::ZERO;
+    for (i, (origin, chosen)) in candidates.iter().enumerate() {
+        let fits = start.elapsed() + 3 * slowest <= settings.time_limit || replays_from.elapsed() + 3 * slowest <= settings.time_limit / 40;
+        if i > 0 && !fits {
+            notes.push(format!("time limit: {} candidate plans not replayed", candidates.len() - i));
+            break;
+        }
+        let began = Instant::now();
+        // what the replay did not place goes to the greedy rules, which place it or explain why not
+        let (replayed, rejected) = milp::replay(p, chosen);
+        let (mut state, left) = greedy::repair(p, replayed, &rejected);
+        improve::downsize(p, &mut state);
+        slowest = slowest.max(began.elapsed());
+        // the patterns do not model minValues; a plan that breaks it is not a candidate
+        if !improve::min_values_hold(p, &state) {
+            tracing::debug!(origin, "candidate breaks minValues");
+            continue;
+        }
+        let s = score(p, &state, &left);
+        let planned: f64 = chosen.iter().map(|(c, n)| c.cost * f64::from(*n)).sum();
+        tracing::debug!(origin, score = s, planned, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), "candidate replayed");
+        if s < best_score - 1e-9 {
+            best_score = s;
+            best = (state, left, origin.clone());
+        }
+    }
+    best
 }
 
 fn milp_settings(settings: &SolveSettings, start: Instant) -> SolveSettings {

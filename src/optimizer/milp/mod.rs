@@ -13,6 +13,7 @@ mod lagrange;
 pub mod master;
 pub mod primal;
 mod replay;
+mod zonefix;
 
 pub use replay::replay;
 
@@ -26,7 +27,7 @@ use super::state::{NodeKind, State};
 use super::{SolveSettings, SolverFault};
 use columns::{column_cost, pack, valid, Bin, BinInfo, Column, NodeRules};
 use master::{AuxKind, Master};
-use primal::{dive, round_and_cover, round_down, round_near, round_up};
+use primal::{dive, round_near, round_up, rounded};
 
 /// Patterns added per column-generation round: half the classes, within 100-300. A re-solve costs
 /// about the same whatever it adds (0.1-0.4 s at 1,000 pods), so many classes want fuller rounds;
@@ -203,7 +204,7 @@ fn same_group(p: &Problem, a: &Bin, b: &Bin) -> bool {
     }
 }
 
-fn build_lp(p: &Problem, master: &Master, bins: &[BinInfo], bin_index: &BTreeMap<Bin, usize>, columns: &[Column], integer: bool) -> ColProblem {
+pub(crate) fn build_lp(p: &Problem, master: &Master, bins: &[BinInfo], bin_index: &BTreeMap<Bin, usize>, columns: &[Column], integer: bool) -> ColProblem {
     let mut pb = ColProblem::default();
     let rows: Vec<highs::Row> = master.rows.iter().map(|r| pb.add_row(r.lower..=r.upper)).collect();
     for a in &master.aux {
@@ -287,11 +288,55 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // HiGHS never found an integer answer over the patterns of a few hundred classes within seconds in
     // our runs; there the time goes to column generation and the dive instead
     let integer_solve = p.classes.len() <= MAX_CLASSES_FOR_INTEGER_SOLVE;
-    let (cg_share, dive_share) = if integer_solve { (0.6, 0.8) } else { (0.75, 1.0) };
+    let (cg_share, dive_share) = if integer_solve { (0.6, 0.8) } else { (0.9, 1.0) };
     let seeds = columns.len();
-    let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * cg_share, start, &mut notes)?;
+    // without an integer solve, rounding scatters a zone-affinity group over the zones the LP
+    // spread it across, and the replay then sends most of it to the greedy repair: the last part
+    // of column generation runs with each such group held to the zone the LP favours
+    let fixable = !integer_solve && master.aux.iter().any(|a| matches!(a.kind, AuxKind::AffinityUse { .. }));
+    let first_share = if fixable { cg_share * ZONE_FIX_FROM } else { cg_share };
+    let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * first_share, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
+    let alone = single_pod_costs(p, &bins);
+    // primal candidates: the LP rounded down (the replay's greedy repair places the rest) and its
+    // residual covered by whole patterns; then the dive, and HiGHS's integer answer over the
+    // generated patterns when it finds one in the time left
+    let mut candidates = rounded(p, &master, &columns, &cg.values, &cg.duals, demand, &alone, "lp");
+    // the first solve after the fixing restarts from a basis no longer feasible: it took up to
+    // twice the slowest solve before it in our runs
+    let left = budget * cg_share - start.elapsed().as_secs_f64();
+    let (cg, lp) = if fixable && left > 2.0 * cg.slowest_lp {
+        let mut lp = lp;
+        let fixed = zonefix::fix_zone_affinity(p, &master, &bins, &bin_index, &columns, &cg.values, &mut lp.model);
+        let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index };
+        match rounds(&ctx, lp, &mut columns, budget * cg_share, start, false, &mut notes) {
+            Ok((after, lp)) => {
+                notes.push(format!("zone affinity: {} groups held to one zone for the last {} rounds", fixed.len(), after.iterations));
+                tracing::debug!(seconds = start.elapsed().as_secs_f64(), fixed = fixed.len(), iterations = after.iterations, lp = after.objective, "zone-fixed column generation done");
+                // the cover must not undo the fixing with patterns from before it
+                let allowed: Vec<Column> = columns.iter().map(|c| if fixed.allows(p, &bins[bin_index[&c.bin]], &c.counts) { c.clone() } else { Column { cost: f64::INFINITY, ..c.clone() } }).collect();
+                let mut fixed_candidates = rounded(p, &master, &allowed, &after.values, &after.duals, demand, &alone, "zone-fixed-lp");
+                fixed_candidates.append(&mut candidates);
+                candidates = fixed_candidates;
+                // the bound and the convergence proof are those of the unrestricted LP
+                (Generated { bound: cg.bound, timed_out: cg.timed_out || after.timed_out, iterations: cg.iterations + after.iterations, slowest_lp: cg.slowest_lp.max(after.slowest_lp), ..after }, Some(lp))
+            }
+            // the free LP's candidates stand; its model went with the failed solve, so no dive
+            Err(e) => {
+                notes.push(format!("zone affinity: the lp with zones held failed ({e}); the free lp is rounded"));
+                (cg, None)
+            }
+        }
+    } else if fixable && cg.timed_out && left > 0.0 {
+        // too little time for the fixed LP: the free one goes on instead
+        let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index };
+        let (more, lp) = rounds(&ctx, lp, &mut columns, budget * cg_share, start, true, &mut notes)?;
+        candidates = rounded(p, &master, &columns, &more.values, &more.duals, demand, &alone, "lp");
+        (Generated { iterations: cg.iterations + more.iterations, slowest_lp: cg.slowest_lp.max(more.slowest_lp), ..more }, Some(lp))
+    } else {
+        (cg, Some(lp))
+    };
     let pattern_values = |values: &[f64], round: fn(f64) -> f64| -> Vec<(Column, u32)> {
         columns
             .iter()
@@ -302,23 +347,21 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             })
             .collect()
     };
-    // primal candidates: the LP rounded down (the replay's greedy repair places the rest), then
-    // HiGHS's integer answer over the generated patterns when it finds one in the time left
-    let mut candidates = vec![("lp-round-down".to_string(), pattern_values(&cg.values, round_down))];
-    let alone = single_pod_costs(p, &bins);
-    let pod_value: Vec<f64> = (0..p.classes.len()).map(|k| master.demand_dual(&cg.duals, k).max(0.0).min(alone[k])).map(|v| v.max(1e-6)).collect();
-    candidates.insert(0, ("lp-round-cover".to_string(), round_and_cover(&columns, &cg.values, offset, demand, &pod_value)));
-    let mut lp = lp;
-    for (i, a) in master.aux.iter().enumerate() {
-        if matches!(a.kind, AuxKind::Unplaced(_)) {
-            // SAFETY: live model, `i` is one of its columns
-            unsafe { highs_sys::Highs_changeColCost(lp.as_mut_ptr(), i as i32, a.cost) };
+    let dived = match lp {
+        Some(mut lp) => {
+            for (i, a) in master.aux.iter().enumerate() {
+                if matches!(a.kind, AuxKind::Unplaced(_)) {
+                    // SAFETY: live model, `i` is one of its columns
+                    unsafe { highs_sys::Highs_changeColCost(lp.model.as_mut_ptr(), i as i32, a.cost) };
+                }
+            }
+            // a dive step re-solves with the real unplaced costs, far slower than a pricing round;
+            // start only when the time left for it is clearly enough
+            let dive_until = if budget * dive_share - start.elapsed().as_secs_f64() > 4.0 * cg.slowest_lp { budget * dive_share } else { 0.0 };
+            dive(lp.model, settings, offset, columns.len(), dive_until, start)
         }
-    }
-    // a dive step re-solves with the real unplaced costs, far slower than a pricing round; start
-    // only when the time left for it is clearly enough
-    let dive_until = if budget * dive_share - start.elapsed().as_secs_f64() > 4.0 * cg.slowest_lp { budget * dive_share } else { 0.0 };
-    let dived = dive(lp, settings, offset, columns.len(), dive_until, start);
+        None => (Vec::new(), 0),
+    };
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.1, "dive done");
     // no dive step in the time left: the column-generation LP rounded up stands in for it
     let dive_values = if dived.0.is_empty() { &cg.values } else { &dived.0 };
@@ -362,6 +405,9 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     };
     Ok((answer, Model_ { bins, master, columns, mip_objective, mip_status: status.to_string() }))
 }
+
+/// The share of column generation's time after which zone-affinity groups are held to one zone.
+const ZONE_FIX_FROM: f64 = 0.7;
 
 /// Indices of the patterns the integer solve sees: all up to a thousand; past that, those the LP
 /// uses or nearly prices in, and the seeds (greedy's plan, so an answer always exists). HiGHS's
@@ -458,8 +504,7 @@ fn generate(
     seconds: f64,
     start: Instant,
     notes: &mut Vec<String>,
-) -> Result<(Generated, highs::Model), MilpError> {
-    let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
+) -> Result<(Generated, Lp), MilpError> {
     let mut pb = ColProblem::default();
     let rows: Vec<highs::Row> = master.rows.iter().map(|r| pb.add_row(r.lower..=r.upper)).collect();
     // An unplaced pod costs the user's weight (1000) in the integer program. In the LP that price
@@ -478,7 +523,34 @@ fn generate(
         let (lo, hi) = Master::column_bounds(&c.bin);
         pb.add_column(c.cost, lo..=hi, master.coefficients(p, b, &c.counts).into_iter().map(|(r, v)| (rows[r], v)));
     }
-    let mut model = pb.optimise(Sense::Minimise);
+    let lp = Lp { model: pb.optimise(Sense::Minimise), rows };
+    let ctx = Context { p, settings, rules, master, bins, bin_index };
+    rounds(&ctx, lp, columns, seconds, start, true, notes)
+}
+
+/// A column-generation LP: the HiGHS model and its rows, in the master's order.
+pub(crate) struct Lp {
+    model: highs::Model,
+    rows: Vec<highs::Row>,
+}
+
+/// What every column-generation round reads.
+struct Context<'a> {
+    p: &'a Problem,
+    settings: &'a SolveSettings,
+    rules: &'a NodeRules,
+    master: &'a Master,
+    bins: &'a [BinInfo],
+    bin_index: &'a BTreeMap<Bin, usize>,
+}
+
+/// The rounds of column generation on `model`, whose columns are the aux variables then `columns`.
+/// `relaxation` says the model is the master's LP as built (no bound fixed since): only then does
+/// its value bound plans, certified or by Farley's ratio.
+fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, start: Instant, relaxation: bool, notes: &mut Vec<String>) -> Result<(Generated, Lp), MilpError> {
+    let Context { p, settings, rules, master, bins, bin_index } = *ctx;
+    let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
+    let Lp { mut model, rows } = lp;
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
     let mut iterations = 0;
     let mut history: Vec<f64> = Vec::new();
@@ -488,18 +560,20 @@ fn generate(
     let per_round = columns_per_round(p.classes.len());
     loop {
         iterations += 1;
+        let round_start = Instant::now();
         // HiGHS's clock runs across solves of one model, so its limit is the whole budget; the loop
         // itself stops at `seconds`
         configure(&mut model, settings, settings.time_limit.as_secs_f64());
         // the previous basis stays valid when columns are added; presolve would throw it away
         model.set_option("presolve", "off");
-        model.set_option("simplex_strategy", 4);
+        // after bounds were fixed the old basis is dual feasible only: the dual simplex restarts it
+        model.set_option("simplex_strategy", if iterations == 1 && !relaxation { 1 } else { 4 });
         let lp_start = Instant::now();
         let solved = run(model, settings, "highs lp")?;
         if solved.status() != HighsModelStatus::Optimal {
             if let Some(last) = last.take() {
                 notes.push(format!("column generation stopped after {iterations} rounds: lp ended {:?}", solved.status()));
-                return Ok((Generated { timed_out: true, ..last }, solved.into()));
+                return Ok((Generated { timed_out: true, ..last }, Lp { model: solved.into(), rows }));
             }
             if solved.status() == HighsModelStatus::ReachedTimeLimit {
                 return Err(MilpError::OutOfTime);
@@ -513,7 +587,7 @@ fn generate(
         let values = solution.columns().to_vec();
         let objective = solved.objective_value();
         history.push(objective);
-        tracing::trace!(iterations, objective, lp_seconds, simplex = solved.simplex_iteration_count(), "column generation round");
+        tracing::trace!(iterations, objective, lp_seconds, relaxation, simplex = solved.simplex_iteration_count(), "column generation round");
         // partial pricing: bins in rotating order until enough improving patterns are found; only a
         // full pass that finds none ends the generation
         let mut found: Vec<(f64, Column)> = Vec::new();
@@ -546,14 +620,15 @@ fn generate(
                 }
             }
             // no bin has an improving pattern, proven: the LP is the optimum over all patterns
-            certified = found.is_empty() && unsettled_bins.is_empty();
+            certified = relaxation && found.is_empty() && unsettled_bins.is_empty();
         }
         // the most improving patterns enter; the rest would mostly be priced out next round anyway
         found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.bin.cmp(&b.1.bin)));
         tracing::trace!(priced = found.len(), best = found.first().map(|f| f.0), "priced");
         found.truncate(per_round);
         let stalled = history.len() > STALL_ROUNDS && history[history.len() - 1 - STALL_ROUNDS] - objective <= STALL_TOLERANCE * objective.abs();
-        let out_of_time = start.elapsed().as_secs_f64() > seconds;
+        // a round costs about what the last one did: stop when the next would end past the share
+        let out_of_time = start.elapsed().as_secs_f64() + round_start.elapsed().as_secs_f64() > seconds;
         if found.is_empty() || stalled || out_of_time {
             if !found.is_empty() {
                 notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
@@ -563,8 +638,9 @@ fn generate(
             // when a bound is asked for and column generation stopped before its share of the
             // time, and it gets a tenth of the time limit
             let limit = settings.time_limit.as_secs_f64();
-            let farley = settings.lower_bound && !out_of_time && start.elapsed().as_secs_f64() < limit * (1.0 - FARLEY_SHARE);
+            let farley = relaxation && settings.lower_bound && !out_of_time && start.elapsed().as_secs_f64() < limit * (1.0 - FARLEY_SHARE);
             let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit * FARLEY_SHARE);
+            let open_bins = unsettled_bins.len();
             let bound = if certified {
                 Some(objective)
             } else if farley {
@@ -580,8 +656,8 @@ fn generate(
             } else {
                 None
             };
-            tracing::debug!(certified, objective, bound, "column generation bound");
-            return Ok((Generated { slowest_lp, duals, iterations, values, objective, bound, timed_out: out_of_time && !found.is_empty() }, solved.into()));
+            tracing::debug!(certified, objective, bound, open_bins, found = found.len(), out_of_time, "column generation bound");
+            return Ok((Generated { slowest_lp, duals, iterations, values, objective, bound, timed_out: out_of_time && !found.is_empty() }, Lp { model: solved.into(), rows }));
         }
         last = Some(Generated { slowest_lp, duals: duals.clone(), iterations, values, objective, bound: None, timed_out: true });
         let mut unsolved: highs::Model = solved.into();

@@ -7,9 +7,28 @@ use std::time::Instant;
 
 use highs::HighsModelStatus;
 
+use super::super::problem::Problem;
 use super::super::SolveSettings;
 use super::columns::Column;
+use super::master::Master;
 use super::configure;
+
+/// An LP's values rounded down, and rounded down with the residual covered by whole patterns (pods
+/// valued at their demand row's dual, at most what a node of their own costs); `tag` names the LP.
+#[allow(clippy::too_many_arguments)]
+pub fn rounded(p: &Problem, master: &Master, columns: &[Column], values: &[f64], duals: &[f64], demand: &[u32], alone: &[f64], tag: &str) -> Vec<(String, Vec<(Column, u32)>)> {
+    let offset = master.aux.len();
+    let down = columns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let n = round_down(values.get(offset + i).copied().unwrap_or(0.0));
+            (n >= 1.0).then(|| (c.clone(), n as u32))
+        })
+        .collect();
+    let pod_value: Vec<f64> = (0..p.classes.len()).map(|k| master.demand_dual(duals, k).max(0.0).min(alone[k]).max(1e-6)).collect();
+    vec![(format!("{tag}-round-cover"), round_and_cover(columns, values, offset, demand, &pod_value)), (format!("{tag}-round-down"), down)]
+}
 
 /// Rounds the LP down, then covers the residual demand with the generated patterns, best value per
 /// unit cost first (value of a pod = its demand row's dual, or what a node of its own costs).
@@ -25,7 +44,8 @@ pub fn round_and_cover(columns: &[Column], lp: &[f64], offset: usize, demand: &[
         let mut best: Option<(f64, usize)> = None;
         for (j, c) in columns.iter().enumerate() {
             let value: f64 = c.counts.iter().map(|&(k, n)| residual[k].clamp(0, i64::from(n)) as f64 * pod_value[k]).sum();
-            if value <= 0.0 {
+            // an infinite cost marks a pattern the caller rules out
+            if value <= 0.0 || !c.cost.is_finite() {
                 continue;
             }
             let ratio = value / c.cost.max(1e-9);
