@@ -139,14 +139,15 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     let (greedy_state, greedy_left) = greedy::place_all(&p, State::new(&p), &todo);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "greedy done");
     let placed_by_greedy: Vec<u32> = (0..p.classes.len()).map(|k| greedy_state.placed_of(k) as u32).collect();
-    let bins = if settings.lower_bound { milp::bins(&p) } else { vec![] };
+    // the bins are built once: the bound's LP and the MILP both read them
+    let bins = if settings.lower_bound || settings.strategy == Strategy::Milp { milp::bins(&p) } else { vec![] };
     let bound_seconds = settings.time_limit.as_secs_f64().max(5.0);
     // the bound's LP needs only the problem and which pods are placed; on a second core it runs while
     // the MILP works, for the pods greedy places (what every plan places unless a pod fits nowhere)
     let early = settings.lower_bound && settings.strategy == Strategy::Milp && !p.classes.is_empty();
     let (decided, early_bound) = std::thread::scope(|scope| {
         let handle = early.then(|| scope.spawn(|| milp::bound::lower_bound(&p, &bins, &placed_by_greedy, bound_seconds)));
-        let decided = decide(&p, settings, start, seed, greedy_state, greedy_left, &demand);
+        let decided = decide(&p, settings, start, seed, greedy_state, greedy_left, &demand, &bins);
         (decided, handle.map(|h| h.join().unwrap_or_else(|_| Err("bound thread panicked".into()))))
     });
     let Decided { state, left, status, model, vars, rows, mut notes, lp_bound } = decided;
@@ -212,7 +213,8 @@ struct Decided<'p> {
 
 /// Runs the chosen strategy: greedy's answer as is, or the MILP's candidates replayed through every
 /// rule with the cheapest kept (greedy's plan among them).
-fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32]) -> Decided<'p> {
+#[allow(clippy::too_many_arguments)]
+fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32], bins: &[milp::columns::BinInfo]) -> Decided<'p> {
     let plain = |state, left, status: &str, notes| Decided { state, left, status: status.to_string(), model: None, vars: 0, rows: 0, notes, lp_bound: None };
     match settings.strategy {
         Strategy::Greedy => plain(greedy_state, greedy_left, "greedy", vec![]),
@@ -220,7 +222,7 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[
         Strategy::Milp if p.classes.is_empty() => plain(greedy_state, greedy_left, "feasible", vec![]),
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
-        Strategy::Milp => match milp::solve(p, &milp_settings(settings, start), &greedy_state, demand) {
+        Strategy::Milp => match milp::solve(p, &milp_settings(settings, start), &greedy_state, demand, bins.to_vec()) {
             Ok((mut answer, model)) => {
                 let mut notes = std::mem::take(&mut answer.notes);
                 if !seed.is_empty() {

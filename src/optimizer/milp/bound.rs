@@ -35,9 +35,8 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
         return Ok(0.0);
     }
     let rules = NodeRules::build(p);
-    let cliques = anti_cliques(p);
     let kept = prune_across_zones(p, bins);
-    let groups = merge_classes(p, bins, &kept, demand, &rules, &cliques);
+    let groups = merge_classes(p, bins, &kept, demand, &rules);
     // HiGHS rejects huge matrix values (memory is in milli-bytes): scale each resource by the largest room
     let scale: Vec<f64> = (0..p.dims.len()).map(|d| kept.iter().map(|&b| bins[b].room[d] as f64).fold(1.0, f64::max)).collect();
     let mut pb = ColProblem::default();
@@ -172,7 +171,7 @@ fn prune_across_zones(p: &Problem, bins: &[BinInfo]) -> Vec<usize> {
 }
 
 /// Classes merged by (requests, kept bins with penalties, clique); caps add up.
-fn merge_classes(p: &Problem, bins: &[BinInfo], kept: &[usize], demand: &[u32], rules: &NodeRules, cliques: &BTreeMap<usize, usize>) -> Vec<Group> {
+fn merge_classes(p: &Problem, bins: &[BinInfo], kept: &[usize], demand: &[u32], rules: &NodeRules) -> Vec<Group> {
     let mut of_class: Vec<Vec<(usize, u64)>> = vec![Vec::new(); p.classes.len()];
     for (i, &b) in kept.iter().enumerate() {
         for &(k, pen) in &bins[b].classes {
@@ -186,7 +185,7 @@ fn merge_classes(p: &Problem, bins: &[BinInfo], kept: &[usize], demand: &[u32], 
         if demand[k] == 0 {
             continue;
         }
-        let clique = cliques.get(&k).copied();
+        let clique = rules.cliques.get(&k).copied();
         let cap = rules.per_node_cap[k];
         let g = merged.entry((p.classes[k].req.clone(), list.clone(), clique)).or_insert_with(|| Group {
             demand: 0.0,

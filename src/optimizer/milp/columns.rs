@@ -74,6 +74,9 @@ pub struct NodeRules {
     pub shared_of: Vec<Option<usize>>,
     /// Per shared set: how many of its pods one node may hold.
     pub shared_cap: Vec<f64>,
+    /// Class -> hostname anti-affinity clique (see `bound::anti_cliques`); the cliques are also
+    /// the first shared sets.
+    pub cliques: std::collections::BTreeMap<usize, usize>,
 }
 
 impl NodeRules {
@@ -122,8 +125,9 @@ impl NodeRules {
                 host_groups_of[m].push(hi);
             }
         }
-        let (shared_of, shared_cap) = shared_caps(p, &host_caps);
-        NodeRules { per_node_cap: cap, conflicts, host_caps, conflicts_of, host_groups_of, shared_of, shared_cap }
+        let cliques = super::bound::anti_cliques(p);
+        let (shared_of, shared_cap) = shared_caps(p, &host_caps, &cliques);
+        NodeRules { per_node_cap: cap, conflicts, host_caps, conflicts_of, host_groups_of, shared_of, shared_cap, cliques }
     }
 
     fn conflict(&self, a: usize, b: usize) -> bool {
@@ -133,11 +137,10 @@ impl NodeRules {
 
 /// Classes whose pods share one per-node cap in every pattern, each class in at most one set, the
 /// anti-affinity clique first: (set per class, cap per set).
-fn shared_caps(p: &Problem, host_caps: &[(Vec<usize>, i64, usize)]) -> (Vec<Option<usize>>, Vec<f64>) {
+fn shared_caps(p: &Problem, host_caps: &[(Vec<usize>, i64, usize)], cliques: &std::collections::BTreeMap<usize, usize>) -> (Vec<Option<usize>>, Vec<f64>) {
     let mut of = vec![None; p.classes.len()];
-    let cliques = super::bound::anti_cliques(p);
     let mut cap = vec![1.0; cliques.values().map(|&c| c + 1).max().unwrap_or(0)];
-    for (&k, &c) in &cliques {
+    for (&k, &c) in cliques {
         of[k] = Some(c);
     }
     for (members, skew, _) in host_caps {

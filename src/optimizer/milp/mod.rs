@@ -27,7 +27,7 @@ use super::state::{NodeKind, State};
 use super::{SolveSettings, SolverFault};
 use columns::{column_cost, pack, valid, Bin, BinInfo, Column, NodeRules};
 use master::{AuxKind, Master};
-use primal::{dive, round_near, round_up, rounded};
+use primal::{dive, nodes_of, round_near, round_up, rounded};
 
 /// Patterns added per column-generation round: half the classes, within 100-300. A re-solve costs
 /// about the same whatever it adds (0.1-0.4 s at 1,000 pods), so many classes want fuller rounds;
@@ -249,9 +249,8 @@ struct Setup {
     columns: Vec<Column>,
 }
 
-fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32]) -> Setup {
+fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>) -> Setup {
     let rules = NodeRules::build(p);
-    let bins = bins(p);
     let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
     let master = Master::build(p, demand, &bins);
     let mut columns = seed_columns(p, &rules, &bins, greedy);
@@ -272,17 +271,18 @@ pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'
         return Ok((vec![], Some(0.0)));
     }
     let start = Instant::now();
-    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand);
+    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins(p));
     let mut notes = Vec::new();
-    let (cg, _) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index };
+    let (cg, _) = generate(&ctx, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
     Ok((columns, cg.bound))
 }
 
-/// Column generation then the integer solve.
-pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(MilpAnswer, Model_), MilpError> {
+/// Column generation then the integer solve, over `bins` (this problem's [`bins`]).
+pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>) -> Result<(MilpAnswer, Model_), MilpError> {
     let start = Instant::now();
     let budget = settings.time_limit.as_secs_f64();
-    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand);
+    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), bins = bins.len(), seeds = columns.len(), "master built");
     let mut notes = Vec::new();
     // HiGHS never found an integer answer over the patterns of a few hundred classes within seconds in
@@ -295,7 +295,8 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // of column generation runs with each such group held to the zone the LP favours
     let fixable = !integer_solve && master.aux.iter().any(|a| matches!(a.kind, AuxKind::AffinityUse { .. }));
     let first_share = if fixable { cg_share * ZONE_FIX_FROM } else { cg_share };
-    let (cg, lp) = generate(p, settings, &rules, &master, &bins, &bin_index, &mut columns, budget * first_share, start, &mut notes)?;
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index };
+    let (cg, lp) = generate(&ctx, &mut columns, budget * first_share, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
     let alone = single_pod_costs(p, &bins);
@@ -309,7 +310,6 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     let (cg, lp) = if fixable && left > 1.5 * cg.slowest_lp {
         let mut lp = lp;
         let fixed = zonefix::fix_zone_affinity(p, &master, &bins, &bin_index, &columns, &cg.values, &mut lp.model);
-        let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index };
         match rounds(&ctx, lp, &mut columns, budget * cg_share, start, false, &mut notes) {
             Ok((after, lp)) => {
                 notes.push(format!("zone affinity: {} groups held to one zone for the last {} rounds", fixed.len(), after.iterations));
@@ -320,7 +320,9 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
                 fixed_candidates.append(&mut candidates);
                 candidates = fixed_candidates;
                 // the bound and the convergence proof are those of the unrestricted LP
-                (Generated { bound: cg.bound, timed_out: cg.timed_out || after.timed_out, iterations: cg.iterations + after.iterations, slowest_lp: cg.slowest_lp.max(after.slowest_lp), ..after }, Some(lp))
+                let (bound, timed_out) = (cg.bound, cg.timed_out);
+                let both = cg.continued_by(after);
+                (Generated { bound, timed_out: timed_out || both.timed_out, ..both }, Some(lp))
             }
             // the free LP's candidates stand; its model went with the failed solve, so no dive
             Err(e) => {
@@ -330,22 +332,11 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
         }
     } else if fixable && cg.timed_out && left > 0.0 {
         // too little time for the fixed LP: the free one goes on instead
-        let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index };
         let (more, lp) = rounds(&ctx, lp, &mut columns, budget * cg_share, start, true, &mut notes)?;
         candidates = rounded(p, &master, &columns, &more.values, &more.duals, demand, &alone, "lp");
-        (Generated { iterations: cg.iterations + more.iterations, slowest_lp: cg.slowest_lp.max(more.slowest_lp), ..more }, Some(lp))
+        (cg.continued_by(more), Some(lp))
     } else {
         (cg, Some(lp))
-    };
-    let pattern_values = |values: &[f64], round: fn(f64) -> f64| -> Vec<(Column, u32)> {
-        columns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| {
-                let n = round(values.get(offset + i).copied().unwrap_or(0.0));
-                (n >= 1.0).then(|| (c.clone(), n as u32))
-            })
-            .collect()
     };
     let dived = match lp {
         Some(mut lp) => {
@@ -365,7 +356,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.1, "dive done");
     // no dive step in the time left: the column-generation LP rounded up stands in for it
     let dive_values = if dived.0.is_empty() { &cg.values } else { &dived.0 };
-    candidates.insert(0, ("lp-dive".to_string(), pattern_values(dive_values, round_up)));
+    candidates.insert(0, ("lp-dive".to_string(), nodes_of(&columns, dive_values, offset, round_up)));
     let (status, mip_objective) = if integer_solve {
         // the share left after the integer solve is for replaying the other candidates
         let seconds = budget * MIP_SHARE - start.elapsed().as_secs_f64();
@@ -384,7 +375,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             all
         });
         if let Some(values) = chosen {
-            candidates.insert(0, ("mip".to_string(), pattern_values(&values, round_near)));
+            candidates.insert(0, ("mip".to_string(), nodes_of(&columns, &values, offset, round_near)));
         }
         (status, objective)
     } else {
@@ -490,21 +481,18 @@ struct Generated {
     objective: f64,
 }
 
+impl Generated {
+    /// Where `later`, generation resumed on this one's model, ended, with the rounds and the
+    /// slowest solve of both.
+    fn continued_by(self, later: Generated) -> Generated {
+        Generated { iterations: self.iterations + later.iterations, slowest_lp: self.slowest_lp.max(later.slowest_lp), ..later }
+    }
+}
+
 /// Column generation on one HiGHS model: solve the LP, price every bin under its duals, add the most
 /// improving patterns and re-solve from the previous basis, until nothing improves or time is up.
-#[allow(clippy::too_many_arguments)]
-fn generate(
-    p: &Problem,
-    settings: &SolveSettings,
-    rules: &NodeRules,
-    master: &Master,
-    bins: &[BinInfo],
-    bin_index: &BTreeMap<Bin, usize>,
-    columns: &mut Vec<Column>,
-    seconds: f64,
-    start: Instant,
-    notes: &mut Vec<String>,
-) -> Result<(Generated, Lp), MilpError> {
+fn generate(ctx: &Context<'_>, columns: &mut Vec<Column>, seconds: f64, start: Instant, notes: &mut Vec<String>) -> Result<(Generated, Lp), MilpError> {
+    let Context { p, master, bins, bin_index, .. } = *ctx;
     let mut pb = ColProblem::default();
     let rows: Vec<highs::Row> = master.rows.iter().map(|r| pb.add_row(r.lower..=r.upper)).collect();
     // An unplaced pod costs the user's weight (1000) in the integer program. In the LP that price
@@ -524,8 +512,7 @@ fn generate(
         pb.add_column(c.cost, lo..=hi, master.coefficients(p, b, &c.counts).into_iter().map(|(r, v)| (rows[r], v)));
     }
     let lp = Lp { model: pb.optimise(Sense::Minimise), rows };
-    let ctx = Context { p, settings, rules, master, bins, bin_index };
-    rounds(&ctx, lp, columns, seconds, start, true, notes)
+    rounds(ctx, lp, columns, seconds, start, true, notes)
 }
 
 /// A column-generation LP: the HiGHS model and its rows, in the master's order.

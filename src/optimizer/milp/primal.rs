@@ -18,16 +18,22 @@ use super::configure;
 #[allow(clippy::too_many_arguments)]
 pub fn rounded(p: &Problem, master: &Master, columns: &[Column], values: &[f64], duals: &[f64], demand: &[u32], alone: &[f64], tag: &str) -> Vec<(String, Vec<(Column, u32)>)> {
     let offset = master.aux.len();
-    let down = columns
+    let down = nodes_of(columns, values, offset, round_down);
+    let pod_value: Vec<f64> = (0..p.classes.len()).map(|k| master.demand_dual(duals, k).max(0.0).min(alone[k]).max(1e-6)).collect();
+    vec![(format!("{tag}-round-cover"), round_and_cover(columns, values, offset, demand, &pod_value)), (format!("{tag}-round-down"), down)]
+}
+
+/// The patterns an LP's values (aux variables first, from `offset` the patterns) give at least one
+/// node once rounded, with their node counts.
+pub fn nodes_of(columns: &[Column], values: &[f64], offset: usize, round: fn(f64) -> f64) -> Vec<(Column, u32)> {
+    columns
         .iter()
         .enumerate()
         .filter_map(|(i, c)| {
-            let n = round_down(values.get(offset + i).copied().unwrap_or(0.0));
+            let n = round(values.get(offset + i).copied().unwrap_or(0.0));
             (n >= 1.0).then(|| (c.clone(), n as u32))
         })
-        .collect();
-    let pod_value: Vec<f64> = (0..p.classes.len()).map(|k| master.demand_dual(duals, k).max(0.0).min(alone[k]).max(1e-6)).collect();
-    vec![(format!("{tag}-round-cover"), round_and_cover(columns, values, offset, demand, &pod_value)), (format!("{tag}-round-down"), down)]
+        .collect()
 }
 
 /// Rounds the LP down, then covers the residual demand with the generated patterns, best value per
