@@ -38,6 +38,15 @@ impl Entry<'_> {
 /// settle it, so the caller knows the answer is not proven.
 #[allow(clippy::too_many_arguments)]
 pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], floor: f64, max_nodes: usize) -> Option<Vec<(usize, u32)>> {
+    let (counts, settled) = pack_best(p, rules, bin, value, limit, existing_host, floor, max_nodes);
+    settled.then_some(counts)
+}
+
+/// [`pack_exact`]'s search, answering the best pattern above `floor` it found (empty if none) and
+/// whether the search settled the bin: a pattern found before the budget ran out is still a valid
+/// pattern worth more than `floor`, only not proven the best.
+#[allow(clippy::too_many_arguments)]
+pub fn pack_best(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], floor: f64, max_nodes: usize) -> (Vec<(usize, u32)>, bool) {
     let mut items = entries(p, rules, bin, value, limit);
     let density = |e: &Entry<'_>| e.best() / room_share(e.req, &bin.room);
     items.sort_by(|a, b| density(b).total_cmp(&density(a)).then(a.classes[0].0.cmp(&b.classes[0].0)));
@@ -55,12 +64,10 @@ pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], 
     let (lambda, gains) = lagrange_suffix(rules, bin, &items);
     let mut search = Search { rules, items: &items, suffix: &suffix, lambda: &lambda, gains: &gains, best: floor.max(0.0), best_counts: vec![], counts: vec![], nodes: 0, max_nodes, blocked: vec![0; p.classes.len()] };
     search.dive(0, bin.room.clone(), host_used, 0.0);
-    if search.nodes > search.max_nodes {
-        return None;
-    }
+    let settled = search.nodes <= search.max_nodes;
     let mut out = search.best_counts;
     out.sort();
-    Some(out)
+    (out, settled)
 }
 
 /// The bin's classes worth packing, rule-free ones with equal requests merged.
@@ -269,5 +276,30 @@ mod tests {
             }
         }
         assert!(checked >= 10, "only {checked} bins with a pattern worth something");
+    }
+
+    #[test]
+    fn a_search_cut_short_still_answers_the_best_pattern_it_found() {
+        let catalog = Catalog::bundled("us-east-1").expect("bundled catalog");
+        let p = Problem::build(&crate::workload::diverse(60, 3), &catalog);
+        let rules = NodeRules::build(&p);
+        let limit: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+        let value: Vec<f64> = p.classes.iter().map(|c| 0.01 + c.req.iter().map(|&r| r as f64).sum::<f64>() * 1e-15).collect();
+        let mut cut_short = 0;
+        for bin in bins(&p) {
+            let (full, settled) = pack_best(&p, &rules, &bin, &value, &limit, &[], 0.0, 1_000_000);
+            assert!(settled);
+            let (early, settled) = pack_best(&p, &rules, &bin, &value, &limit, &[], 0.0, 3);
+            if settled {
+                continue;
+            }
+            cut_short += 1;
+            // a real pattern of the bin, worth something, and no more than the settled best
+            assert!(!early.is_empty() && valid(&p, &rules, &bin, &early), "{early:?}");
+            let worth = |c: &[(usize, u32)]| c.iter().map(|&(k, n)| (value[k] - bin.classes.iter().find(|x| x.0 == k).unwrap().1) * f64::from(n)).sum::<f64>();
+            assert!(worth(&early) > 0.0 && worth(&early) <= worth(&full) + 1e-12);
+            assert_eq!(pack_exact(&p, &rules, &bin, &value, &limit, &[], 0.0, 3), None);
+        }
+        assert!(cut_short > 0, "no search was cut short");
     }
 }

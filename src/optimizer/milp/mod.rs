@@ -27,7 +27,7 @@ use super::state::{NodeKind, State};
 use super::{SolveSettings, SolverFault};
 use columns::{column_cost, pack, valid, Bin, BinInfo, Column, NodeRules};
 use master::{AuxKind, Master};
-use primal::{dive, nodes_of, round_near, round_up, rounded};
+use primal::{dive, nodes_of, round_near, round_up, rounded, DiveInput};
 
 /// Patterns added per column-generation round: half the classes, within 100-300. A re-solve costs
 /// about the same whatever it adds (0.1-0.4 s at 1,000 pods), so many classes want fuller rounds;
@@ -349,14 +349,25 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             // a dive step re-solves with the real unplaced costs, far slower than a pricing round;
             // start only when the time left for it is clearly enough
             let dive_until = if budget * dive_share - start.elapsed().as_secs_f64() > 4.0 * cg.slowest_lp { budget * dive_share } else { 0.0 };
-            dive(lp.model, settings, offset, columns.len(), dive_until, start)
+            let input = DiveInput { p, master: &master, bins: &bins, bin_index: &bin_index, columns: &columns, demand };
+            Some(dive(lp.model, settings, &input, dive_until, start))
         }
-        None => (Vec::new(), 0),
+        None => None,
     };
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.1, "dive done");
-    // no dive step in the time left: the column-generation LP rounded up stands in for it
-    let dive_values = if dived.0.is_empty() { &cg.values } else { &dived.0 };
-    candidates.insert(0, ("lp-dive".to_string(), nodes_of(&columns, dive_values, offset, round_up)));
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.as_ref().map(|d| d.steps), "dive done");
+    let dive_nodes = match dived.filter(|d| d.steps > 0 && !d.values.is_empty()) {
+        // what the dive committed, and the rest of its last LP rounded down and covered
+        Some(mut d) => {
+            let pod_value: Vec<f64> = (0..p.classes.len()).map(|k| master.demand_dual(&cg.duals, k).max(0.0).min(alone[k]).max(1e-6)).collect();
+            if d.residual.iter().any(|&r| r > 0) {
+                d.nodes.extend(primal::round_and_cover(&columns, &d.values, offset, &d.residual, &pod_value));
+            }
+            d.nodes
+        }
+        // no dive step in the time left: the column-generation LP rounded up stands in for it
+        None => nodes_of(&columns, &cg.values, offset, round_up),
+    };
+    candidates.insert(0, ("lp-dive".to_string(), dive_nodes));
     let (status, mip_objective) = if integer_solve {
         // the share left after the integer solve is for replaying the other candidates
         let seconds = budget * MIP_SHARE - start.elapsed().as_secs_f64();
@@ -727,8 +738,8 @@ const FARLEY_EXACT_NODES: usize = 2_000;
 const EXACT_PRICING_NODES: usize = 20_000;
 
 /// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.
-/// `exact` asks the branch-and-bound knapsack instead of the greedy fill; it answers nothing when
-/// its node budget does not settle the bin.
+/// `exact` asks the branch-and-bound knapsack instead of the greedy fill; when its node budget does
+/// not settle the bin it answers the best pattern it found and marks the bin unsettled.
 #[allow(clippy::too_many_arguments)]
 fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], exact: bool, unsettled: &mut bool) -> Option<(f64, Column)> {
     let values = master.pod_values(p, b, duals);
@@ -736,9 +747,9 @@ fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[
     let counts = if exact {
         // only patterns that would price in matter: at least the bin's cost less its dual
         let floor = if b.preload.is_empty() { b.cost - master.bin_dual(p, b, duals) } else { 0.0 };
-        let settled = exact::pack_exact(p, rules, b, &values, limit, &existing_host, floor, EXACT_PRICING_NODES);
-        *unsettled |= settled.is_none();
-        settled?
+        let (counts, settled) = exact::pack_best(p, rules, b, &values, limit, &existing_host, floor, EXACT_PRICING_NODES);
+        *unsettled |= !settled;
+        counts
     } else {
         pack(p, rules, b, &values, limit, &existing_host)
     };
