@@ -169,7 +169,7 @@ fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, se
     let demand: Vec<u32> = pg.classes.iter().map(|c| c.demand() as u32).collect();
     let (greedy_state, _) = greedy::place_all(&pg, State::new(&pg), &todo);
     let cg = SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs_f64(seconds.max(0.2)), ..settings.clone() };
-    let (columns, _) = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand)?;
+    let (columns, _) = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand, false)?;
     // the same pods group into the same classes in both problems; map through a member's key
     let in_h = ph.class_of_pods();
     let map: Vec<Option<usize>> = pg.classes.iter().map(|c| in_h.get(c.pods[0].as_str()).copied()).collect();

@@ -265,15 +265,16 @@ fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>) ->
 }
 
 /// Column generation alone, for callers that only want the patterns and the LP's bound (the
-/// disruption model, the disruption bound): (patterns, certified bound if any).
-pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32]) -> Result<(Vec<Column>, Option<f64>), String> {
+/// disruption model, the disruption bound): (patterns, certified bound if any). `unproven`: the
+/// exact pricer's best pattern on a bin it did not settle enters too (see [`Context`]).
+pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: bool) -> Result<(Vec<Column>, Option<f64>), String> {
     if demand.iter().all(|&d| d == 0) {
         return Ok((vec![], Some(0.0)));
     }
     let start = Instant::now();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins(p));
     let mut notes = Vec::new();
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index };
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, unproven };
     let (cg, _) = generate(&ctx, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
     Ok((columns, cg.bound))
 }
@@ -295,7 +296,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // of column generation runs with each such group held to the zone the LP favours
     let fixable = !integer_solve && master.aux.iter().any(|a| matches!(a.kind, AuxKind::AffinityUse { .. }));
     let first_share = if fixable { cg_share * ZONE_FIX_FROM } else { cg_share };
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index };
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, unproven: true };
     let (cg, lp) = generate(&ctx, &mut columns, budget * first_share, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
@@ -386,7 +387,11 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             all
         });
         if let Some(values) = chosen {
-            candidates.insert(0, ("mip".to_string(), nodes_of(&columns, &values, offset, round_near)));
+            // a time-limited integer answer can be far off (a $402/h incumbent against a $26.6/h LP
+            // on the scale-in re-solve), and replaying it first could use up the replay budget
+            // before the dive's plan: it goes after the dive unless it is proven optimal
+            let at = usize::from(status != "optimal");
+            candidates.insert(at, ("mip".to_string(), nodes_of(&columns, &values, offset, round_near)));
         }
         (status, objective)
     } else {
@@ -540,13 +545,19 @@ struct Context<'a> {
     master: &'a Master,
     bins: &'a [BinInfo],
     bin_index: &'a BTreeMap<Bin, usize>,
+    /// Whether the exact pricer's best pattern on a bin it did not settle enters the LP. The
+    /// disruption selection goes without: its integer program has no pricing of its own, and the
+    /// patterns generation kept finding on large nodes left it too big and too late to find a good
+    /// answer in its time (it removed 380-483 of the scale-in benchmark's 500 nodes in some runs,
+    /// at up to $47/h against $27/h, where the selection's own time-limited answer had been steady).
+    unproven: bool,
 }
 
 /// The rounds of column generation on `model`, whose columns are the aux variables then `columns`.
 /// `relaxation` says the model is the master's LP as built (no bound fixed since): only then does
 /// its value bound plans, certified or by Farley's ratio.
 fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, start: Instant, relaxation: bool, notes: &mut Vec<String>) -> Result<(Generated, Lp), MilpError> {
-    let Context { p, settings, rules, master, bins, bin_index } = *ctx;
+    let Context { p, settings, rules, master, bins, bin_index, unproven } = *ctx;
     let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
     let Lp { mut model, rows } = lp;
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
@@ -609,7 +620,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
             for b in bins {
                 let mut open = false;
                 if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, true, &mut open) {
-                    if !seen.contains(&(col.bin, col.counts.clone())) {
+                    if (unproven || !open) && !seen.contains(&(col.bin, col.counts.clone())) {
                         found.push((rc, col));
                     }
                 }
