@@ -359,8 +359,8 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     let dive_nodes = match dived.filter(|d| d.steps > 0 && !d.values.is_empty()) {
         // what the dive committed, and the rest of its last LP rounded down and covered
         Some(mut d) => {
-            let pod_value: Vec<f64> = (0..p.classes.len()).map(|k| master.demand_dual(&cg.duals, k).max(0.0).min(alone[k]).max(1e-6)).collect();
             if d.residual.iter().any(|&r| r > 0) {
+                let pod_value = primal::pod_values(p, &master, &cg.duals, &alone);
                 d.nodes.extend(primal::round_and_cover(&columns, &d.values, offset, &d.residual, &pod_value));
             }
             d.nodes
@@ -546,11 +546,11 @@ struct Context<'a> {
     bins: &'a [BinInfo],
     bin_index: &'a BTreeMap<Bin, usize>,
     /// Whether the exact pricer's best pattern on a bin it did not settle enters the LP (when it
-    /// holds at least [`UNPROVEN_MIN_PODS`] pods). The
-    /// disruption selection goes without: its integer program has no pricing of its own, and the
-    /// patterns generation kept finding on large nodes left it too big and too late to find a good
-    /// answer in its time (it removed 380-483 of the scale-in benchmark's 500 nodes in some runs,
-    /// at up to $47/h against $27/h, where the selection's own time-limited answer had been steady).
+    /// holds at least [`UNPROVEN_MIN_PODS`] pods). The disruption selection goes without: its
+    /// integer program has no pricing of its own, and the patterns generation kept finding on large
+    /// nodes left it too big and too late to find a good answer in its time (it removed 380-483 of
+    /// the scale-in benchmark's 500 nodes in some runs, at up to $47/h against $27/h, where the
+    /// selection's own time-limited answer had been steady).
     unproven: bool,
 }
 

@@ -10,7 +10,7 @@ use highs::HighsModelStatus;
 
 use super::super::problem::Problem;
 use super::super::SolveSettings;
-use super::columns::{Bin, BinInfo, Column};
+use super::columns::{column_cost, Bin, BinInfo, Column};
 use super::master::Master;
 use super::configure;
 
@@ -20,8 +20,14 @@ use super::configure;
 pub fn rounded(p: &Problem, master: &Master, columns: &[Column], values: &[f64], duals: &[f64], demand: &[u32], alone: &[f64], tag: &str) -> Vec<(String, Vec<(Column, u32)>)> {
     let offset = master.aux.len();
     let down = nodes_of(columns, values, offset, round_down);
-    let pod_value: Vec<f64> = (0..p.classes.len()).map(|k| master.demand_dual(duals, k).max(0.0).min(alone[k]).max(1e-6)).collect();
+    let pod_value = pod_values(p, master, duals, alone);
     vec![(format!("{tag}-round-cover"), round_and_cover(columns, values, offset, demand, &pod_value)), (format!("{tag}-round-down"), down)]
+}
+
+/// What the cover counts a pod of each class worth: its demand row's dual, at most what a node of
+/// its own costs (`alone`), and never nothing.
+pub fn pod_values(p: &Problem, master: &Master, duals: &[f64], alone: &[f64]) -> Vec<f64> {
+    (0..p.classes.len()).map(|k| master.demand_dual(duals, k).max(0.0).min(alone[k]).max(1e-6)).collect()
 }
 
 /// The patterns an LP's values (aux variables first, from `offset` the patterns) give at least one
@@ -144,7 +150,7 @@ pub fn dive(mut model: highs::Model, settings: &SolveSettings, input: &DiveInput
                 for (r, a) in master.coefficients(p, bin, &trimmed) {
                     *moved.entry(r).or_default() += a;
                 }
-                let cost = super::columns::column_cost(bin, &trimmed);
+                let cost = column_cost(bin, &trimmed);
                 out.nodes.push((Column { bin: c.bin, counts: trimmed, cost }, 1));
             }
         }
@@ -184,11 +190,10 @@ mod tests {
     use crate::catalog::{Arch, CapacityType, Catalog, InstanceType, Offering};
     use crate::domain::labels::ZONE;
     use crate::domain::{ClusterSnapshot, LabelSelector, NodePool, Pod, PodConstraints, Quantity, Resources, TopologySpread, WhenUnsatisfiable};
-    use crate::optimizer::milp::columns::column_cost;
     use crate::optimizer::milp::{bins, build_lp};
 
     /// Three pods of one Deployment spread over two zones (maxSkew 1) and a type that holds two.
-    fn spread_of_three() -> (Problem, Catalog) {
+    fn spread_of_three() -> Problem {
         let mut it = InstanceType::new("two.large", 4, 8192, Arch::Amd64);
         it.max_pods = Some(20);
         for zone in ["z1", "z2"] {
@@ -206,12 +211,12 @@ mod tests {
             })
             .collect();
         let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
-        (Problem::build(&snapshot, &catalog), catalog)
+        Problem::build(&snapshot, &catalog)
     }
 
     #[test]
     fn the_dive_commits_only_wanted_pods_and_keeps_the_spread_balanced() {
-        let (p, _) = spread_of_three();
+        let p = spread_of_three();
         assert_eq!(p.classes.len(), 1);
         let demand = vec![3u32];
         let bins = bins(&p);
