@@ -8,6 +8,7 @@
 pub mod extract;
 pub mod greedy;
 pub mod improve;
+pub mod lns;
 pub mod menu;
 pub mod milp;
 pub mod plan;
@@ -105,7 +106,7 @@ pub fn solve(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSett
     solve_detailed(snapshot, catalog, settings).map(|s| s.plan)
 }
 
-type Leftover = BTreeMap<usize, (usize, UnschedulableReason)>;
+pub(crate) type Leftover = BTreeMap<usize, (usize, UnschedulableReason)>;
 
 pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Solved, OptimizerError> {
     solve_seeded(snapshot, catalog, settings, &[])
@@ -222,14 +223,19 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[
         Strategy::Milp if p.classes.is_empty() => plain(greedy_state, greedy_left, "feasible", vec![]),
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
-        Strategy::Milp => match milp::solve(p, &milp_settings(settings, start), &greedy_state, demand, bins.to_vec()) {
+        Strategy::Milp => match milp::solve(p, &milp_settings(settings, start), &greedy_state, demand, bins.to_vec(), true) {
             Ok((mut answer, model)) => {
                 let mut notes = std::mem::take(&mut answer.notes);
                 if !seed.is_empty() {
                     answer.candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
                 }
-                let (state, left, origin) = best_candidate(p, settings, start, &answer.candidates, greedy_state, greedy_left, &mut notes);
+                let (state, left, origin, replay) = best_candidate(p, settings, start, &answer.candidates, greedy_state, greedy_left, &mut notes);
                 notes.push(format!("plan from {origin}"));
+                // HiGHS's integer solve can run far past its limit in its root node (2.1 s over a
+                // 0.3 s limit on a neighbourhood of the scale-in benchmark): neighbourhoods use it only
+                // when it proved its answer over the whole problem in time
+                let integer = answer.status == "optimal";
+                let (state, left) = search_neighbourhoods(p, settings, start, bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
                 notes.push(format!("integer solve over the generated patterns: {}", answer.status));
                 let status = if answer.timed_out { "time-limit" } else { "feasible" };
                 Decided { state, left, status: status.into(), model: Some(model), vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
@@ -245,7 +251,8 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[
     }
 }
 
-/// Replays the candidates (best guess first) and keeps the cheapest, greedy's plan included.
+/// Replays the candidates (best guess first) and keeps the cheapest, greedy's plan included; the
+/// slowest replay comes back with it.
 ///
 /// The first is always replayed. A later one is replayed when three times the slowest replay so far
 /// would still end within the time limit (a replay's repair grows with the pods it rejects: 0.6 s
@@ -260,7 +267,7 @@ fn best_candidate<'p>(
     greedy_state: State<'p>,
     greedy_left: Leftover,
     notes: &mut Vec<String>,
-) -> (State<'p>, Leftover, String) {
+) -> (State<'p>, Leftover, String, Duration) {
     let mut best = (greedy_state, greedy_left, "greedy".to_string());
     let mut best_score = score(p, &best.0, &best.1);
     let replays_from = Instant::now();
@@ -290,16 +297,49 @@ fn best_candidate<'p>(
             best = (state, left, origin.clone());
         }
     }
-    best
+    (best.0, best.1, best.2, slowest)
 }
 
+/// The share of the time limit the neighbourhood search may run to; the rest is for extracting the
+/// plan and its fallbacks.
+const SEARCH_UNTIL: f64 = 0.95;
+
+/// Re-plans the plan's most wasteful nodes while time is left, unless the pattern LP already proves
+/// the plan within the gap target.
+#[allow(clippy::too_many_arguments)]
+fn search_neighbourhoods<'p>(
+    p: &'p Problem,
+    settings: &SolveSettings,
+    start: Instant,
+    bins: &[milp::columns::BinInfo],
+    (state, left): (State<'p>, Leftover),
+    (replay, integer): (Duration, bool),
+    lp_bound: Option<f64>,
+    notes: &mut Vec<String>,
+) -> (State<'p>, Leftover) {
+    // the tolerance covers the LP's own rounding (a plan of 0.554 against an LP of 0.55399998)
+    if lp_bound.is_some_and(|b| score(p, &state, &left) <= b * (1.0 + settings.gap) + 1e-6 * (1.0 + b.abs())) {
+        return (state, left);
+    }
+    let before = score(p, &state, &left);
+    let found = lns::search(p, settings, bins, state, left, start, settings.time_limit.mul_f64(SEARCH_UNTIL), replay, integer);
+    if found.steps > 0 {
+        let after = score(p, &found.state, &found.left);
+        notes.push(format!("neighbourhood search: {} steps, {} improved the plan ({before:.4} -> {after:.4})", found.steps, found.improved));
+    }
+    (found.state, found.left)
+}
+
+/// The share of the time left that the MILP gets; the replays and the neighbourhood search have the rest.
+const MILP_SHARE: f64 = 0.7;
+
 fn milp_settings(settings: &SolveSettings, start: Instant) -> SolveSettings {
-    let left = settings.time_limit.saturating_sub(start.elapsed()).mul_f64(0.85);
+    let left = settings.time_limit.saturating_sub(start.elapsed()).mul_f64(MILP_SHARE);
     SolveSettings { time_limit: left.max(Duration::from_millis(100)), ..settings.clone() }
 }
 
 /// Objective of a state: node costs, preference penalties and unplaced pods.
-fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
+pub(crate) fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
     let mut total = 0.0;
     for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
         let taints = match n.kind {

@@ -126,6 +126,25 @@ pub fn bins(p: &Problem) -> Vec<BinInfo> {
     out
 }
 
+/// `all` (this problem's [`bins`]) narrowed to the classes with demand: a sub-problem of a few
+/// classes prices far fewer pairs, and more offerings are dominated among them.
+pub fn bins_for(p: &Problem, all: &[BinInfo], demand: &[u32]) -> Vec<BinInfo> {
+    let mut out = Vec::new();
+    let mut news = Vec::new();
+    for b in all {
+        let classes: Vec<(usize, f64)> = b.classes.iter().copied().filter(|&(k, _)| demand[k] > 0).collect();
+        let narrowed = BinInfo { classes, ..b.clone() };
+        match b.bin {
+            Bin::Existing(_) if !narrowed.classes.is_empty() || !b.preload.is_empty() => out.push(narrowed),
+            Bin::New { .. } if !narrowed.classes.is_empty() => news.push(narrowed),
+            _ => {}
+        }
+    }
+    prune_dominated(p, &mut news);
+    out.extend(news);
+    out
+}
+
 /// Drops an offering when another in the same pool, zone and capacity type has at least its room,
 /// serves a superset of its classes at no more penalty, and costs no more. Pools with limits keep
 /// everything (a bigger node uses more of the limit).
@@ -274,13 +293,14 @@ pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'
     let start = Instant::now();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins(p));
     let mut notes = Vec::new();
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, unproven };
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven };
     let (cg, _) = generate(&ctx, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
     Ok((columns, cg.bound))
 }
 
-/// Column generation then the integer solve, over `bins` (this problem's [`bins`]).
-pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>) -> Result<(MilpAnswer, Model_), MilpError> {
+/// Column generation then, when `integer` allows it, the integer solve, over `bins` (this problem's
+/// [`bins`], or a narrowing of them).
+pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>, integer: bool) -> Result<(MilpAnswer, Model_), MilpError> {
     let start = Instant::now();
     let budget = settings.time_limit.as_secs_f64();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins);
@@ -288,7 +308,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     let mut notes = Vec::new();
     // HiGHS never found an integer answer over the patterns of a few hundred classes within seconds in
     // our runs; there the time goes to column generation and the dive instead
-    let integer_solve = p.classes.len() <= MAX_CLASSES_FOR_INTEGER_SOLVE;
+    let integer_solve = integer && demand.iter().filter(|&&d| d > 0).count() <= MAX_CLASSES_FOR_INTEGER_SOLVE;
     let (cg_share, dive_share) = if integer_solve { (0.6, 0.8) } else { (0.9, 1.0) };
     let seeds = columns.len();
     // without an integer solve, rounding scatters a zone-affinity group over the zones the LP
@@ -296,7 +316,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // of column generation runs with each such group held to the zone the LP favours
     let fixable = !integer_solve && master.aux.iter().any(|a| matches!(a.kind, AuxKind::AffinityUse { .. }));
     let first_share = if fixable { cg_share * ZONE_FIX_FROM } else { cg_share };
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, unproven: true };
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven: true };
     let (cg, lp) = generate(&ctx, &mut columns, budget * first_share, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
@@ -371,7 +391,11 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     candidates.insert(0, ("lp-dive".to_string(), dive_nodes));
     let (status, mip_objective) = if integer_solve {
         // the share left after the integer solve is for replaying the other candidates
-        let seconds = budget * MIP_SHARE - start.elapsed().as_secs_f64();
+        // patterns from a generation the clock cut short leave the integer solve less to find
+        // than the neighbourhood search that follows it (on the scale-in benchmark its answer was
+        // never the one kept): it then ends earlier
+        let share = if cg.timed_out { MIP_SHARE_CUT } else { MIP_SHARE };
+        let seconds = budget * share - start.elapsed().as_secs_f64();
         let kept = mip_columns(p, &master, &bins, &bin_index, &columns, seeds, &cg);
         let subset: Vec<Column> = kept.iter().map(|&i| columns[i].clone()).collect();
         if subset.len() < columns.len() {
@@ -395,7 +419,9 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
         }
         (status, objective)
     } else {
-        notes.push(format!("integer solve skipped: more than {MAX_CLASSES_FOR_INTEGER_SOLVE} pod classes"));
+        if integer {
+            notes.push(format!("integer solve skipped: more than {MAX_CLASSES_FOR_INTEGER_SOLVE} pod classes to place"));
+        }
         ("skipped", None)
     };
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), status, "integer solve done");
@@ -442,10 +468,12 @@ const MIP_ALL_COLUMNS: usize = 1_000;
 /// solve (with those the LP uses and the seeds).
 const MIP_REDUCED_COST: f64 = 0.05;
 
-/// The integer solve ends by this share of the time limit.
+/// The integer solve ends by this share of the time limit, or by the second when the time limit cut
+/// column generation short.
 const MIP_SHARE: f64 = 0.9;
+const MIP_SHARE_CUT: f64 = 0.75;
 
-/// Above this many pod classes the integer solve over the patterns is skipped.
+/// Above this many pod classes with demand the integer solve over the patterns is skipped.
 const MAX_CLASSES_FOR_INTEGER_SOLVE: usize = 300;
 
 /// (status, objective, column values) of an integer solve.
@@ -545,6 +573,8 @@ struct Context<'a> {
     master: &'a Master,
     bins: &'a [BinInfo],
     bin_index: &'a BTreeMap<Bin, usize>,
+    /// Pods to place per class: a pattern never holds more of a class than this.
+    demand: &'a [u32],
     /// Whether the exact pricer's best pattern on a bin it did not settle enters the LP (when it
     /// holds at least [`UNPROVEN_MIN_PODS`] pods). The disruption selection goes without: its
     /// integer program has no pricing of its own, and the patterns generation kept finding on large
@@ -558,10 +588,9 @@ struct Context<'a> {
 /// `relaxation` says the model is the master's LP as built (no bound fixed since): only then does
 /// its value bound plans, certified or by Farley's ratio.
 fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, start: Instant, relaxation: bool, notes: &mut Vec<String>) -> Result<(Generated, Lp), MilpError> {
-    let Context { p, settings, rules, master, bins, bin_index, unproven } = *ctx;
+    let Context { p, settings, rules, master, bins, bin_index, demand, unproven } = *ctx;
     let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
     let Lp { mut model, rows } = lp;
-    let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
     let mut iterations = 0;
     let mut history: Vec<f64> = Vec::new();
     let mut last: Option<Generated> = None;
@@ -604,7 +633,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         let mut unsettled = false;
         for i in 0..bins.len() {
             let b = &bins[(cursor + i) % bins.len()];
-            if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, false, &mut unsettled) {
+            if let Some((rc, col)) = price(p, rules, master, b, &duals, demand, false, &mut unsettled) {
                 if !seen.contains(&(col.bin, col.counts.clone())) {
                     found.push((rc, col));
                 }
@@ -620,7 +649,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         if found.is_empty() {
             for b in bins {
                 let mut open = false;
-                if let Some((rc, col)) = price(p, rules, master, b, &duals, &demand, true, &mut open) {
+                if let Some((rc, col)) = price(p, rules, master, b, &duals, demand, true, &mut open) {
                     let pods: u32 = col.counts.iter().map(|&(_, n)| n).sum();
                     if (!open || (unproven && pods >= UNPROVEN_MIN_PODS)) && !seen.contains(&(col.bin, col.counts.clone())) {
                         found.push((rc, col));
@@ -663,7 +692,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                 } else {
                     (bins.iter().collect(), 1.0)
                 };
-                farley::ratio(p, rules, master, open, &duals, &demand, deadline, |b, values, floor| exact_gain(p, rules, b, values, &demand, floor)).map(|r| objective / r.max(settled))
+                farley::ratio(p, rules, master, open, &duals, demand, deadline, |b, values, floor| exact_gain(p, rules, b, values, demand, floor)).map(|r| objective / r.max(settled))
             } else {
                 None
             };
