@@ -163,7 +163,8 @@ fn replan(
         let after = without_nodes(base, &gone);
         let types: BTreeSet<&str> = t.cands.nodes.iter().filter(|n| remove.contains(&n.name)).map(|n| n.instance_type.as_str()).collect();
         let cat = without_types(catalog, &types);
-        // the re-solve spends about a third of its limit again on building, replaying and fallbacks
+        // the re-solve keeps to its limit (building, replaying and the neighbourhood search included);
+        // the rest is for extracting its plan and the fallback lists
         let left = ((budget - start.elapsed().as_secs_f64()) * 0.95).max(budget * 0.1);
         let plan = solve_seeded(&after, &cat, &settings.solve(left, Strategy::Milp), seed)?.plan;
         let mut changed = false;

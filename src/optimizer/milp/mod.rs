@@ -309,7 +309,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // HiGHS never found an integer answer over the patterns of a few hundred classes within seconds in
     // our runs; there the time goes to column generation and the dive instead
     let integer_solve = integer && demand.iter().filter(|&&d| d > 0).count() <= MAX_CLASSES_FOR_INTEGER_SOLVE;
-    let (cg_share, dive_share) = if integer_solve { (0.6, 0.8) } else { (0.9, 1.0) };
+    let (cg_share, dive_share) = if integer_solve { (CG_SHARE_WITH_MIP, 0.8) } else { (0.9, 1.0) };
     let seeds = columns.len();
     // without an integer solve, rounding scatters a zone-affinity group over the zones the LP
     // spread it across, and the replay then sends most of it to the greedy repair: the last part
@@ -390,11 +390,12 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     };
     candidates.insert(0, ("lp-dive".to_string(), dive_nodes));
     let (status, mip_objective) = if integer_solve {
-        // the share left after the integer solve is for replaying the other candidates
-        // patterns from a generation the clock cut short leave the integer solve less to find
-        // than the neighbourhood search that follows it (on the scale-in benchmark its answer was
-        // never the one kept): it then ends earlier
-        let share = if cg.timed_out { MIP_SHARE_CUT } else { MIP_SHARE };
+        // the share left after the integer solve is for replaying the other candidates. Over the
+        // patterns of a generation the clock cut short it has less to find than the neighbourhood
+        // search after it (on the scale-in re-solve its answer was never the one kept, and its time
+        // cost the search the steps that improve the plan): it then gets only what the dive left
+        // of generation's share
+        let share = if cg.timed_out { CG_SHARE_WITH_MIP } else { MIP_SHARE };
         let seconds = budget * share - start.elapsed().as_secs_f64();
         let kept = mip_columns(p, &master, &bins, &bin_index, &columns, seeds, &cg);
         let subset: Vec<Column> = kept.iter().map(|&i| columns[i].clone()).collect();
@@ -468,10 +469,10 @@ const MIP_ALL_COLUMNS: usize = 1_000;
 /// solve (with those the LP uses and the seeds).
 const MIP_REDUCED_COST: f64 = 0.05;
 
-/// The integer solve ends by this share of the time limit, or by the second when the time limit cut
-/// column generation short.
+/// The integer solve ends by this share of the time limit.
 const MIP_SHARE: f64 = 0.9;
-const MIP_SHARE_CUT: f64 = 0.75;
+/// Column generation's share of the time limit when an integer solve follows it.
+const CG_SHARE_WITH_MIP: f64 = 0.6;
 
 /// Above this many pod classes with demand the integer solve over the patterns is skipped.
 const MAX_CLASSES_FOR_INTEGER_SOLVE: usize = 300;
