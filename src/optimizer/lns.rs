@@ -203,22 +203,21 @@ mod tests {
         Problem::build(&snapshot, &catalog)
     }
 
-    /// The four-core offering's bin.
-    fn big(p: &Problem) -> Bin {
+    /// Searches from `copies` four-core nodes each holding `pods` pods: (search, score before).
+    fn search_from(p: &Problem, pods: u32, copies: u32) -> (Searched<'_>, f64) {
         let s = p.shapes.iter().position(|s| s.instance_type == "four.xlarge").expect("four.xlarge shape");
-        Bin::New { shape: s, offering: 0 }
+        let column = Column { bin: Bin::New { shape: s, offering: 0 }, counts: vec![(0, pods)], cost: 0.2 };
+        let (state, rejected) = replay(p, &[(column, copies)]);
+        assert!(rejected.is_empty());
+        let before = score(p, &state, &Leftover::new());
+        (search(p, &SolveSettings::default(), &bins(p), state, Leftover::new(), Instant::now(), Duration::from_secs(60), Duration::ZERO, true), before)
     }
 
     #[test]
     fn neighbourhoods_pack_pods_spread_one_per_node_onto_one_node() {
         let p = four_pods();
-        let bins = bins(&p);
         // the worst plan that still places everything: each pod alone on a four-pod node
-        let alone = Column { bin: big(&p), counts: vec![(0, 1)], cost: 0.2 };
-        let (state, rejected) = replay(&p, &[(alone, 4)]);
-        assert!(rejected.is_empty());
-        let before = score(&p, &state, &Leftover::new());
-        let found = search(&p, &SolveSettings::default(), &bins, state, Leftover::new(), Instant::now(), Duration::from_secs(60), Duration::ZERO, true);
+        let (found, before) = search_from(&p, 1, 4);
         assert!(found.left.is_empty());
         assert_eq!(found.state.placed_of(0), 4);
         let after = score(&p, &found.state, &found.left);
@@ -231,10 +230,7 @@ mod tests {
     #[test]
     fn a_plan_of_one_full_node_has_no_neighbourhood() {
         let p = four_pods();
-        let bins = bins(&p);
-        let full = Column { bin: big(&p), counts: vec![(0, 4)], cost: 0.2 };
-        let (state, _) = replay(&p, &[(full, 1)]);
-        let found = search(&p, &SolveSettings::default(), &bins, state, Leftover::new(), Instant::now(), Duration::from_secs(60), Duration::ZERO, true);
+        let (found, _) = search_from(&p, 4, 1);
         assert_eq!((found.steps, found.improved), (0, 0));
         assert!((score(&p, &found.state, &found.left) - 0.2).abs() < 1e-9);
     }
