@@ -65,6 +65,7 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
         }
         per_class_rows.push(rows);
     }
+    let dff = dff_rows(&mut pb, p, bins, &kept, &groups);
     let mut limit_rows: Vec<(usize, String, highs::Row)> = Vec::new();
     for (pi, pool) in p.pools.iter().enumerate() {
         for (name, left) in pool.remaining.iter().flat_map(|r| r.iter()) {
@@ -78,6 +79,7 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
             .collect();
         f.extend(clique_rows.iter().filter(|((bb, _), _)| *bb == i).map(|(_, &r)| (r, -1.0)));
         f.extend(node_caps.get(&i).into_iter().flatten().copied());
+        f.extend(dff.range((i, 0, 0)..(i + 1, 0, 0)).map(|(_, &r)| (r, -1.0)));
         if let Bin::New { shape, .. } = info.bin {
             let s = &p.shapes[shape];
             for (pi, name, r) in &limit_rows {
@@ -99,6 +101,16 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
             if let Some(r) = per_class_rows[gi][j] {
                 f.push((r, 1.0));
             }
+            for d in 0..p.dims.len() {
+                for k in DFF_KS {
+                    if let Some(&r) = dff.get(&(b, d, k)) {
+                        let v = dff_value(g.req[d], bins[kept[b]].room[d], k);
+                        if v > 0.0 {
+                            f.push((r, v));
+                        }
+                    }
+                }
+            }
             pb.add_column(pen, 0.0.., f);
         }
     }
@@ -114,6 +126,45 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
     let value = solved.objective_value();
     // an LP solved to tolerance may sit a hair above its true optimum; step down so the bound stays safe
     Ok((value * (1.0 - 1e-7) - 1e-7).max(0.0))
+}
+
+/// The dual-feasible functions u_k (Fekete and Schepers) the bound applies to each bin's resources.
+const DFF_KS: [i64; 3] = [1, 2, 3];
+
+/// u_k(req / room): the share of one node a pod is charged in the cut Σ u_k(x) y <= n. Any pods that
+/// fit one node have u_k-shares summing to at most 1, so the cut holds for every integer plan; it is
+/// stronger than the resource row where pods are large next to the node (two pods of 60% of a node
+/// each need a node of their own, which the resource row alone lets them share at 1.2 nodes).
+fn dff_value(req: i64, room: i64, k: i64) -> f64 {
+    if req <= 0 || room <= 0 {
+        return 0.0;
+    }
+    let scaled = (k + 1) as i128 * req as i128;
+    if scaled % room as i128 == 0 {
+        req as f64 / room as f64
+    } else {
+        (scaled / room as i128) as f64 / k as f64
+    }
+}
+
+/// One cut row per (kept bin, resource, k) where some group's u_k-share exceeds its plain share of
+/// the node (elsewhere the resource row already implies the cut).
+fn dff_rows(pb: &mut ColProblem, p: &Problem, bins: &[BinInfo], kept: &[usize], groups: &[Group]) -> BTreeMap<(usize, usize, i64), highs::Row> {
+    let mut out = BTreeMap::new();
+    for g in groups {
+        for &(b, _) in &g.bins {
+            let room = &bins[kept[b]].room;
+            for d in 0..p.dims.len() {
+                for k in DFF_KS {
+                    let plain = if room[d] > 0 { g.req[d] as f64 / room[d] as f64 } else { 0.0 };
+                    if dff_value(g.req[d], room[d], k) > plain + 1e-9 {
+                        out.entry((b, d, k)).or_insert_with(|| pb.add_row(..=0.0));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Hostname anti-affinity rules whose members all repel each other (each member owns a rule selecting
@@ -201,4 +252,38 @@ fn merge_classes(p: &Problem, bins: &[BinInfo], kept: &[usize], demand: &[u32], 
         };
     }
     merged.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every multiset of pods that fits a node has u_k-shares summing to at most 1 (the cut's
+    /// validity), and a pod above half the node costs a whole node under u_1.
+    #[test]
+    fn pods_that_fit_one_node_never_charge_more_than_one_node() {
+        let room = 1930;
+        let mut rng = crate::workload::Rng(7);
+        for _ in 0..2000 {
+            let mut reqs = Vec::new();
+            let mut used = 0;
+            loop {
+                let parts = 1 + rng.below(6);
+                let r = 1 + rng.below(room as usize / parts) as i64;
+                if used + r > room {
+                    break;
+                }
+                used += r;
+                reqs.push(r);
+            }
+            for k in DFF_KS {
+                let total: f64 = reqs.iter().map(|&r| dff_value(r, room, k)).sum();
+                assert!(total <= 1.0 + 1e-12, "k={k}: {reqs:?} charge {total}");
+            }
+        }
+        assert_eq!(dff_value(1158, room, 1), 1.0);
+        assert_eq!(dff_value(965, room, 1), 0.5);
+        assert_eq!(dff_value(700, room, 2), 0.5);
+        assert_eq!(dff_value(400, room, 1), 0.0);
+    }
 }
