@@ -1,8 +1,9 @@
 //! A certified lower bound: the LP relaxation of the aggregated model. Nodes of each bin are a
 //! continuous count, pods are spread over bins, and a bin's pods must fit in its node count times its
 //! room in every resource, with per-node caps (hostname anti-affinity, hostname spread, host ports)
-//! scaled by the node count. Every plan that places the same pods is feasible for this LP, so its
-//! optimum bounds every such plan's objective from below.
+//! scaled by the node count, and dual-feasible-function cuts per bin and resource so that pods above
+//! half (a third, a quarter) of a node cannot share it fractionally. Every plan that places the same
+//! pods is feasible for this LP, so its optimum bounds every such plan's objective from below.
 //!
 //! Zone-level rules are left out (dropping rows only lowers the optimum), which lets the LP merge
 //! what only those rules tell apart: bins of any zone and capacity type are pruned by dominance within
