@@ -66,7 +66,7 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
         }
         per_class_rows.push(rows);
     }
-    let dff = dff_rows(&mut pb, p, bins, &kept, &groups);
+    let dff = dff_rows(&mut pb, bins, &kept, &groups);
     let mut limit_rows: Vec<(usize, String, highs::Row)> = Vec::new();
     for (pi, pool) in p.pools.iter().enumerate() {
         for (name, left) in pool.remaining.iter().flat_map(|r| r.iter()) {
@@ -150,15 +150,14 @@ fn dff_value(req: i64, room: i64, k: i64) -> f64 {
 
 /// One cut row per (kept bin, resource, k) where some group's u_k-share exceeds its plain share of
 /// the node (elsewhere the resource row already implies the cut).
-fn dff_rows(pb: &mut ColProblem, p: &Problem, bins: &[BinInfo], kept: &[usize], groups: &[Group]) -> BTreeMap<(usize, usize, i64), highs::Row> {
+fn dff_rows(pb: &mut ColProblem, bins: &[BinInfo], kept: &[usize], groups: &[Group]) -> BTreeMap<(usize, usize, i64), highs::Row> {
     let mut out = BTreeMap::new();
     for g in groups {
         for &(b, _) in &g.bins {
-            let room = &bins[kept[b]].room;
-            for d in 0..p.dims.len() {
+            for (d, (&req, &room)) in g.req.iter().zip(&bins[kept[b]].room).enumerate() {
                 for k in DFF_KS {
-                    let plain = if room[d] > 0 { g.req[d] as f64 / room[d] as f64 } else { 0.0 };
-                    if dff_value(g.req[d], room[d], k) > plain + 1e-9 {
+                    let plain = if room > 0 { req as f64 / room as f64 } else { 0.0 };
+                    if dff_value(req, room, k) > plain + 1e-9 {
                         out.entry((b, d, k)).or_insert_with(|| pb.add_row(..=0.0));
                     }
                 }
