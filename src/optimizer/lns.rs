@@ -12,7 +12,7 @@ use super::milp::columns::{Bin, BinInfo, Column};
 use super::milp::{self, replay};
 use super::problem::Problem;
 use super::state::{NodeKind, State};
-use super::{greedy, improve, score, Leftover, SolveSettings};
+use super::{greedy, improve, pattern_cost, score, Leftover, SolveSettings};
 
 /// Nodes a first neighbourhood takes: a sixth of the plan's, within these bounds.
 const FIRST_NODES: (usize, usize) = (3, 12);
@@ -68,8 +68,8 @@ pub fn search<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], st
         overhead = overhead.max(began.elapsed().as_secs_f64() - seconds);
         tracing::trace!(step = steps, seconds = began.elapsed().as_secs_f64(), limit = seconds, "neighbourhood solved");
         match found {
-            Some((state, left)) if score(p, &state, &left) < best_score - 1e-9 => {
-                best_score = score(p, &state, &left);
+            Some((state, left, sc)) if sc < best_score - 1e-9 => {
+                best_score = sc;
                 tracing::debug!(step = steps, nodes = hood.len(), score = best_score, "neighbourhood improved the plan");
                 best = (state, left);
                 improved += 1;
@@ -121,8 +121,9 @@ fn waste(p: &Problem, state: &State<'_>, i: usize) -> f64 {
     o.cost * (1.0 - used.min(1.0))
 }
 
-/// One step: the neighbourhood's pods planned again, then every node replayed and repaired.
-fn step<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], state: &State<'p>, hood: &[usize], integer: bool) -> Option<(State<'p>, Leftover)> {
+/// One step: the neighbourhood's pods planned again, then every node replayed and repaired; the best
+/// result with its score.
+fn step<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], state: &State<'p>, hood: &[usize], integer: bool) -> Option<(State<'p>, Leftover, f64)> {
     let mut kept = Vec::new();
     let mut taken = Vec::new();
     for (i, _) in state.nodes.iter().enumerate().filter(|(_, n)| !n.placed.is_empty()) {
@@ -157,19 +158,18 @@ fn step<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], state: &
             best = Some((s, l, sc));
         }
     }
-    best.map(|(s, l, _)| (s, l))
+    best
 }
 
 /// A placed node as a pattern of its own bin.
 fn column_of(p: &Problem, state: &State<'_>, i: usize) -> Column {
     let n = &state.nodes[i];
     let counts: Vec<(usize, u32)> = n.placed.iter().filter(|(_, &c)| c > 0).map(|(&k, &c)| (k, c as u32)).collect();
-    let (bin, base, taints) = match n.kind {
-        NodeKind::Existing(e) => (Bin::Existing(e), 0.0, &p.existing[e].taints),
-        NodeKind::New { shape, offering } => (Bin::New { shape, offering }, p.offering(shape, offering).cost, &p.shapes[shape].taints),
+    let bin = match n.kind {
+        NodeKind::Existing(e) => Bin::Existing(e),
+        NodeKind::New { shape, offering } => Bin::New { shape, offering },
     };
-    let cost = base + counts.iter().map(|&(k, c)| f64::from(c) * p.preference_penalty(k, &n.labels, taints)).sum::<f64>();
-    Column { bin, counts, cost }
+    Column { bin, cost: pattern_cost(p, bin, &n.labels, counts.iter().copied()), counts }
 }
 
 #[cfg(test)]

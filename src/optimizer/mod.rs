@@ -318,10 +318,10 @@ fn search_neighbourhoods<'p>(
     notes: &mut Vec<String>,
 ) -> (State<'p>, Leftover) {
     // the tolerance covers the LP's own rounding (a plan of 0.554 against an LP of 0.55399998)
-    if lp_bound.is_some_and(|b| score(p, &state, &left) <= b * (1.0 + settings.gap) + 1e-6 * (1.0 + b.abs())) {
+    let before = score(p, &state, &left);
+    if lp_bound.is_some_and(|b| before <= b * (1.0 + settings.gap) + 1e-6 * (1.0 + b.abs())) {
         return (state, left);
     }
-    let before = score(p, &state, &left);
     let found = lns::search(p, settings, bins, state, left, start, settings.time_limit.mul_f64(SEARCH_UNTIL), replay, integer);
     if found.steps > 0 {
         let after = score(p, &found.state, &found.left);
@@ -380,12 +380,23 @@ fn seed_columns(p: &Problem, seed: &[SeedNode]) -> Vec<(milp::columns::Column, u
         if counts.is_empty() {
             continue;
         }
-        let (labels, taints, base) = match bin {
-            Bin::Existing(e) => (&p.existing[e].labels, &p.existing[e].taints, 0.0),
-            Bin::New { shape, offering } => (&p.offering(shape, offering).labels, &p.shapes[shape].taints, p.offering(shape, offering).cost),
+        let labels = match bin {
+            Bin::Existing(e) => &p.existing[e].labels,
+            Bin::New { shape, offering } => &p.offering(shape, offering).labels,
         };
-        let cost = base + counts.iter().map(|(&k, &n)| f64::from(n) * p.preference_penalty(k, labels, taints)).sum::<f64>();
+        let cost = pattern_cost(p, bin, labels, counts.iter().map(|(&k, &n)| (k, n)));
         out.push((Column { bin, counts: counts.into_iter().collect(), cost }, s.copies));
     }
     out
+}
+
+/// A pattern's objective on `bin`: a new node's cost (keeping an existing node is free here) plus
+/// each pod's preference penalty on a node with `labels`.
+pub(crate) fn pattern_cost(p: &Problem, bin: milp::columns::Bin, labels: &crate::domain::Labels, counts: impl IntoIterator<Item = (usize, u32)>) -> f64 {
+    use milp::columns::Bin;
+    let (taints, base) = match bin {
+        Bin::Existing(e) => (&p.existing[e].taints, 0.0),
+        Bin::New { shape, offering } => (&p.shapes[shape].taints, p.offering(shape, offering).cost),
+    };
+    base + counts.into_iter().map(|(k, n)| f64::from(n) * p.preference_penalty(k, labels, taints)).sum::<f64>()
 }
