@@ -652,3 +652,19 @@ fn replacing_several_spot_nodes_is_not_held_by_the_flexibility_rule() {
         assert!(plan.blocked.iter().all(|b| !b.reason.contains("spot-to-spot")), "{strategy:?}: {}", summary(&plan));
     }
 }
+
+/// With almost no time, HiGHS stops the selection model inside its presolve, before any answer of
+/// its own; the start the model is given (every candidate the budgets let go removed, their pods
+/// covered by new-node patterns) still answers, so the decision stays the model's own instead of
+/// falling back to Karpenter's rules, and the scale-in is consolidated.
+#[test]
+fn a_selection_stopped_before_its_first_answer_still_answers_with_its_start() {
+    let catalog = Catalog::bundled("us-east-1").expect("bundled us-east-1");
+    let snapshot = joiner::scalein::scale_in(150, 1500, 0.6, 1, &catalog);
+    let mut s = settings(DisruptionStrategy::Milp);
+    s.time_limit = std::time::Duration::from_millis(200);
+    let plan = consolidate(&snapshot, &catalog, &s).unwrap();
+    assert_ne!(plan.solver.status, joiner::disruption::FALLBACK_STATUS, "{:?}", plan.solver);
+    assert!(deleted(&plan).len() >= 100, "{}", summary(&plan));
+    assert!(plan.cost_after_per_hour < 0.5 * plan.cost_before_per_hour, "{}", summary(&plan));
+}

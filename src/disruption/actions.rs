@@ -363,7 +363,7 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
     if left > 0.2 {
         let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
         let (greedy_state, _) = greedy::place_all(&p, State::new(&p), &todo);
-        if let Ok((_, Some(b))) = milp::columns_and_bound(&p, &settings.solve(left, Strategy::Milp), &greedy_state, &demand, true) {
+        if let Ok(milp::Generation { bound: Some(b), .. }) = milp::columns_and_bound(&p, &settings.solve(left, Strategy::Milp), &greedy_state, &demand, true) {
             let b = (b * (1.0 - 1e-7) - 1e-7 * (1.0 + p.total_pods() as f64)).max(0.0);
             if b > best {
                 notes.push("lower bound from the pattern lp".into());

@@ -46,6 +46,11 @@ pub struct Limits<'a> {
     pub settings: &'a SolveSettings,
 }
 
+/// The share of the selection's time column generation gets for the new-node patterns. Its LP
+/// prices new capacity for the model: stopped early, it overprices it, and the model keeps nodes
+/// the re-solve would have emptied more cheaply.
+const PATTERN_SHARE: f64 = 0.5;
+
 /// `keep` is the snapshot with every candidate's pods unbound (nodes present, room empty); `gone`
 /// the same with the candidates deleted. `home` maps each unbound pod to its candidate node.
 pub fn select(
@@ -61,7 +66,12 @@ pub fn select(
     let mut ph = Problem::build(keep, catalog);
     // each candidate's own pods per class, and the room they leave when it is kept
     ph.set_home(home);
-    let patterns = new_node_patterns(gone, catalog, &ph, limits.settings, budget * 0.3)?;
+    // a type some candidate has may be launched only while every candidate of it stays (the rows
+    // below), which a large consolidation never chooses: patterns of those types would only make
+    // the new capacity look cheaper to the model than it can be
+    let types: BTreeSet<&str> = candidates.iter().map(|c| c.instance_type.as_str()).collect();
+    let new_nodes = new_node_patterns(gone, &super::actions::without_types(catalog, &types), &ph, limits.settings, budget * PATTERN_SHARE)?;
+    let patterns = &new_nodes.patterns;
     let existing_of: BTreeMap<&str, usize> = ph.existing.iter().enumerate().map(|(e, n)| (n.name.as_str(), e)).collect();
     let cand_e: Vec<usize> = candidates.iter().filter_map(|c| existing_of.get(c.name.as_str()).copied()).collect();
     let mut pb = RowProblem::default();
@@ -103,11 +113,19 @@ pub fn select(
     }
     add_room_rows(&mut pb, &ph, &cand_e, &y, &z);
     add_budget_rows(&mut pb, candidates, &y, limits.budget);
-    add_same_type_rows(&mut pb, &ph, candidates, &y, &x, &patterns);
+    add_same_type_rows(&mut pb, &ph, candidates, &y, &x, patterns);
     let (variables, constraints) = (pb.num_cols(), pb.num_rows());
+    let cols = Cols { y: &y, x: &x, u: &u, total: pb.num_cols() };
+    let start_values = start_values(&ph, candidates, &cols, &new_nodes, limits.budget);
     let mut model = pb.optimise(Sense::Minimise);
+    // HiGHS checks the start and ignores it if it is not feasible: it is a hint, never a constraint
+    let _ = model.try_set_solution(Some(&start_values), None, None, None);
     milp::configure(&mut model, limits.settings, (budget - start.elapsed().as_secs_f64()) * 0.95);
     model.set_option("mip_rel_gap", limits.settings.gap);
+    // feasibility jump looks for a first feasible point, and the start is one: from it, its moves on
+    // the scale-in benchmark kept 2 of 500 nodes whose pods the model's patterns re-home dearly
+    // and the re-solve cheaply ($26.51-27.09/h after, against $26.11-26.43/h with all 500 removed)
+    model.set_option("mip_heuristic_run_feasibility_jump", false);
     let solved = milp::run(model, limits.settings, "selection mip")?;
     let has_solution = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
     if !has_solution {
@@ -120,8 +138,88 @@ pub fn select(
     };
     let values = solved.get_solution().columns().to_vec();
     let remove: BTreeSet<String> = candidates.iter().zip(&y).filter(|(_, col)| values[col.index()] < 0.5).map(|(c, _)| c.name.clone()).collect();
-    let seed = placement(&ph, &values, &z, &x, &patterns, home, &remove);
-    Ok(Selection { remove, seed, status: status.into(), mip_gap: Some(solved.mip_gap()), variables, constraints, classes: ph.classes.len() })
+    let seed = placement(&ph, &values, &z, &x, patterns, home, &remove);
+    Ok(Selection { remove, seed, status: status.into(), mip_gap: Some(solved.mip_gap()).filter(|g| g.is_finite()), variables, constraints, classes: ph.classes.len() })
+}
+
+/// The selection model's columns a start assigns.
+struct Cols<'a> {
+    y: &'a [highs::Col],
+    x: &'a [highs::Col],
+    u: &'a [highs::Col],
+    total: usize,
+}
+
+/// A feasible start for HiGHS: every candidate whose price, less its disruption cost, exceeds what
+/// its pods cost at the generation's LP prices is removed as far as its NodePool's budget lets it
+/// go (the fullest are kept when it does not let all go), and the pods left without a node are covered by
+/// new-node patterns whose instance type no removed candidate has: the generation's LP rounded
+/// down, then patterns chosen greedily by cpu and memory covered per dollar; whatever they cannot
+/// cover stays unplaced. On the scale-in benchmark HiGHS's own first answer in a 5 s decision came
+/// from random rounding and removed 164-498 of 500 nodes from run to run; started here, it only
+/// ever improves on this.
+fn start_values(ph: &Problem, candidates: &[&NodeInfo], cols: &Cols<'_>, new_nodes: &NewNodes, budget: &BTreeMap<String, usize>) -> Vec<f64> {
+    let NewNodes { patterns, lp, pod_prices } = new_nodes;
+    let mut values = vec![0.0; cols.total];
+    let home: BTreeMap<&str, &[(usize, u32)]> = ph.existing.iter().map(|n| (n.name.as_str(), n.home.as_slice())).collect();
+    let pods_of = |c: &NodeInfo| home.get(c.name.as_str()).map_or(0, |h| h.iter().map(|&(_, n)| n).sum::<u32>());
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(pods_of(candidates[i])), i));
+    let mut removed_in: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut left: Vec<i64> = ph.classes.iter().map(|c| c.demand() as i64).collect();
+    let mut removed_types: BTreeSet<&str> = BTreeSet::new();
+    // keeping a node costs its price less what disrupting it would; removing it, its pods at the
+    // LP's price of new capacity
+    let pays = |c: &NodeInfo| {
+        let rehome: f64 = home.get(c.name.as_str()).copied().unwrap_or_default().iter().map(|&(k, n)| f64::from(n) * pod_prices[k].max(0.0)).sum();
+        c.price - c.disruption_cost > rehome
+    };
+    // the fullest go last, so a budget keeps them
+    for &i in order.iter().rev() {
+        let c = candidates[i];
+        let n = removed_in.entry(c.pool.as_str()).or_default();
+        if pays(c) && *n < budget.get(&c.pool).copied().unwrap_or(0) {
+            *n += 1;
+            removed_types.insert(c.instance_type.as_str());
+        } else {
+            values[cols.y[i].index()] = 1.0;
+            for &(k, n) in home.get(c.name.as_str()).copied().unwrap_or_default() {
+                left[k] -= i64::from(n);
+            }
+        }
+    }
+    let usable: Vec<usize> = (0..patterns.len()).filter(|&j| !removed_types.contains(ph.shapes[patterns[j].2].instance_type.as_str())).collect();
+    let mut take = |j: usize, copies: i64, left: &mut Vec<i64>| {
+        values[cols.x[j].index()] += copies as f64;
+        for &(k, n) in &patterns[j].0 {
+            left[k] -= copies * i64::from(n);
+        }
+    };
+    // first the generation's LP rounded down, as far as its pods are still to place
+    for &j in &usable {
+        let wanted = patterns[j].0.iter().map(|&(k, n)| left[k].max(0) / i64::from(n.max(1))).min().unwrap_or(0);
+        let copies = ((lp[j] + 1e-6).floor() as i64).min(wanted);
+        if copies > 0 {
+            take(j, copies, &mut left);
+        }
+    }
+    // a class's weight: its share of the cpu and memory still to place
+    let total = |d: usize| ph.classes.iter().zip(&left).map(|(c, &l)| l.max(0) as f64 * c.req.get(d).copied().unwrap_or(0) as f64).sum::<f64>();
+    let (cpu, mem) = (total(0).max(1.0), total(1).max(1.0));
+    let weight: Vec<f64> = ph.classes.iter().map(|c| c.req.first().copied().unwrap_or(0) as f64 / cpu + c.req.get(1).copied().unwrap_or(0) as f64 / mem + 1e-9).collect();
+    while left.iter().any(|&l| l > 0) {
+        let gain = |j: usize| patterns[j].0.iter().map(|&(k, n)| i64::from(n).min(left[k].max(0)) as f64 * weight[k]).sum::<f64>();
+        let per_dollar = |j: usize| gain(j) / patterns[j].1.max(1e-9);
+        let best = usable.iter().copied().filter(|&j| gain(j) > 0.0).max_by(|&a, &b| per_dollar(a).total_cmp(&per_dollar(b)).then(b.cmp(&a)));
+        let Some(j) = best else { break };
+        // as many copies as stay fully used, at least one
+        let copies = patterns[j].0.iter().filter(|&&(k, n)| n > 0 && left[k] > 0).map(|&(k, n)| left[k] / i64::from(n)).min().unwrap_or(0).max(1);
+        take(j, copies, &mut left);
+    }
+    for (k, &l) in left.iter().enumerate() {
+        values[cols.u[k].index()] = l.max(0) as f64;
+    }
+    values
 }
 
 /// The model's placement of the displaced pods, for the provisioning re-solve to replay: pods per
@@ -160,32 +258,58 @@ fn placement(ph: &Problem, values: &[f64], z: &[(usize, usize, highs::Col)], x: 
 /// generation on the snapshot with every candidate gone.
 type Pattern = (Vec<(usize, u32)>, f64, usize, usize);
 
-fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, settings: &SolveSettings, seconds: f64) -> Result<Vec<Pattern>, String> {
+/// The new-node side of the model: patterns, how many of each the generation's LP used, and what a
+/// pod of each class cost it (its demand row's dual), all in ph's classes.
+struct NewNodes {
+    patterns: Vec<Pattern>,
+    lp: Vec<f64>,
+    pod_prices: Vec<f64>,
+}
+
+fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, settings: &SolveSettings, seconds: f64) -> Result<NewNodes, String> {
     let pg = Problem::build(gone, catalog);
     if pg.classes.is_empty() {
-        return Ok(vec![]);
+        return Ok(NewNodes { patterns: vec![], lp: vec![], pod_prices: vec![0.0; ph.classes.len()] });
     }
     let todo: Vec<(usize, usize)> = pg.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
     let demand: Vec<u32> = pg.classes.iter().map(|c| c.demand() as u32).collect();
     let (greedy_state, _) = greedy::place_all(&pg, State::new(&pg), &todo);
     let cg = SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs_f64(seconds.max(0.2)), ..settings.clone() };
-    let (columns, _) = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand, false)?;
-    // the same pods group into the same classes in both problems; map through a member's key
+    let generated = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand, true)?;
+    // the same pods group into the same classes in both problems; map through a member's key, and
+    // offerings through their pool, type, zone and capacity type: `catalog` may be narrower than ph's
     let in_h = ph.class_of_pods();
     let map: Vec<Option<usize>> = pg.classes.iter().map(|c| in_h.get(c.pods[0].as_str()).copied()).collect();
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for col in &columns {
+    let shape_of: BTreeMap<(&str, &str), usize> = ph.shapes.iter().enumerate().map(|(s, sh)| ((ph.pools[sh.pool].name.as_str(), sh.instance_type.as_str()), s)).collect();
+    let in_ph = |s: usize, o: usize| -> Option<(usize, usize)> {
+        let (sh, off) = (&pg.shapes[s], pg.offering(s, o));
+        let hs = *shape_of.get(&(pg.pools[sh.pool].name.as_str(), sh.instance_type.as_str()))?;
+        let ho = ph.shapes[hs].offerings.iter().position(|x| x.zone == off.zone && x.capacity_type == off.capacity_type)?;
+        Some((hs, ho))
+    };
+    let mut seen = BTreeMap::new();
+    let (mut out, mut lp) = (Vec::new(), Vec::new());
+    for (col, &value) in generated.columns.iter().zip(&generated.lp_values) {
         let Bin::New { shape, offering } = col.bin else { continue };
+        let Some((shape, offering)) = in_ph(shape, offering) else { continue };
         let counts: Option<Vec<(usize, u32)>> = col.counts.iter().map(|&(k, c)| map[k].map(|h| (h, c))).collect();
         if let Some(mut counts) = counts {
             counts.sort();
-            if seen.insert((format!("{:?}", col.bin), counts.clone())) {
+            let at = *seen.entry((shape, offering, counts.clone())).or_insert_with(|| {
                 out.push((counts, col.cost, shape, offering));
-            }
+                lp.push(0.0);
+                out.len() - 1
+            });
+            lp[at] += value;
         }
     }
-    Ok(out)
+    let mut pod_prices = vec![0.0; ph.classes.len()];
+    for (k, h) in map.iter().enumerate() {
+        if let Some(&h) = h.as_ref() {
+            pod_prices[h] = generated.pod_prices.get(k).copied().unwrap_or(0.0);
+        }
+    }
+    Ok(NewNodes { patterns: out, lp, pod_prices })
 }
 
 fn add_room_rows(pb: &mut RowProblem, p: &Problem, cand_e: &[usize], y: &[highs::Col], z: &[(usize, usize, highs::Col)]) {
@@ -197,17 +321,21 @@ fn add_room_rows(pb: &mut RowProblem, p: &Problem, cand_e: &[usize], y: &[highs:
         let room = p.room_after_home(e);
         let keep = cand_e.iter().position(|&c| c == e).map(|i| y[i]);
         for (d, &r) in room.iter().enumerate() {
-            let mut f: Vec<(highs::Col, f64)> = list.iter().filter(|(k, _)| p.classes[*k].req[d] > 0).map(|&(k, col)| (col, p.classes[k].req[d] as f64 / 1000.0)).collect();
+            // each row is scaled by the node's room, so its coefficients are shares of it: raw
+            // milli-units spanned 2e-1 to 1e11 on the scale-in benchmark
+            if r <= 0 {
+                continue;
+            }
+            let mut f: Vec<(highs::Col, f64)> = list.iter().filter(|(k, _)| p.classes[*k].req[d] > 0).map(|&(k, col)| (col, p.classes[k].req[d] as f64 / r as f64)).collect();
             if f.is_empty() {
                 continue;
             }
-            // milli-units scaled to units keep HiGHS's coefficients in range
             match keep {
                 Some(yc) => {
-                    f.push((yc, -(r.max(0) as f64) / 1000.0));
+                    f.push((yc, -1.0));
                     pb.add_row(..=0.0, f);
                 }
-                None => pb.add_row(..=(r.max(0) as f64 / 1000.0), f),
+                None => pb.add_row(..=1.0, f),
             }
         }
     }

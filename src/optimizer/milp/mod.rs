@@ -186,19 +186,33 @@ fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>) ->
     Setup { rules, bins, bin_index, master, columns }
 }
 
-/// Column generation alone, for callers that only want the patterns and the LP's bound (the
-/// disruption model, the disruption bound): (patterns, certified bound if any). `unproven`: the
-/// exact pricer's best pattern on a bin it did not settle enters too (see [`Context`]).
-pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: bool) -> Result<(Vec<Column>, Option<f64>), String> {
+/// What column generation alone leaves: the patterns, each one's value in the last LP, and the LP's
+/// certified bound if any.
+pub struct Generation {
+    pub columns: Vec<Column>,
+    /// Copies of each pattern (in the order of `columns`) the last LP used.
+    pub lp_values: Vec<f64>,
+    /// Per class, the dual of its demand row: what one more of its pods costs the LP.
+    pub pod_prices: Vec<f64>,
+    pub bound: Option<f64>,
+}
+
+/// Column generation alone, for callers that only want the patterns and the LP (the disruption
+/// model, the disruption bound). `unproven`: the exact pricer's best pattern on a bin it did not
+/// settle enters too (see [`Context`]).
+pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: bool) -> Result<Generation, String> {
     if demand.iter().all(|&d| d == 0) {
-        return Ok((vec![], Some(0.0)));
+        return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0) });
     }
     let start = Instant::now();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins(p));
     let mut notes = Vec::new();
     let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven };
     let (cg, _) = generate(&ctx, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
-    Ok((columns, cg.bound))
+    let offset = master.aux.len();
+    let lp_values = (0..columns.len()).map(|j| cg.values.get(offset + j).copied().unwrap_or(0.0)).collect();
+    let pod_prices = (0..p.classes.len()).map(|k| if cg.duals.is_empty() { 0.0 } else { master.demand_dual(&cg.duals, k) }).collect();
+    Ok(Generation { columns, lp_values, pod_prices, bound: cg.bound })
 }
 
 /// Column generation then, when `integer` allows it, the integer solve, over `bins` (this problem's
@@ -480,11 +494,11 @@ struct Context<'a> {
     /// Pods to place per class: a pattern never holds more of a class than this.
     demand: &'a [u32],
     /// Whether the exact pricer's best pattern on a bin it did not settle enters the LP (when it
-    /// holds at least [`UNPROVEN_MIN_PODS`] pods). The disruption selection goes without: its
-    /// integer program has no pricing of its own, and the patterns generation kept finding on large
-    /// nodes left it too big and too late to find a good answer in its time (it removed 380-483 of
-    /// the scale-in benchmark's 500 nodes in some runs, at up to $47/h against $27/h, where the
-    /// selection's own time-limited answer had been steady).
+    /// holds at least [`UNPROVEN_MIN_PODS`] pods). The disruption bound and selection take them: on
+    /// large nodes the greedy fill stalls and these patterns are what moves the LP (without them
+    /// the selection's LP stopped at $28.10/h on the scale-in benchmark, above the $25.95-26.51/h
+    /// plans the re-solve found for the same removals), and an LP that overprices new capacity
+    /// makes the selection keep nodes it should empty.
     unproven: bool,
 }
 
