@@ -363,12 +363,9 @@ fn seed_columns(p: &Problem, seed: &[SeedNode]) -> Vec<(milp::columns::Column, u
     for s in seed {
         let bin = match &s.target {
             SeedTarget::Existing(name) => p.existing.iter().position(|e| &e.name == name).map(Bin::Existing),
-            SeedTarget::New { nodepool, instance_type, zone, capacity_type } => p.shapes.iter().enumerate().find_map(|(si, sh)| {
-                (p.pools[sh.pool].name == *nodepool && sh.instance_type == *instance_type)
-                    .then(|| sh.offerings.iter().position(|o| o.zone == *zone && o.capacity_type == *capacity_type))
-                    .flatten()
-                    .map(|oi| Bin::New { shape: si, offering: oi })
-            }),
+            SeedTarget::New { nodepool, instance_type, zone, capacity_type } => {
+                p.find_offering(nodepool, instance_type, zone, *capacity_type).map(|(shape, offering)| Bin::New { shape, offering })
+            }
         };
         let Some(bin) = bin else { continue };
         let mut counts: BTreeMap<usize, u32> = BTreeMap::new();

@@ -184,6 +184,17 @@ impl Problem {
         &self.shapes[shape].offerings[offering]
     }
 
+    /// The (shape, offering) of `nodepool`'s `instance_type` in `zone` at `capacity_type`, when this
+    /// problem has it: how plans and patterns of another problem (or none) are found here by name.
+    pub fn find_offering(&self, nodepool: &str, instance_type: &str, zone: &str, capacity_type: CapacityType) -> Option<(usize, usize)> {
+        self.shapes.iter().enumerate().find_map(|(s, sh)| {
+            (self.pools[sh.pool].name == nodepool && sh.instance_type == instance_type)
+                .then(|| sh.offerings.iter().position(|o| o.zone == zone && o.capacity_type == capacity_type))
+                .flatten()
+                .map(|o| (s, o))
+        })
+    }
+
     /// The objective's per-pod penalty for class `k` on a node with `labels` and `taints`:
     /// unsatisfied preferred node affinity and untolerated PreferNoSchedule taints.
     pub fn preference_penalty(&self, k: usize, labels: &Labels, taints: &[Taint]) -> f64 {
