@@ -31,7 +31,7 @@ mod builders;
 
 use builders::*;
 use joiner::catalog::CapacityType;
-use joiner::optimizer::Strategy;
+use joiner::optimizer::{solve, SolveSettings, Strategy};
 use proptest::prelude::*;
 use proptest::sample::subsequence;
 use proptest::strategy::Strategy as _;
@@ -222,6 +222,36 @@ proptest! {
     #[test]
     fn pod_order_does_not_matter(inst in instance_strategy(), seed in any::<u64>()) {
         check_pod_order(&inst, seed)?;
+    }
+}
+
+/// Two neighbourhood searches side by side (`SolveSettings::searches`): the plan is feasible, no
+/// worse than greedy's (each search only keeps what scores lower than the plan it starts from), and,
+/// as long as both searches end before the clock, the choice between them is deterministic.
+fn check_side_by_side_searches(inst: &Instance) -> Result<(), TestCaseError> {
+    let (snap, cat) = (inst.snapshot(), inst.catalog());
+    let two = SolveSettings { searches: 2, ..settings(Strategy::Milp) };
+    let g = solve_with(&snap, &cat, Strategy::Greedy);
+    let a = solve(&snap, &cat, &two).expect("solve returns a plan");
+    let b = solve(&snap, &cat, &two).expect("solve returns a plan");
+    let why = format!("\ngreedy:\n{}two searches:\n{}", summary(&g), summary(&a));
+    if let Err(e) = check_plan(inst, &a) {
+        return Err(TestCaseError::fail(format!("two searches: {e}{why}")));
+    }
+    prop_assert!(placed(&a) >= placed(&g), "two searches place fewer pods than greedy{why}");
+    if placed(&a) == placed(&g) {
+        prop_assert!(a.objective <= g.objective + EPS, "two searches score above greedy{why}");
+    }
+    prop_assert!(json_without_time(&a) == json_without_time(&b), "two solves with two searches differ{why}");
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config(32))]
+
+    #[test]
+    fn side_by_side_searches_are_feasible_and_deterministic(inst in instance_strategy()) {
+        check_side_by_side_searches(&inst)?;
     }
 }
 

@@ -75,6 +75,7 @@ impl SolveArgs {
             max_fallbacks: self.max_fallbacks,
             lower_bound: true,
             fault: None,
+            searches: 1,
         };
         s.validate()?;
         Ok(s)

@@ -14,7 +14,7 @@ use crate::optimizer::milp::{self, bins, bound};
 use crate::optimizer::state::State;
 use crate::optimizer::greedy;
 use crate::optimizer::problem::Problem;
-use crate::optimizer::{solve_seeded, NewNode, Plan, SeedNode, Strategy};
+use crate::optimizer::{solve_seeded, NewNode, Plan, SeedNode, SolveSettings, Strategy};
 
 use super::candidates::NodeInfo;
 use super::edit::without_nodes;
@@ -56,8 +56,9 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
 }
 
 /// The share of the decision's budget the lower bound may run for, beside the selection and the
-/// re-solve (which take 0.4 and the rest of it).
-const BOUND_SHARE: f64 = 0.9;
+/// re-solve (which take 0.4 and the rest of it). It ends before the re-solve's neighbourhood search
+/// starts, which then runs two searches side by side.
+const BOUND_SHARE: f64 = 0.7;
 
 /// The selection model, then the re-solve of the cluster it leaves, until every action pays.
 #[allow(clippy::too_many_arguments)]
@@ -166,7 +167,10 @@ fn replan(
         // the re-solve keeps to its limit (building, replaying and the neighbourhood search included);
         // the rest is for extracting its plan and the fallback lists
         let left = ((budget - start.elapsed().as_secs_f64()) * 0.95).max(budget * 0.1);
-        let plan = solve_seeded(&after, &cat, &settings.solve(left, Strategy::Milp), seed)?.plan;
+        // the bound's thread is done by the time the re-solve's neighbourhood search starts (see
+        // BOUND_SHARE): the second core runs a second search
+        let solve = SolveSettings { searches: 2, ..settings.solve(left, Strategy::Milp) };
+        let plan = solve_seeded(&after, &cat, &solve, seed)?.plan;
         let mut changed = false;
         for u in &plan.unschedulable {
             let Some(node) = home.get(&u.pod) else { continue };
@@ -356,6 +360,7 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
             0.0
         }
     };
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), bound = best, "aggregated bound done");
     // the pattern LP is tighter: it keeps pods whole, and a kept node keeps its own pods (the
     // aggregated LP above may not assume that: it has no way to put them back where they are)
     p.set_home(home);

@@ -90,6 +90,7 @@ impl DisruptionSettings {
             // disruption reports its own bound; the provisioning bound of a sub-problem is not needed
             lower_bound: false,
             fault: self.fault,
+            searches: 1,
         }
     }
 }

@@ -38,6 +38,7 @@ impl NodeState {
 }
 
 /// Per class, the topology rules its checks read, so a check does not scan every rule.
+#[derive(Clone)]
 struct ClassRules {
     own_spreads: Vec<Vec<usize>>,
     own_affinities: Vec<Vec<usize>>,
@@ -64,6 +65,7 @@ impl ClassRules {
     }
 }
 
+#[derive(Clone)]
 pub struct State<'p> {
     pub p: &'p Problem,
     pub nodes: Vec<NodeState>,

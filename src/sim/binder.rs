@@ -20,7 +20,7 @@ pub fn bindings(snapshot: &ClusterSnapshot, region: &str) -> Result<BTreeMap<Str
     let mut view = snapshot.clone();
     view.nodes.retain(|n| n.ready);
     let nothing = Catalog { region: region.to_string(), instance_types: vec![], provenance: None };
-    let settings = SolveSettings { strategy: Strategy::Greedy, time_limit: Duration::from_secs(60), gap: 0.0, threads: 1, max_fallbacks: 0, lower_bound: false, fault: None };
+    let settings = SolveSettings { strategy: Strategy::Greedy, time_limit: Duration::from_secs(60), gap: 0.0, threads: 1, max_fallbacks: 0, lower_bound: false, fault: None, searches: 1 };
     let plan = optimizer::solve(&view, &nothing, &settings).map_err(|e| SimError::Decision(e.to_string()))?;
     Ok(plan.existing.into_iter().flat_map(|e| e.pods.into_iter().map(move |p| (p, e.node.clone()))).collect())
 }
