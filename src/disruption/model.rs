@@ -133,8 +133,8 @@ type Solved = Result<(Vec<f64>, &'static str, Option<f64>), String>;
 
 /// How long past its own limit the selection MIP is waited for. HiGHS checks its clock between
 /// the steps of its root node, not inside them: on the scale-in benchmark a 0.6 s limit ended after
-/// 0.6 s in some runs and 1.4-1.5 s in others (separation rounds that waited on its analytic-centre
-/// computation), which took the time from the re-solve that decides the plan.
+/// 0.6 s in some runs and 1.4-1.5 s in others (HiGHS's log puts the time in its root separation
+/// rounds), which took the time from the re-solve that decides the plan.
 const OVERRUN_GRACE: f64 = 0.1;
 
 /// Solves the selection model on a thread of its own and waits at most `seconds` (plus
