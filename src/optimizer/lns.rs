@@ -147,9 +147,8 @@ impl Ranking {
 fn neighbourhood(p: &Problem, state: &State<'_>, by: Waste, size: usize, skip: usize) -> Option<Vec<usize>> {
     let mut ranked: Vec<(f64, usize)> = state.new_nodes().filter(|(_, n)| !n.placed.is_empty()).map(|(i, _)| (waste(p, state, i, by), i)).filter(|(w, _)| *w > 1e-9).collect();
     if by == Waste::Small {
-        // the waste of a small node is the inverse of its cost
-        let dearest = ranked.iter().map(|(w, _)| 1.0 / w).fold(0.0, f64::max);
-        ranked.retain(|(w, _)| 1.0 / w < SMALL_NODE * dearest);
+        let dearest = ranked.iter().map(|&(_, i)| cost(p, state, i)).fold(0.0, f64::max);
+        ranked.retain(|&(_, i)| cost(p, state, i) < SMALL_NODE * dearest);
     }
     if ranked.len() < 2 {
         return None;
@@ -169,7 +168,7 @@ fn neighbourhood(p: &Problem, state: &State<'_>, by: Waste, size: usize, skip: u
     (hood.len() >= 2).then_some(hood)
 }
 
-/// The share of a new node's tightest resource left idle, times its cost under [`Waste::Cost`].
+/// How wasteful new node `i` is by `by` (see [`Waste`]); 0 for a running node.
 fn waste(p: &Problem, state: &State<'_>, i: usize, by: Waste) -> f64 {
     let n = &state.nodes[i];
     let NodeKind::New { shape, offering } = n.kind else { return 0.0 };
@@ -178,7 +177,16 @@ fn waste(p: &Problem, state: &State<'_>, i: usize, by: Waste) -> f64 {
     match by {
         Waste::Cost => o.cost * (1.0 - used.min(1.0)),
         Waste::Mismatch => o.cost - pro_rata(p, shape, &o.zone, &o.alloc, &n.free),
+        // the cheapest first
         Waste::Small => 1.0 / o.cost.max(1e-9),
+    }
+}
+
+/// What new node `i` costs; 0 for a running node.
+fn cost(p: &Problem, state: &State<'_>, i: usize) -> f64 {
+    match state.nodes[i].kind {
+        NodeKind::New { shape, offering } => p.offering(shape, offering).cost,
+        NodeKind::Existing(_) => 0.0,
     }
 }
 

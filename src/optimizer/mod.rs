@@ -338,13 +338,14 @@ fn search_neighbourhoods<'p>(
                     scope.spawn(move || lns::search(p, settings, bins, state, left, start, until, replay, integer, (which, n)))
                 })
                 .collect();
-            let mine = lns::search(p, settings, bins, state, left, start, until, replay, integer, (0, n));
+            let mut best = lns::search(p, settings, bins, state, left, start, until, replay, integer, (0, n));
+            let mut best_score = score(p, &best.state, &best.left);
             // a search that panicked is only a search less
-            let mut best = mine;
             for other in others.into_iter().filter_map(|h| h.join().ok()) {
                 let (steps, improved) = (best.steps + other.steps, best.improved + other.improved);
-                if score(p, &other.state, &other.left) < score(p, &best.state, &best.left) - 1e-9 {
-                    best = other;
+                let other_score = score(p, &other.state, &other.left);
+                if other_score < best_score - 1e-9 {
+                    (best, best_score) = (other, other_score);
                 }
                 (best.steps, best.improved) = (steps, improved);
             }
