@@ -54,7 +54,7 @@ pub fn search<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], st
     // alone, the other rankings only cost the search steps: on the provisioning benchmark it ended
     // at 5.02-5.03 $/h with them against 4.59 without, at 1,000 pods; side by side, two searches
     // that both use them did better on the scale-in benchmark than one that ranks by idle cost
-    // beside one that uses them (15 and 16 of 20 runs within 3% of the bound, against 10)
+    // beside one that uses them (15-17 of 20 runs within 3% of the bound, against 10)
     let mut rankings = match searches {
         0 | 1 => vec![Ranking::new(Waste::Cost, first)],
         _ => vec![Ranking::new(Waste::Small, usize::MAX), Ranking::new(Waste::Cost, first), Ranking::new(Waste::Mismatch, first)],
