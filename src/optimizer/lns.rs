@@ -62,6 +62,8 @@ pub fn search<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], st
     // what a step takes beyond its sub-solve's limit: the replays, and the sub-solve's own overrun
     let mut overhead = CANDIDATES as f64 * replay.as_secs_f64();
     let mut turn = search % rankings.len();
+    // one copy of the problem per search, its spread counts set for each step's neighbourhood
+    let mut around = p.topology.spreads.iter().any(|g| !g.is_host()).then(|| p.clone());
     loop {
         let left_s = until.as_secs_f64() - start.elapsed().as_secs_f64() - overhead;
         // half the time left keeps room for a second try
@@ -80,7 +82,7 @@ pub fn search<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], st
         steps += 1;
         let sub = SolveSettings { time_limit: Duration::from_secs_f64(seconds), lower_bound: false, ..settings.clone() };
         let began = Instant::now();
-        let found = step(p, &sub, bins, &best.0, &hood, integer);
+        let found = step(p, around.as_mut(), &sub, bins, &best.0, &hood, integer);
         overhead = overhead.max(began.elapsed().as_secs_f64() - seconds);
         tracing::trace!(step = steps, seconds = began.elapsed().as_secs_f64(), limit = seconds, "neighbourhood solved");
         match found {
@@ -207,7 +209,7 @@ fn pro_rata(p: &Problem, shape: usize, zone: &str, alloc: &[i64], free: &[i64]) 
 
 /// One step: the neighbourhood's pods planned again, then every node replayed and repaired; the best
 /// result with its score.
-fn step<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], state: &State<'p>, hood: &[usize], integer: bool) -> Option<(State<'p>, Leftover, f64)> {
+fn step<'p>(p: &'p Problem, around: Option<&mut Problem>, settings: &SolveSettings, bins: &[BinInfo], state: &State<'p>, hood: &[usize], integer: bool) -> Option<(State<'p>, Leftover, f64)> {
     let mut kept = Vec::new();
     let mut taken = Vec::new();
     for (i, _) in state.nodes.iter().enumerate().filter(|(_, n)| !n.placed.is_empty()) {
@@ -226,7 +228,8 @@ fn step<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], state: &
     }
     // the nodes being re-planned seed the sub-solve, so its answer is never worse than they are
     let (seed, _) = replay(p, &taken);
-    let (answer, _) = milp::solve(p, settings, &seed, &demand, milp::bins_for(p, bins, &demand), integer).ok()?;
+    let sub: &Problem = around.map_or(p, |q| if count_kept(p, q, state, hood) { q } else { p });
+    let (answer, _) = milp::solve(sub, settings, &seed, &demand, milp::bins_for(p, bins, &demand), integer).ok()?;
     let mut best: Option<(State<'p>, Leftover, f64)> = None;
     for (_, chosen) in answer.candidates.iter().take(CANDIDATES) {
         let mut all = kept.clone();
@@ -243,6 +246,31 @@ fn step<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], state: &
         }
     }
     best
+}
+
+/// Sets `q` (a copy of `p`) to `p` with the pods the plan keeps outside the neighbourhood counted
+/// as running in every spread group on a zone-like key; false when they hold none. Without them the
+/// sub-solve spreads the neighbourhood's pods as if they were the group's only ones; the replay then
+/// turns away the nodes that tip the skew, and the repair places those pods a few at a time on
+/// small nodes.
+fn count_kept(p: &Problem, q: &mut Problem, state: &State<'_>, hood: &[usize]) -> bool {
+    let mut any = false;
+    for (gi, g) in p.topology.spreads.iter().enumerate().filter(|(_, g)| !g.is_host()) {
+        let existing = &mut q.topology.spreads[gi].existing;
+        existing.clone_from(&g.existing);
+        for (i, n) in state.nodes.iter().enumerate() {
+            if hood.contains(&i) {
+                continue;
+            }
+            let Some(domain) = n.labels.get(&g.key) else { continue };
+            let count: usize = g.members.iter().map(|k| n.placed.get(k).copied().unwrap_or(0)).sum();
+            if count > 0 {
+                *existing.entry(domain.clone()).or_default() += count as i64;
+                any = true;
+            }
+        }
+    }
+    any
 }
 
 /// A placed node as a pattern of its own bin.
@@ -365,6 +393,54 @@ mod tests {
         assert_eq!(neighbourhood(&p, &state, Waste::Small, usize::MAX, 0), Some(vec![1, 2, 3, 4]));
         // by cost times idle share the big node leads
         assert_eq!(neighbourhood(&p, &state, Waste::Cost, 2, 0).map(|h| h[0]), Some(0));
+    }
+
+    /// Sub-solves count the pods the plan keeps outside the neighbourhood in each zonal spread, on
+    /// top of the running ones, and start from the running ones again at every step.
+    #[test]
+    fn a_neighbourhood_sub_solve_counts_the_kept_pods_of_its_zonal_spreads() {
+        use crate::domain::labels::ZONE;
+        use crate::domain::{LabelSelector, TopologySpread, WhenUnsatisfiable};
+        let mut it = InstanceType::new("two.large", 2, 16384, Arch::Amd64);
+        it.max_pods = Some(20);
+        for zone in ["z1", "z2"] {
+            it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.1, available: true, price_estimated: false, interruption_band: None });
+        }
+        let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
+        let labels: crate::domain::Labels = [("app".to_string(), "web".to_string())].into();
+        let spread = TopologySpread {
+            max_skew: 1,
+            topology_key: ZONE.into(),
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            selector: LabelSelector { match_labels: labels.clone(), match_expressions: vec![] },
+            min_domains: None,
+        };
+        let pods = (0..4)
+            .map(|i| {
+                let requests = Resources::new().with("cpu", Quantity::from_milli(1000)).with("memory", Quantity::from_mib(256)).with("pods", Quantity::from_units(1));
+                let c = PodConstraints { namespace: "default".into(), requests, labels: labels.clone(), spread: vec![spread.clone()], ..Default::default() };
+                Arc::new(Pod { uid: format!("uid-{i}"), labels: Arc::new(labels.clone()), ..Pod::new(format!("web-{i}"), c).owned_by("ReplicaSet", "web") })
+            })
+            .collect();
+        let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
+        let p = Problem::build(&snapshot, &catalog);
+        let group = p.topology.spreads.iter().position(|g| g.key == ZONE).expect("zonal spread group");
+        // one pod per node: two nodes in z1, two in z2
+        let chosen: Vec<(Column, u32)> = (0..p.shapes[0].offerings.len())
+            .map(|o| (Column { bin: Bin::New { shape: 0, offering: o }, counts: vec![(0, 1)], cost: 0.1 }, 2))
+            .collect();
+        let (state, rejected) = replay(&p, &chosen);
+        assert!(rejected.is_empty() && state.placed_of(0) == 4);
+        let zone_of = |i: usize| state.nodes[i].labels.get(ZONE).cloned().expect("zone label");
+        let hood: Vec<usize> = (0..state.nodes.len()).filter(|&i| zone_of(i) == "z1").take(1).chain((0..state.nodes.len()).filter(|&i| zone_of(i) == "z2").take(2)).collect();
+        let mut q = p.clone();
+        assert!(count_kept(&p, &mut q, &state, &hood));
+        // only the z1 node outside the neighbourhood is left to count
+        assert_eq!(q.topology.spreads[group].existing, [("z1".to_string(), 1)].into());
+        // a neighbourhood of every node keeps nothing: the counts go back to the running pods
+        let all: Vec<usize> = (0..state.nodes.len()).collect();
+        assert!(!count_kept(&p, &mut q, &state, &all));
+        assert_eq!(q.topology.spreads[group].existing, p.topology.spreads[group].existing);
     }
 
     #[test]
