@@ -400,30 +400,7 @@ mod tests {
     #[test]
     fn a_neighbourhood_sub_solve_counts_the_kept_pods_of_its_zonal_spreads() {
         use crate::domain::labels::ZONE;
-        use crate::domain::{LabelSelector, TopologySpread, WhenUnsatisfiable};
-        let mut it = InstanceType::new("two.large", 2, 16384, Arch::Amd64);
-        it.max_pods = Some(20);
-        for zone in ["z1", "z2"] {
-            it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.1, available: true, price_estimated: false, interruption_band: None });
-        }
-        let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
-        let labels: crate::domain::Labels = [("app".to_string(), "web".to_string())].into();
-        let spread = TopologySpread {
-            max_skew: 1,
-            topology_key: ZONE.into(),
-            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-            selector: LabelSelector { match_labels: labels.clone(), match_expressions: vec![] },
-            min_domains: None,
-        };
-        let pods = (0..4)
-            .map(|i| {
-                let requests = Resources::new().with("cpu", Quantity::from_milli(1000)).with("memory", Quantity::from_mib(256)).with("pods", Quantity::from_units(1));
-                let c = PodConstraints { namespace: "default".into(), requests, labels: labels.clone(), spread: vec![spread.clone()], ..Default::default() };
-                Arc::new(Pod { uid: format!("uid-{i}"), labels: Arc::new(labels.clone()), ..Pod::new(format!("web-{i}"), c).owned_by("ReplicaSet", "web") })
-            })
-            .collect();
-        let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
-        let p = Problem::build(&snapshot, &catalog);
+        let p = crate::optimizer::fixtures::zone_spread(4);
         let group = p.topology.spreads.iter().position(|g| g.key == ZONE).expect("zonal spread group");
         // one pod per node: two nodes in z1, two in z2
         let chosen: Vec<(Column, u32)> = (0..p.shapes[0].offerings.len())

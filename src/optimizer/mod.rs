@@ -6,6 +6,8 @@
 //! them; `extract` turns either answer into a [`Plan`] with fallbacks; `check` re-verifies the plan.
 
 pub mod extract;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod greedy;
 pub mod improve;
 pub mod lns;

@@ -182,36 +182,16 @@ pub fn round_down(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
-    use std::sync::Arc;
 
     use highs::Sense;
 
     use super::*;
-    use crate::catalog::{Arch, CapacityType, Catalog, InstanceType, Offering};
     use crate::domain::labels::ZONE;
-    use crate::domain::{ClusterSnapshot, LabelSelector, NodePool, Pod, PodConstraints, Quantity, Resources, TopologySpread, WhenUnsatisfiable};
     use crate::optimizer::milp::{bins, build_lp};
 
     /// Three pods of one Deployment spread over two zones (maxSkew 1) and a type that holds two.
     fn spread_of_three() -> Problem {
-        let mut it = InstanceType::new("two.large", 4, 8192, Arch::Amd64);
-        it.max_pods = Some(20);
-        for zone in ["z1", "z2"] {
-            it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.1, available: true, price_estimated: false, interruption_band: None });
-        }
-        let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
-        let labels: crate::domain::Labels = [("app".to_string(), "web".to_string())].into();
-        let selector = LabelSelector { match_labels: labels.clone(), match_expressions: vec![] };
-        let pods = (0..3)
-            .map(|i| {
-                let requests = Resources::new().with("cpu", Quantity::from_milli(1500)).with("memory", Quantity::from_mib(256)).with("pods", Quantity::from_units(1));
-                let spread = TopologySpread { max_skew: 1, topology_key: ZONE.into(), when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule, selector: selector.clone(), min_domains: None };
-                let c = PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, spread: vec![spread], ..Default::default() };
-                Arc::new(Pod { namespace: "default".into(), uid: format!("uid-{i}"), labels: Arc::new(labels.clone()), ..Pod::new(format!("web-{i}"), c).owned_by("ReplicaSet", "web") })
-            })
-            .collect();
-        let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
-        Problem::build(&snapshot, &catalog)
+        crate::optimizer::fixtures::zone_spread(3)
     }
 
     #[test]

@@ -1,0 +1,32 @@
+//! Problems the optimizer's unit tests share, built from domain types.
+
+use std::sync::Arc;
+
+use crate::catalog::{Arch, CapacityType, Catalog, InstanceType, Offering};
+use crate::domain::labels::ZONE;
+use crate::domain::{ClusterSnapshot, LabelSelector, NodePool, Pod, PodConstraints, Quantity, Resources, TopologySpread, WhenUnsatisfiable};
+
+use super::problem::Problem;
+
+/// `pods` pods (1500m, 256Mi) of one Deployment spread over zones z1 and z2 (maxSkew 1,
+/// DoNotSchedule), and one on-demand type at 0.1 in both zones that holds two of them.
+pub(crate) fn zone_spread(pods: usize) -> Problem {
+    let mut it = InstanceType::new("two.large", 4, 8192, Arch::Amd64);
+    it.max_pods = Some(20);
+    for zone in ["z1", "z2"] {
+        it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.1, available: true, price_estimated: false, interruption_band: None });
+    }
+    let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
+    let labels: crate::domain::Labels = [("app".to_string(), "web".to_string())].into();
+    let selector = LabelSelector { match_labels: labels.clone(), match_expressions: vec![] };
+    let pods = (0..pods)
+        .map(|i| {
+            let requests = Resources::new().with("cpu", Quantity::from_milli(1500)).with("memory", Quantity::from_mib(256)).with("pods", Quantity::from_units(1));
+            let spread = TopologySpread { max_skew: 1, topology_key: ZONE.into(), when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule, selector: selector.clone(), min_domains: None };
+            let c = PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, spread: vec![spread], ..Default::default() };
+            Arc::new(Pod { namespace: "default".into(), uid: format!("uid-{i}"), labels: Arc::new(labels.clone()), ..Pod::new(format!("web-{i}"), c).owned_by("ReplicaSet", "web") })
+        })
+        .collect();
+    let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
+    Problem::build(&snapshot, &catalog)
+}
