@@ -256,19 +256,16 @@ fn step<'p>(p: &'p Problem, around: Option<&mut Problem>, settings: &SolveSettin
 fn count_kept(p: &Problem, q: &mut Problem, state: &State<'_>, hood: &[usize]) -> bool {
     let mut any = false;
     for (gi, g) in p.topology.spreads.iter().enumerate().filter(|(_, g)| !g.is_host()) {
-        let existing = &mut q.topology.spreads[gi].existing;
-        existing.clone_from(&g.existing);
-        for (i, n) in state.nodes.iter().enumerate() {
-            if hood.contains(&i) {
-                continue;
-            }
-            let Some(domain) = n.labels.get(&g.key) else { continue };
-            let count: usize = g.members.iter().map(|k| n.placed.get(k).copied().unwrap_or(0)).sum();
-            if count > 0 {
-                *existing.entry(domain.clone()).or_default() += count as i64;
-                any = true;
-            }
+        // the plan's counts (running and placed) less what the neighbourhood's nodes hold
+        let mut counts = state.spread_counts(gi).clone();
+        for &i in hood {
+            let n = &state.nodes[i];
+            let Some(count) = n.labels.get(&g.key).and_then(|d| counts.get_mut(d)) else { continue };
+            *count -= g.members.iter().map(|k| n.placed.get(k).copied().unwrap_or(0) as i64).sum::<i64>();
         }
+        counts.retain(|d, c| *c != 0 || g.existing.contains_key(d));
+        any |= counts != g.existing;
+        q.topology.spreads[gi].existing = counts;
     }
     any
 }

@@ -270,6 +270,11 @@ impl<'p> State<'p> {
         }
     }
 
+    /// Matching pods of zone-like spread group `g` per domain, running and placed by this plan.
+    pub fn spread_counts(&self, g: usize) -> &BTreeMap<String, i64> {
+        &self.spread_counts[g]
+    }
+
     /// Matching pods of spread group `g` in `node`'s domain.
     pub fn domain_count(&self, g: usize, node: usize) -> i64 {
         let key = &self.p.topology.spreads[g].key;
