@@ -331,31 +331,28 @@ fn search_neighbourhoods<'p>(
         return (state, left);
     }
     let until = settings.time_limit.mul_f64(SEARCH_UNTIL);
-    let found = if settings.searches > 1 {
-        std::thread::scope(|scope| {
-            let n = settings.searches as usize;
-            let others: Vec<_> = (1..n)
-                .map(|which| {
-                    let (state, left) = (state.clone(), left.clone());
-                    scope.spawn(move || lns::search(p, settings, bins, state, left, start, until, replay, integer, (which, n)))
-                })
-                .collect();
-            let mut best = lns::search(p, settings, bins, state, left, start, until, replay, integer, (0, n));
-            let mut best_score = score(p, &best.state, &best.left);
-            // a search that panicked is only a search less
-            for other in others.into_iter().filter_map(|h| h.join().ok()) {
-                let (steps, improved) = (best.steps + other.steps, best.improved + other.improved);
-                let other_score = score(p, &other.state, &other.left);
-                if other_score < best_score - 1e-9 {
-                    (best, best_score) = (other, other_score);
-                }
-                (best.steps, best.improved) = (steps, improved);
+    // the first search runs here, any others on threads of their own (none for a single search)
+    let found = std::thread::scope(|scope| {
+        let n = settings.searches as usize;
+        let others: Vec<_> = (1..n)
+            .map(|which| {
+                let (state, left) = (state.clone(), left.clone());
+                scope.spawn(move || lns::search(p, settings, bins, state, left, start, until, replay, integer, (which, n)))
+            })
+            .collect();
+        let mut best = lns::search(p, settings, bins, state, left, start, until, replay, integer, (0, n));
+        let mut best_score = score(p, &best.state, &best.left);
+        // a search that panicked is only a search less
+        for other in others.into_iter().filter_map(|h| h.join().ok()) {
+            let (steps, improved) = (best.steps + other.steps, best.improved + other.improved);
+            let other_score = score(p, &other.state, &other.left);
+            if other_score < best_score - 1e-9 {
+                (best, best_score) = (other, other_score);
             }
-            best
-        })
-    } else {
-        lns::search(p, settings, bins, state, left, start, until, replay, integer, (0, 1))
-    };
+            (best.steps, best.improved) = (steps, improved);
+        }
+        best
+    });
     if found.steps > 0 {
         let after = score(p, &found.state, &found.left);
         notes.push(format!("neighbourhood search: {} steps, {} improved the plan ({before:.4} -> {after:.4})", found.steps, found.improved));
