@@ -7,8 +7,10 @@
 //! missed) and, for each partition, every offering for every node; it keeps the assignments where each
 //! node's pods fit its allocatable (cpu, memory, pods), meet their zone nodeSelectors and hostname
 //! anti-affinity, and where every zone-spread class keeps its skew within maxSkew over its eligible
-//! zones (zones with an offering its selector admits, as Karpenter counts domains). The cheapest total
-//! price is the optimum.
+//! zones (zones with an offering its selector admits, as Karpenter counts domains). The optimum is the
+//! least total price plus the penalty of preferred hostname anti-affinity (a class may prefer its pods
+//! apart: each pod sharing a node with another of its class costs the term's weight times the default
+//! `preferredPodAntiAffinity`), and the plans' objectives are held to it.
 //!
 //! For each instance: both plans pass the independent checker of `support/builders.rs`; when a
 //! placement of every pod exists, the MILP places every pod at exactly the optimum (within 1e-6), its
@@ -16,8 +18,9 @@
 //! optimum; when none exists, both plans leave a pod unschedulable. Hand-picked cases (including two
 //! small nodes beating one big one) also assert the hand-computed optimum, which guards the search
 //! itself. A proptest family of 32 tiny random instances (fixed seed; `PROPTEST_CASES` and
-//! `PROPTEST_RNG_SEED` explore further) checks all of this except exactness, and an ignored family
-//! of 200 checks exactness too.
+//! `PROPTEST_RNG_SEED` explore further) checks all of this except exactness, a second family of 32
+//! does so with preferred anti-affinity on some classes, and an ignored family of 200 checks
+//! exactness too.
 //!
 //! Tests marked `#[ignore]` state an optimizer bug and pass once it is fixed
 //! (`cargo test --release --test bruteforce -- --ignored`): the MILP misses the optimum on some tiny
@@ -69,6 +72,21 @@ impl Search<'_> {
             && self.offers.iter().any(|o| self.fits(block, o))
     }
 
+    /// The preferred anti-affinity penalty of a node holding `block`: every pod of a class that
+    /// prefers to be apart pays the term's weight when another of its class shares the node.
+    fn penalty(&self, block: &[usize]) -> f64 {
+        let per_weight = joiner::domain::CostWeights::default().preferred_pod_anti_affinity;
+        let classes = &self.inst.classes;
+        let mut per_class = std::collections::BTreeMap::new();
+        for &p in block {
+            *per_class.entry(self.pods[p]).or_insert(0usize) += 1;
+        }
+        per_class
+            .into_iter()
+            .filter_map(|(k, n)| classes[k].prefer_apart.filter(|_| n >= 2).map(|w| n as f64 * f64::from(w) * per_weight))
+            .sum()
+    }
+
     /// Assigns pod `i` to an existing block or a new one (restricted growth: each partition once).
     fn partitions(&mut self, i: usize, blocks: &mut Vec<Vec<usize>>) {
         if i == self.pods.len() {
@@ -76,7 +94,8 @@ impl Search<'_> {
                 .iter()
                 .map(|b| (0..self.offers.len()).filter(|&o| self.fits(b, &self.offers[o])).collect())
                 .collect();
-            self.offerings(blocks, &choices, &mut Vec::new(), 0.0);
+            let penalty = blocks.iter().map(|b| self.penalty(b)).sum();
+            self.offerings(blocks, &choices, &mut Vec::new(), penalty);
             return;
         }
         for b in 0..=blocks.len() {
@@ -169,18 +188,18 @@ fn assert_matches_brute_force(inst: &Instance, exact: bool) -> Result<Option<f64
             (Some(opt), Strategy::Milp) => {
                 if !all {
                     failures.push(format!("milp leaves pods unplaced; ${opt} places them all"));
-                } else if plan.cost_per_hour < opt - EPS || (exact && plan.cost_per_hour > opt + EPS) {
-                    failures.push(format!("milp costs ${}, the optimum is ${opt}", plan.cost_per_hour));
+                } else if plan.objective < opt - EPS || (exact && plan.objective > opt + EPS) {
+                    failures.push(format!("milp's objective is ${}, the optimum is ${opt}", plan.objective));
                 }
                 if plan.lower_bound > opt + EPS {
                     failures.push(format!("milp lower bound {} is above the optimum ${opt}", plan.lower_bound));
                 }
             }
             (Some(opt), Strategy::Greedy) => {
-                if all && plan.cost_per_hour < opt - EPS {
+                if all && plan.objective < opt - EPS {
                     failures.push(format!(
-                        "greedy costs ${}, below the optimum ${opt}: the search or the checker is wrong",
-                        plan.cost_per_hour
+                        "greedy's objective is ${}, below the optimum ${opt}: the search or the checker is wrong",
+                        plan.objective
                     ));
                 }
             }
@@ -253,6 +272,30 @@ fn one_big_node_beats_two_small() {
             ],
         },
         Some(0.07),
+    );
+}
+
+#[test]
+fn a_preferred_anti_affinity_buys_a_second_node_when_it_costs_less_than_the_penalty() {
+    // sharing: $0.04 + 2 pods x weight 100 x $0.001 = $0.24; apart: 2 x $0.04
+    hand_case(
+        Instance {
+            classes: vec![with(ClassSpec::plain("web", 2, 500, 512), |c| c.prefer_apart = Some(100))],
+            types: vec![ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04)])],
+        },
+        Some(0.08),
+    );
+}
+
+#[test]
+fn a_light_preferred_anti_affinity_is_paid_rather_than_a_node() {
+    // weight 10: sharing costs $0.04 + 2 x $0.01 = $0.06 against $0.08 apart
+    hand_case(
+        Instance {
+            classes: vec![with(ClassSpec::plain("web", 2, 500, 512), |c| c.prefer_apart = Some(10))],
+            types: vec![ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04)])],
+        },
+        Some(0.06),
     );
 }
 
@@ -491,6 +534,7 @@ fn tiny_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
                         spread: spread.then_some(1),
                         anti,
                         zone: zone.filter(|&z| z < zones).map(|z| ZONES[z].to_string()),
+                        prefer_apart: None,
                     })
                 })
                 .collect();
@@ -513,6 +557,17 @@ fn tiny_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
         .prop_filter("at least two pods", |inst| inst.pods().len() >= 2)
 }
 
+/// A tiny instance whose classes without required anti-affinity may prefer to be apart.
+fn tiny_preferring_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
+    let weights = prop::collection::vec(prop::option::weighted(0.5, prop::sample::select(vec![1i32, 10, 40, 100])), 3);
+    (tiny_instance(), weights).prop_map(|(mut inst, weights)| {
+        for (c, w) in inst.classes.iter_mut().zip(weights) {
+            c.prefer_apart = w.filter(|_| !c.anti);
+        }
+        inst
+    })
+}
+
 fn config(cases: u32) -> ProptestConfig {
     proptest_config(cases, 0x62_7275_7465)
 }
@@ -525,6 +580,19 @@ proptest! {
     /// wrong), its lower bound stays below the optimum, greedy never beats it.
     #[test]
     fn plans_are_sound_against_exhaustive_search(inst in tiny_instance()) {
+        if let Err(e) = assert_matches_brute_force(&inst, false) {
+            return Err(TestCaseError::fail(e));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(32))]
+
+    /// The same soundness with preferred hostname anti-affinity priced in: the search minimises
+    /// price plus penalty, and the plans' objectives are held to it.
+    #[test]
+    fn plans_with_preferred_anti_affinity_are_sound_against_exhaustive_search(inst in tiny_preferring_instance()) {
         if let Err(e) = assert_matches_brute_force(&inst, false) {
             return Err(TestCaseError::fail(e));
         }

@@ -396,6 +396,21 @@ fn hostname_anti_affinity_on_cheapest_nodes_means_no_action() {
     assert_no_action(&c);
 }
 
+#[test]
+fn preferred_anti_affinity_does_not_block_a_merge_the_way_required_anti_affinity_does() {
+    // the D10 fixture with its required hostname anti-affinity made a weight-100 preference: three
+    // db pods on one node pay 3 x $0.10/h at the default weight, less than the $0.80/h two nodes cost
+    let (mut s, cat) = load("hostname-anti-affinity-no-action");
+    for pod in &mut s.pods {
+        let c = std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(pod).constraints);
+        let terms = std::mem::take(&mut c.pod_anti_affinity);
+        c.preferred_pod_anti_affinity = terms.into_iter().map(|term| joiner::domain::Weighted { weight: 100, term }).collect();
+    }
+    let c = run_on("hostname-anti-affinity-no-action", s, cat);
+    assert_eq!(deleted(&c.plan).len(), 2, "{}", summary(&c.plan));
+    assert!(launches(&c.plan).is_empty(), "{}", summary(&c.plan));
+}
+
 // ------------------------------------------------------------------ D13 / D14
 
 #[test]

@@ -106,6 +106,7 @@ fn instance_strategy() -> impl proptest::strategy::Strategy<Value = Instance> {
                     spread,
                     anti,
                     zone: zone.map(|z| ZONES[z].to_string()),
+                    prefer_apart: None,
                 })
                 .collect(),
             types: catalog_types(&chosen, &present),

@@ -449,6 +449,23 @@ fn zone_self_affinity_keeps_the_group_in_one_zone_and_milp_avoids_the_huge_node(
     o.assert_milp_strictly_cheaper();
 }
 
+#[test]
+fn preferred_pod_terms_are_priced_and_traded_against_nodes() {
+    let o = scenario("preferred-pod-affinity");
+    let p = &o.milp.plan;
+    assert_cost("milp", p, 1.20);
+    // the batch pods share a node and pay 3 x weight 1 x 0.005; every other preference is met
+    assert!((p.objective - 1.215).abs() < EPS, "objective {}\n{}", p.objective, summary(p));
+    assert_eq!(per_node(p, "default/batch-"), [3], "{}", summary(p));
+    assert_eq!(per_zone(p, "default/worker-").len(), 2, "workers prefer two zones\n{}", summary(p));
+    assert_eq!(per_node(p, "default/web-"), [1, 1], "{}", summary(p));
+    let cache = node_of(p, "default/cache-0").expect("cache placed");
+    assert!(cache.pods.iter().any(|x| x.starts_with("default/web-")), "cache prefers a web node\n{}", summary(p));
+    assert_eq!(per_node(&o.greedy.plan, "default/batch-"), [1, 1, 1], "karpenter holds the preference\n{}", summary(&o.greedy.plan));
+    assert_cost("greedy", &o.greedy.plan, 2.00);
+    o.assert_milp_strictly_cheaper();
+}
+
 // ------------------------------------------------------------------ minValues
 
 #[test]

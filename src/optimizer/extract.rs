@@ -109,7 +109,7 @@ pub fn to_plan(
     let mut nodes = Vec::new();
     let mut existing = Vec::new();
     let mut cost = 0.0;
-    let mut objective = 0.0;
+    let mut objective = super::preferred::penalty(p, state);
     let mut counter = 0;
     for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
         let mut pods: Vec<String> = n.placed.iter().flat_map(|(&k, &c)| take(k, c)).collect();

@@ -42,7 +42,7 @@ fn run<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)], tight: boo
         let mut retry = Vec::new();
         let mut progress = false;
         for &(k, _) in &queue {
-            match g.add(k) {
+            match g.add_preferring(k) {
                 Ok(()) => progress = true,
                 Err(reason) => retry.push((k, reason)),
             }
@@ -120,6 +120,18 @@ impl Domains {
 }
 
 impl<'p> Greedy<'p> {
+    /// Karpenter first holds a pod to its preferred pod (anti-)affinity and drops the preferences
+    /// only when that fails; the repair of a MILP plan leaves them to the objective instead.
+    fn add_preferring(&mut self, k: usize) -> Result<(), UnschedulableReason> {
+        if self.tight || !self.p.topology.preferred.iter().any(|r| r.owner == k) {
+            return self.add(k);
+        }
+        self.state.strict_preferred = true;
+        let strict = self.add(k);
+        self.state.strict_preferred = false;
+        strict.or_else(|_| self.add(k))
+    }
+
     fn add(&mut self, k: usize) -> Result<(), UnschedulableReason> {
         for i in 0..self.p.existing.len() {
             if self.state.can_place(k, i).is_ok() {
@@ -307,6 +319,7 @@ fn topology_keys(p: &Problem, k: usize) -> Vec<String> {
         .filter(|g| g.owner == k || g.members.contains(&k))
         .map(|g| g.key.clone())
         .chain(p.topology.affinities.iter().filter(|r| r.owner == k || r.members.contains(&k)).map(|r| r.key.clone()))
+        .chain(p.topology.preferred.iter().filter(|r| r.owner == k || r.members.contains(&k)).map(|r| r.key.clone()))
         .filter(|key| key != crate::domain::labels::HOSTNAME)
         .collect();
     keys.sort();

@@ -7,6 +7,7 @@
 use crate::domain::labels::HOSTNAME;
 
 use super::extract::alternatives;
+use super::preferred;
 use super::problem::Problem;
 use super::state::{NodeKind, State};
 
@@ -41,6 +42,60 @@ pub fn downsize(p: &Problem, state: &mut State<'_>) -> usize {
     }
     changed
 }
+
+/// Moves whole new nodes to another offering of their type (another zone, say) when that lowers
+/// the penalty of preferred pod terms on zone-like keys by more than any price difference: the
+/// integer program sees only the hostname part of those terms. Nodes holding pods that a spread
+/// or a required affinity on a zone-like key counts stay where they are. Returns the moves made.
+pub fn rezone(p: &Problem, state: &mut State<'_>) -> usize {
+    let zonal = |k: usize, owner: usize, members: &[usize]| owner == k || members.binary_search(&k).is_ok();
+    let touched: Vec<bool> =
+        (0..p.classes.len()).map(|k| p.topology.preferred.iter().any(|r| !r.is_host() && zonal(k, r.owner, &r.members))).collect();
+    if !touched.contains(&true) {
+        return 0;
+    }
+    let pinned: Vec<bool> = (0..p.classes.len())
+        .map(|k| {
+            p.topology.spreads.iter().any(|g| !g.is_host() && zonal(k, g.owner, &g.members))
+                || p.topology.affinities.iter().any(|r| !r.is_host() && zonal(k, r.owner, &r.members))
+                || !p.topology.inverse_forbidden[k].is_empty()
+        })
+        .collect();
+    let mut moves = 0;
+    // a move can unlock another (two replicas that share a zone: either may leave), so a few passes
+    for _ in 0..REZONE_PASSES {
+        let before = moves;
+        for i in 0..state.nodes.len() {
+            let NodeKind::New { shape, offering } = state.nodes[i].kind else { continue };
+            let ks: Vec<usize> = state.nodes[i].placed.iter().filter(|(_, &c)| c > 0).map(|(&k, _)| k).collect();
+            if !ks.iter().any(|&k| touched[k]) || ks.iter().any(|&k| pinned[k]) {
+                continue;
+            }
+            let mut current = p.offering(shape, offering).cost + preferred::penalty(p, state);
+            for to in 0..p.shapes[shape].offerings.len() {
+                let NodeKind::New { offering: from, .. } = state.nodes[i].kind else { break };
+                if to == from || !state.can_relaunch(i, to) {
+                    continue;
+                }
+                state.relaunch(i, to);
+                let after = p.offering(shape, to).cost + preferred::penalty(p, state);
+                if after < current - 1e-9 {
+                    current = after;
+                    moves += 1;
+                } else {
+                    state.relaunch(i, from);
+                }
+            }
+        }
+        if moves == before {
+            break;
+        }
+    }
+    moves
+}
+
+/// Passes of [`rezone`] over the plan's nodes.
+const REZONE_PASSES: usize = 3;
 
 /// Whether every new node of a pool with minValues can still be launched from enough distinct
 /// values (its own offering and the alternatives that hold the same pods).

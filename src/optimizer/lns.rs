@@ -237,6 +237,7 @@ fn step<'p>(p: &'p Problem, around: Option<&mut Problem>, settings: &SolveSettin
         let (replayed, rejected) = replay(p, &all);
         let (mut s, l) = greedy::repair(p, replayed, &rejected);
         improve::downsize(p, &mut s);
+        improve::rezone(p, &mut s);
         if !improve::min_values_hold(p, &s) {
             continue;
         }

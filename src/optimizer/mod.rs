@@ -14,6 +14,7 @@ pub mod lns;
 pub mod menu;
 pub mod milp;
 pub mod plan;
+pub mod preferred;
 pub mod problem;
 pub mod state;
 pub mod topology;
@@ -179,7 +180,8 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     // the converged pattern LP bounds plans that place every pod of the model; it also charges
     // ScheduleAnyway skew, which the plan's objective does not, so it is not used when any applies.
     // Columns priced out at -1e-7 may each leave that much on the table: step down by it per pod.
-    let soft_spread = p.topology.spreads.iter().any(|g| !g.hard);
+    // the pricer does not see preferred pod terms either, so its "no improving pattern" proves nothing there
+    let soft_spread = p.topology.spreads.iter().any(|g| !g.hard) || !p.topology.preferred.is_empty();
     if let Some(b) = lp_bound.filter(|_| settings.lower_bound && left.is_empty() && !soft_spread) {
         let b = (b * (1.0 - 1e-7) - 1e-7 * (1.0 + p.total_pods() as f64)).max(0.0);
         if b > lower_bound {
@@ -291,6 +293,7 @@ fn best_candidate<'p>(
         let (replayed, rejected) = milp::replay(p, chosen);
         let (mut state, left) = greedy::repair(p, replayed, &rejected);
         improve::downsize(p, &mut state);
+        improve::rezone(p, &mut state);
         slowest = slowest.max(began.elapsed());
         // the patterns do not model minValues; a plan that breaks it is not a candidate
         if !improve::min_values_hold(p, &state) {
@@ -381,7 +384,7 @@ pub(crate) fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
         };
         total += n.placed.iter().map(|(&k, &c)| c as f64 * p.preference_penalty(k, &n.labels, taints)).sum::<f64>();
     }
-    total + left.values().map(|(c, _)| *c as f64 * p.weights.unschedulable_pod).sum::<f64>()
+    total + preferred::penalty(p, state) + left.values().map(|(c, _)| *c as f64 * p.weights.unschedulable_pod).sum::<f64>()
 }
 
 /// The caller's proposal as patterns of this problem; entries naming unknown pods, nodes or
@@ -418,12 +421,13 @@ fn seed_columns(p: &Problem, seed: &[SeedNode]) -> Vec<(milp::columns::Column, u
 }
 
 /// A pattern's objective on `bin`: a new node's cost (keeping an existing node is free here) plus
-/// each pod's preference penalty on a node with `labels`.
+/// each pod's preference penalty on a node with `labels`, and the node's preferred pod terms.
 pub(crate) fn pattern_cost(p: &Problem, bin: milp::columns::Bin, labels: &crate::domain::Labels, counts: impl IntoIterator<Item = (usize, u32)>) -> f64 {
     use milp::columns::Bin;
     let (taints, base) = match bin {
         Bin::Existing(e) => (&p.existing[e].taints, 0.0),
         Bin::New { shape, offering } => (&p.shapes[shape].taints, p.offering(shape, offering).cost),
     };
-    base + counts.into_iter().map(|(k, n)| f64::from(n) * p.preference_penalty(k, labels, taints)).sum::<f64>()
+    let counts: Vec<(usize, u32)> = counts.into_iter().collect();
+    base + counts.iter().map(|&(k, n)| f64::from(n) * p.preference_penalty(k, labels, taints)).sum::<f64>() + preferred::host_penalty(p, labels, &counts)
 }

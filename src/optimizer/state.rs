@@ -44,12 +44,23 @@ struct ClassRules {
     own_affinities: Vec<Vec<usize>>,
     /// Anti-affinity rules whose members include the class.
     repelled_by: Vec<Vec<usize>>,
+    own_preferred: Vec<Vec<usize>>,
+    /// Per class: the zone-like preferred rules that count it.
+    preferred_member_of: Vec<Vec<usize>>,
 }
 
 impl ClassRules {
     fn build(p: &Problem) -> ClassRules {
         let n = p.classes.len();
-        let mut r = ClassRules { own_spreads: vec![vec![]; n], own_affinities: vec![vec![]; n], repelled_by: vec![vec![]; n] };
+        let mut r = ClassRules { own_spreads: vec![vec![]; n], own_affinities: vec![vec![]; n], repelled_by: vec![vec![]; n], own_preferred: vec![vec![]; n], preferred_member_of: vec![vec![]; n] };
+        for (ri, a) in p.topology.preferred.iter().enumerate() {
+            r.own_preferred[a.owner].push(ri);
+            if !a.is_host() {
+                for &m in &a.members {
+                    r.preferred_member_of[m].push(ri);
+                }
+            }
+        }
         for (gi, g) in p.topology.spreads.iter().enumerate() {
             r.own_spreads[g.owner].push(gi);
         }
@@ -78,6 +89,11 @@ pub struct State<'p> {
     affinity_counts: Vec<BTreeMap<String, i64>>,
     /// Per zone-like affinity rule: domain -> pods of its owner class placed by this plan.
     owner_counts: Vec<BTreeMap<String, i64>>,
+    /// Per zone-like preferred pod rule: domain -> member pods (running + placed).
+    preferred_counts: Vec<BTreeMap<String, i64>>,
+    /// Whether [`Self::can_place`] also holds pods to their preferred pod (anti-)affinity, as
+    /// Karpenter does before it relaxes preferences (the greedy baseline's first try).
+    pub strict_preferred: bool,
     rules: ClassRules,
     /// Per pool: capacity of the nodes this plan launched.
     pool_used: Vec<Resources>,
@@ -105,6 +121,8 @@ impl<'p> State<'p> {
             spread_min: p.topology.spreads.iter().map(|g| eligible_min(g, &g.existing)).collect(),
             affinity_counts: p.topology.affinities.iter().map(|r| r.running.clone()).collect(),
             owner_counts: vec![BTreeMap::new(); p.topology.affinities.len()],
+            preferred_counts: p.topology.preferred.iter().map(|r| if r.is_host() { BTreeMap::new() } else { r.running.clone() }).collect(),
+            strict_preferred: false,
             rules: ClassRules::build(p),
             pool_used: vec![Resources::new(); p.pools.len()],
             next_id: 0,
@@ -175,16 +193,43 @@ impl<'p> State<'p> {
         if ports_conflict(&class.constraints.host_ports, &n.ports) {
             return Err(UnschedulableReason::HostPort);
         }
-        if !self.spread_ok(k, n) || !self.affinity_ok(k, n) || !self.inverse_ok(k, n) {
+        if !self.spread_ok(k, n) || !self.affinity_ok(k, n) || !self.inverse_ok(k, n) || (self.strict_preferred && !self.preferred_ok(k, n)) {
             return Err(UnschedulableReason::Topology);
         }
         Ok(())
     }
 
+    /// Class `k`'s preferred pod terms read as required ones (see `strict_preferred`).
+    fn preferred_ok(&self, k: usize, n: &NodeState) -> bool {
+        self.rules.own_preferred[k].iter().map(|&ri| (ri, &self.p.topology.preferred[ri])).all(|(ri, r)| {
+            let here = if r.is_host() {
+                r.running.get(n.hostname()).copied().unwrap_or(0) + n.placed.iter().filter(|(m, _)| r.members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum::<i64>()
+            } else {
+                match n.labels.get(&r.key) {
+                    Some(d) => self.preferred_counts[ri].get(d).copied().unwrap_or(0),
+                    None => return r.anti,
+                }
+            };
+            if r.anti {
+                return here == 0;
+            }
+            // as for a required term, the first pod of a group that selects itself may go anywhere
+            here > 0 || (r.members.binary_search(&k).is_ok() && r.running.is_empty() && self.placed_members(r) == 0)
+        })
+    }
+
+    fn placed_members(&self, r: &super::topology::PreferredRule) -> usize {
+        r.members.iter().map(|&m| self.placed_of(m)).sum()
+    }
+
     /// The topology and host-port part of [`Self::can_place`] alone.
     pub fn rules_ok(&self, k: usize, node: usize) -> bool {
         let n = &self.nodes[node];
-        !ports_conflict(&self.p.classes[k].constraints.host_ports, &n.ports) && self.spread_ok(k, n) && self.affinity_ok(k, n) && self.inverse_ok(k, n)
+        !ports_conflict(&self.p.classes[k].constraints.host_ports, &n.ports)
+            && self.spread_ok(k, n)
+            && self.affinity_ok(k, n)
+            && self.inverse_ok(k, n)
+            && (!self.strict_preferred || self.preferred_ok(k, n))
     }
 
     fn spread_ok(&self, k: usize, n: &NodeState) -> bool {
@@ -266,6 +311,59 @@ impl<'p> State<'p> {
                         *self.owner_counts[ri].entry(d).or_insert(0) += 1;
                     }
                 }
+            }
+        }
+        self.count_preferred(k, node);
+    }
+
+    /// Whether new node `i` could be launched as offering `to` of its shape instead, with its pods:
+    /// they may use it, and they fit its room and its DaemonSets' host ports. Topology is the
+    /// caller's to check.
+    pub fn can_relaunch(&self, i: usize, to: usize) -> bool {
+        let n = &self.nodes[i];
+        let NodeKind::New { shape, offering } = n.kind else { return false };
+        let (from, off) = (&self.p.shapes[shape].offerings[offering], &self.p.shapes[shape].offerings[to]);
+        let pods_ports: Vec<&HostPort> = n.placed.keys().flat_map(|&k| &self.p.classes[k].constraints.host_ports).collect();
+        n.placed.keys().all(|&k| self.p.classes[k].offerings.binary_search(&(shape, to)).is_ok())
+            && off.alloc.iter().zip(&from.alloc).zip(&n.free).all(|((a, b), f)| a - (b - f) >= 0)
+            && !pods_ports.iter().any(|x| off.ds_ports.iter().any(|y| x.conflicts(y)))
+    }
+
+    /// Launches new node `i` as offering `to` of its shape (see [`Self::can_relaunch`]). Only the
+    /// preferred-term counts follow the node to its new domains, so the caller must not move pods
+    /// that a spread or required affinity on a changed key counts.
+    pub fn relaunch(&mut self, i: usize, to: usize) {
+        let NodeKind::New { shape, offering } = self.nodes[i].kind else { return };
+        let placed: Vec<(usize, usize)> = self.nodes[i].placed.iter().map(|(&k, &c)| (k, c)).collect();
+        self.count_preferred_on(i, &placed, -1);
+        let (from, off) = (&self.p.shapes[shape].offerings[offering], &self.p.shapes[shape].offerings[to]);
+        let n = &mut self.nodes[i];
+        for ((f, a), b) in n.free.iter_mut().zip(&off.alloc).zip(&from.alloc) {
+            *f += a - b;
+        }
+        n.ports.retain(|port| !from.ds_ports.contains(port));
+        n.ports.extend(off.ds_ports.iter().cloned());
+        let host = n.hostname().to_string();
+        n.labels = off.labels.clone();
+        n.labels.insert(HOSTNAME.to_string(), host);
+        n.kind = NodeKind::New { shape, offering: to };
+        self.count_preferred_on(i, &placed, 1);
+    }
+
+    fn count_preferred_on(&mut self, node: usize, placed: &[(usize, usize)], sign: i64) {
+        for &(k, c) in placed {
+            for &ri in &self.rules.preferred_member_of[k] {
+                if let Some(d) = self.nodes[node].labels.get(&self.p.topology.preferred[ri].key) {
+                    *self.preferred_counts[ri].entry(d.clone()).or_insert(0) += sign * c as i64;
+                }
+            }
+        }
+    }
+
+    fn count_preferred(&mut self, k: usize, node: usize) {
+        for &ri in &self.rules.preferred_member_of[k] {
+            if let Some(d) = self.nodes[node].labels.get(&self.p.topology.preferred[ri].key) {
+                *self.preferred_counts[ri].entry(d.clone()).or_insert(0) += 1;
             }
         }
     }

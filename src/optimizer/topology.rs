@@ -57,10 +57,31 @@ impl AffinityRule {
     }
 }
 
+/// A preferred pod (anti-)affinity term of `owner`: a penalty in the objective, never a rule a plan
+/// must obey (see `super::preferred`).
+#[derive(Debug, Clone)]
+pub struct PreferredRule {
+    pub owner: usize,
+    pub members: Vec<usize>,
+    pub key: String,
+    pub anti: bool,
+    /// The term's weight (1-100); the cost weights turn it into $/h per pod.
+    pub weight: i32,
+    /// Matching running pods per domain (hostnames for the hostname key).
+    pub running: BTreeMap<String, i64>,
+}
+
+impl PreferredRule {
+    pub fn is_host(&self) -> bool {
+        self.key == HOSTNAME
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Topology {
     pub spreads: Vec<SpreadGroup>,
     pub affinities: Vec<AffinityRule>,
+    pub preferred: Vec<PreferredRule>,
     /// Per class: (key, domain) pairs where a running pod's required anti-affinity selects the class.
     pub inverse_forbidden: Vec<Vec<(String, String)>>,
 }
@@ -83,6 +104,7 @@ impl Topology {
     pub fn keys(&self) -> Vec<String> {
         let mut keys: BTreeSet<String> = self.spreads.iter().map(|g| g.key.clone()).collect();
         keys.extend(self.affinities.iter().map(|r| r.key.clone()));
+        keys.extend(self.preferred.iter().map(|r| r.key.clone()));
         keys.remove(crate::domain::labels::HOSTNAME);
         keys.into_iter().collect()
     }
@@ -131,6 +153,19 @@ impl Topology {
                         })
                         .clone();
                     t.affinities.push(AffinityRule { owner: k, members, key: term.topology_key.clone(), anti, running });
+                }
+            }
+            for (terms, anti) in [(&c.preferred_pod_affinity, false), (&c.preferred_pod_anti_affinity, true)] {
+                for w in terms.iter().filter(|w| w.weight > 0) {
+                    let term = &w.term;
+                    let (members, running) = term_memo
+                        .entry((&c.namespace, term))
+                        .or_insert_with(|| {
+                            let members = (0..pseudo.len()).filter(|&j| term.selects(&c.namespace, &pseudo[j])).collect();
+                            (members, running.count(&term.topology_key, |p| term.selects(&c.namespace, p)))
+                        })
+                        .clone();
+                    t.preferred.push(PreferredRule { owner: k, members, key: term.topology_key.clone(), anti, weight: w.weight, running });
                 }
             }
             let mut forbidden: BTreeSet<(String, String)> = BTreeSet::new();

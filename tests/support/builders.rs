@@ -18,7 +18,7 @@ use joiner::catalog::{CapacityType, Catalog};
 use joiner::domain::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use joiner::domain::{
     ClusterSnapshot, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
-    Requirement, Resources, TopologySpread, WhenUnsatisfiable,
+    Requirement, Resources, TopologySpread, Weighted, WhenUnsatisfiable,
 };
 use joiner::optimizer::{solve, Plan, SolveSettings, Strategy};
 
@@ -38,11 +38,14 @@ pub struct ClassSpec {
     pub anti: bool,
     /// `nodeSelector: {topology.kubernetes.io/zone: Z}`.
     pub zone: Option<String>,
+    /// Preferred hostname anti-affinity to the class's own pods, with this weight: each pod that
+    /// shares its node with another of the class costs weight x `preferredPodAntiAffinity`.
+    pub prefer_apart: Option<i32>,
 }
 
 impl ClassSpec {
     pub fn plain(name: &str, count: usize, cpu_m: i64, mem_mib: i64) -> ClassSpec {
-        ClassSpec { name: name.into(), count, cpu_m, mem_mib, spread: None, anti: false, zone: None }
+        ClassSpec { name: name.into(), count, cpu_m, mem_mib, spread: None, anti: false, zone: None, prefer_apart: None }
     }
 }
 
@@ -195,6 +198,10 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
             topology_key: HOSTNAME.into(),
         });
     }
+    if let Some(weight) = c.prefer_apart {
+        let term = PodAffinityTerm { selector: selector(&c.name), namespaces: vec![], all_namespaces: false, topology_key: HOSTNAME.into() };
+        constraints.preferred_pod_anti_affinity.push(Weighted { weight, term });
+    }
     if let Some(z) = &c.zone {
         constraints.node_selector.push(Requirement::in_values(ZONE, &[z.as_str()]));
     }
@@ -272,8 +279,8 @@ fn parse_q(s: &str) -> Result<i64, String> {
 /// Checks a plan against the model, independently of the optimizer: every pod exactly once (on a node
 /// or unschedulable); every node a real offering at its catalog price with the right labels and exact
 /// allocatable; requests within allocatable (cpu, memory, pods); zone selectors met; anti-affinity
-/// classes one per node; zone-spread skew within maxSkew over the class's eligible zones; cost and
-/// objective the sum of node prices; a pod that fits some offering it may use and has no spread rule is
+/// classes one per node; zone-spread skew within maxSkew over the class's eligible zones; cost the sum
+/// of node prices and objective the cost plus the preferred anti-affinity penalty; a pod that fits some offering it may use and has no spread rule is
 /// never left unplaced.
 pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
     let class_of = inst.class_of();
@@ -302,6 +309,7 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
     let mut total = 0.0;
     // spread class -> zone -> pods
     let mut per_zone: BTreeMap<usize, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut penalty = 0.0;
     for n in &plan.nodes {
         let t = inst
             .types
@@ -338,6 +346,14 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
         }
         let (mut cpu, mut mem) = (0, 0);
         let mut anti_here = BTreeSet::new();
+        let mut on_node: BTreeMap<usize, usize> = BTreeMap::new();
+        for p in &n.pods {
+            *on_node.entry(class_of[p]).or_insert(0) += 1;
+        }
+        let per_weight = joiner::domain::CostWeights::default().preferred_pod_anti_affinity;
+        for (&k, &count) in on_node.iter().filter(|(_, &count)| count >= 2) {
+            penalty += inst.classes[k].prefer_apart.map_or(0.0, |w| count as f64 * f64::from(w) * per_weight);
+        }
         for p in &n.pods {
             let k = class_of[p];
             let c = &inst.classes[k];
@@ -380,9 +396,9 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
     if (plan.cost_per_hour - total).abs() > EPS {
         return Err(format!("cost_per_hour {} but the nodes cost {total}", plan.cost_per_hour));
     }
-    if (plan.objective - plan.cost_per_hour).abs() > EPS {
+    if (plan.objective - plan.cost_per_hour - penalty).abs() > EPS {
         return Err(format!(
-            "objective {} differs from the cost {} with no penalties in play",
+            "objective {} is not the cost {} plus the preferred anti-affinity penalty {penalty}",
             plan.objective, plan.cost_per_hour
         ));
     }

@@ -77,6 +77,9 @@ pub struct NodeRules {
     /// Class -> hostname anti-affinity clique (see `bound::anti_cliques`); the cliques are also
     /// the first shared sets.
     pub cliques: std::collections::BTreeMap<usize, usize>,
+    /// Per class: whether a preferred hostname anti-affinity of its own selects the class, so that
+    /// a second pod on the node costs a penalty the knapsack does not see.
+    pub prefers_alone: Vec<bool>,
 }
 
 impl NodeRules {
@@ -127,7 +130,11 @@ impl NodeRules {
         }
         let cliques = super::bound::anti_cliques(p);
         let (shared_of, shared_cap) = shared_caps(p, &host_caps, &cliques);
-        NodeRules { per_node_cap: cap, conflicts, host_caps, conflicts_of, host_groups_of, shared_of, shared_cap, cliques }
+        let mut prefers_alone = vec![false; n];
+        for r in p.topology.preferred.iter().filter(|r| r.anti && r.is_host() && r.members.binary_search(&r.owner).is_ok()) {
+            prefers_alone[r.owner] = true;
+        }
+        NodeRules { per_node_cap: cap, conflicts, host_caps, conflicts_of, host_groups_of, shared_of, shared_cap, cliques, prefers_alone }
     }
 
     fn conflict(&self, a: usize, b: usize) -> bool {
@@ -225,10 +232,10 @@ pub fn valid(p: &Problem, rules: &NodeRules, bin: &BinInfo, counts: &[(usize, u3
     used.iter().zip(&bin.room).all(|(u, a)| u <= a) && !conflicts
 }
 
-pub fn column_cost(bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
-    bin.cost
-        + counts
-            .iter()
-            .map(|&(k, n)| bin.classes.iter().find(|(c, _)| *c == k).map_or(0.0, |(_, pen)| pen * f64::from(n)))
-            .sum::<f64>()
+/// A pattern's cost: the bin's, each pod's preference penalty there, and the node's preferred pod
+/// terms (`counts` holds every pod of the node, a preload included).
+pub fn column_cost(p: &Problem, bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
+    let pods: f64 = counts.iter().map(|&(k, n)| bin.classes.iter().find(|(c, _)| *c == k).map_or(0.0, |(_, pen)| pen * f64::from(n))).sum();
+    let preferred = if p.topology.preferred.is_empty() { 0.0 } else { crate::optimizer::preferred::host_penalty(p, bin.labels(p), counts) };
+    bin.cost + pods + preferred
 }

@@ -109,7 +109,7 @@ fn seed_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], greedy: &State
         let info = bins.iter().find(|b| b.bin == bin).or_else(|| bins.iter().find(|b| valid(p, rules, b, &counts) && same_group(p, &b.bin, &bin)));
         if let Some(b) = info.filter(|b| b.preload.is_empty()) {
             if valid(p, rules, b, &counts) {
-                out.push(Column { bin: b.bin, cost: column_cost(b, &counts), counts });
+                out.push(Column { bin: b.bin, cost: column_cost(p, b, &counts), counts });
             }
         }
     }
@@ -177,7 +177,7 @@ fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>) ->
     let master = Master::build(p, demand, &bins);
     let mut columns = seed_columns(p, &rules, &bins, greedy);
     // a bin with a preload starts with the pattern "its own pods and nothing else"
-    columns.extend(bins.iter().filter(|b| !b.preload.is_empty()).map(|b| Column { bin: b.bin, counts: b.preload.clone(), cost: column_cost(b, &b.preload) }));
+    columns.extend(bins.iter().filter(|b| !b.preload.is_empty()).map(|b| Column { bin: b.bin, counts: b.preload.clone(), cost: column_cost(p, b, &b.preload) }));
     for c in pure_columns(p, &rules, &bins, demand) {
         if !columns.iter().any(|d| d.bin == c.bin && d.counts == c.counts) {
             columns.push(c);
@@ -648,7 +648,7 @@ fn single_pod_costs(p: &Problem, bins: &[BinInfo]) -> Vec<f64> {
 fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]) -> Vec<Column> {
     let mut best: Vec<Option<(f64, Column)>> = vec![None; p.classes.len()];
     for b in bins.iter().filter(|b| b.preload.is_empty()) {
-        for &(k, pen) in &b.classes {
+        for &(k, _) in &b.classes {
             let req = &p.classes[k].req;
             let mut n = demand[k].min(rules.per_node_cap[k]);
             for (r, a) in req.iter().zip(&b.room) {
@@ -662,7 +662,7 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
             if n == 0 {
                 continue;
             }
-            let cost = b.cost + pen * f64::from(n);
+            let cost = column_cost(p, b, &[(k, n)]);
             let per_pod = cost / f64::from(n);
             if best[k].as_ref().is_none_or(|(c, _)| per_pod < *c) {
                 best[k] = Some((per_pod, Column { bin: b.bin, counts: vec![(k, n)], cost }));
@@ -711,22 +711,35 @@ const EXACT_PRICING_NODES: usize = 20_000;
 fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], exact: bool, unsettled: &mut bool) -> Option<(f64, Column)> {
     let values = master.pod_values(p, b, duals);
     let existing_host = existing_host(p, rules, b);
-    let counts = if exact {
-        // only patterns that would price in matter: at least the bin's cost less its dual
-        let floor = if b.preload.is_empty() { b.cost - master.bin_dual(p, b, duals) } else { 0.0 };
-        let (counts, settled) = exact::pack_best(p, rules, b, &values, limit, &existing_host, floor, EXACT_PRICING_NODES);
-        *unsettled |= !settled;
-        counts
-    } else {
-        pack(p, rules, b, &values, limit, &existing_host)
+    let mut fill = |limit: &[u32]| -> Option<(f64, Column)> {
+        let counts = if exact {
+            // only patterns that would price in matter: at least the bin's cost less its dual
+            let floor = if b.preload.is_empty() { b.cost - master.bin_dual(p, b, duals) } else { 0.0 };
+            let (counts, settled) = exact::pack_best(p, rules, b, &values, limit, &existing_host, floor, EXACT_PRICING_NODES);
+            *unsettled |= !settled;
+            counts
+        } else {
+            pack(p, rules, b, &values, limit, &existing_host)
+        };
+        if counts.is_empty() && b.preload.is_empty() {
+            return None;
+        }
+        let counts = if b.preload.is_empty() { counts } else { b.with_preload(&counts) };
+        let cost = column_cost(p, b, &counts);
+        let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
+        let rc = cost - master.bin_dual(p, b, duals) - gain;
+        (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
     };
-    if counts.is_empty() && b.preload.is_empty() {
-        return None;
+    let best = fill(limit);
+    // the knapsack does not see preferred anti-affinity: also offer the pattern that keeps each
+    // such class to one pod, and take whichever prices better under the true cost
+    if !b.classes.iter().any(|&(k, _)| rules.prefers_alone[k] && limit[k] > 1) {
+        return best;
     }
-    let counts = if b.preload.is_empty() { counts } else { b.with_preload(&counts) };
-    let cost = column_cost(b, &counts);
-    let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
-    let rc = cost - master.bin_dual(p, b, duals) - gain;
-    (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
+    let single: Vec<u32> = limit.iter().enumerate().map(|(k, &l)| if rules.prefers_alone[k] { l.min(1) } else { l }).collect();
+    match (best, fill(&single)) {
+        (Some(plain), Some(capped)) => Some(if capped.0 < plain.0 { capped } else { plain }),
+        (plain, capped) => plain.or(capped),
+    }
 }
 

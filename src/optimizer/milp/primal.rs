@@ -150,7 +150,7 @@ pub fn dive(mut model: highs::Model, settings: &SolveSettings, input: &DiveInput
                 for (r, a) in master.coefficients(p, bin, &trimmed) {
                     *moved.entry(r).or_default() += a;
                 }
-                let cost = column_cost(bin, &trimmed);
+                let cost = column_cost(p, bin, &trimmed);
                 out.nodes.push((Column { bin: c.bin, counts: trimmed, cost }, 1));
             }
         }
@@ -204,7 +204,7 @@ mod tests {
         let master = Master::build(&p, &demand, &bins);
         // one and two pods per node in each zone: the LP takes 0.75 of each two-pod node
         let columns: Vec<Column> =
-            bins.iter().flat_map(|b| [1u32, 2].map(|n| Column { bin: b.bin, counts: vec![(0, n)], cost: column_cost(b, &[(0, n)]) })).collect();
+            bins.iter().flat_map(|b| [1u32, 2].map(|n| Column { bin: b.bin, counts: vec![(0, n)], cost: column_cost(&p, b, &[(0, n)]) })).collect();
         let model = build_lp(&p, &master, &bins, &index, &columns, false).optimise(Sense::Minimise);
         let input = DiveInput { p: &p, master: &master, bins: &bins, bin_index: &index, columns: &columns, demand: &demand };
         let settings = SolveSettings::default();

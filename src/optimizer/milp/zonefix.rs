@@ -107,7 +107,8 @@ mod tests {
         let bins = bins(&p);
         let index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
         let master = Master::build(&p, &demand, &bins);
-        let columns: Vec<Column> = bins.iter().flat_map(|b| b.classes.iter().map(move |&(k, _)| Column { bin: b.bin, counts: vec![(k, 1)], cost: column_cost(b, &[(k, 1)]) })).collect();
+        let q = &p;
+        let columns: Vec<Column> = bins.iter().flat_map(|b| b.classes.iter().map(move |&(k, _)| Column { bin: b.bin, counts: vec![(k, 1)], cost: column_cost(q, b, &[(k, 1)]) })).collect();
         let offset = master.aux.len();
         // an LP answer that put every group's pods in z2
         let mut values = vec![0.0; offset + columns.len()];
