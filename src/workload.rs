@@ -1,12 +1,13 @@
 //! Synthetic workloads for benchmarks: the diverse pod mix of Karpenter's scheduling benchmark
 //! (1/5 generic, 1/5 zonal spread, 1/5 hostname spread, 1/5 zonal self-affinity, 1/5 hostname
 //! anti-affinity; cpu in {100m, 250m, 500m, 1, 1.5}, memory in {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi}),
-//! built directly as domain types with a seeded generator so every run sees the same pods.
+//! built directly as domain types with a seeded generator so every run sees the same pods; and a
+//! mix whose rules are preferences only (see [`preferring`]).
 
 use crate::domain::labels::{HOSTNAME, ZONE};
 use crate::domain::{
     ClusterSnapshot, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
-    Resources, TopologySpread, WhenUnsatisfiable,
+    Resources, TopologySpread, Weighted, WhenUnsatisfiable,
 };
 
 const CPU_MILLI: [i64; 5] = [100, 250, 500, 1000, 1500];
@@ -84,6 +85,31 @@ pub fn diverse(count: usize, seed: u64) -> ClusterSnapshot {
         .collect();
     let nodepool = NodePool::unconstrained("default");
     ClusterSnapshot { pods, nodepools: vec![nodepool], ..Default::default() }
+}
+
+/// `count` pending pods whose placement rules are all preferences: half generic (20 Deployments),
+/// a quarter in 25 Deployments that prefer one replica per node (weight 100), a quarter in
+/// Deployments of three replicas that prefer one replica per zone (weight 50). Requests as in
+/// [`diverse`].
+pub fn preferring(count: usize, seed: u64) -> ClusterSnapshot {
+    let mut rng = Rng(seed);
+    let pods = (0..count)
+        .map(|i| {
+            let kind = (i * 4 / count.max(1)).min(3);
+            let (app, key, weight) = match kind {
+                0 | 1 => (format!("generic-{}", i % 20), None, 0),
+                2 => (format!("web-{}", i % 25), Some(HOSTNAME), 100),
+                _ => (format!("db-{}", i % (count / 12).max(1)), Some(ZONE), 50),
+            };
+            let mut p = pod(i, &app, &mut rng, 0);
+            if let Some(key) = key {
+                let term = PodAffinityTerm { selector: selector(&app), namespaces: vec![], all_namespaces: false, topology_key: key.into() };
+                std::sync::Arc::make_mut(&mut p.constraints).preferred_pod_anti_affinity.push(Weighted { weight, term });
+            }
+            std::sync::Arc::new(p)
+        })
+        .collect();
+    ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() }
 }
 
 /// Snapshot YAML for the same workload, so a benchmark case can be replayed with `joiner solve`.

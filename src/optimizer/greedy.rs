@@ -123,7 +123,7 @@ impl<'p> Greedy<'p> {
     /// Karpenter first holds a pod to its preferred pod (anti-)affinity and drops the preferences
     /// only when that fails; the repair of a MILP plan leaves them to the objective instead.
     fn add_preferring(&mut self, k: usize) -> Result<(), UnschedulableReason> {
-        if self.tight || !self.p.topology.preferred.iter().any(|r| r.owner == k) {
+        if self.tight || self.p.topology.preferred_of.get(k).is_none_or(Vec::is_empty) {
             return self.add(k);
         }
         self.state.strict_preferred = true;
@@ -319,7 +319,7 @@ fn topology_keys(p: &Problem, k: usize) -> Vec<String> {
         .filter(|g| g.owner == k || g.members.contains(&k))
         .map(|g| g.key.clone())
         .chain(p.topology.affinities.iter().filter(|r| r.owner == k || r.members.contains(&k)).map(|r| r.key.clone()))
-        .chain(p.topology.preferred.iter().filter(|r| r.owner == k || r.members.contains(&k)).map(|r| r.key.clone()))
+        .chain(p.topology.preferred_touching(k).map(|r| r.key.clone()))
         .filter(|key| key != crate::domain::labels::HOSTNAME)
         .collect();
     keys.sort();

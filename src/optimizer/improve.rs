@@ -48,19 +48,18 @@ pub fn downsize(p: &Problem, state: &mut State<'_>) -> usize {
 /// integer program sees only the hostname part of those terms. Nodes holding pods that a spread
 /// or a required affinity on a zone-like key counts stay where they are. Returns the moves made.
 pub fn rezone(p: &Problem, state: &mut State<'_>) -> usize {
-    let zonal = |k: usize, owner: usize, members: &[usize]| owner == k || members.binary_search(&k).is_ok();
-    let touched: Vec<bool> =
-        (0..p.classes.len()).map(|k| p.topology.preferred.iter().any(|r| !r.is_host() && zonal(k, r.owner, &r.members))).collect();
-    if !touched.contains(&true) {
+    if p.topology.preferred.iter().all(|r| r.is_host()) {
         return 0;
     }
-    let pinned: Vec<bool> = (0..p.classes.len())
-        .map(|k| {
-            p.topology.spreads.iter().any(|g| !g.is_host() && zonal(k, g.owner, &g.members))
-                || p.topology.affinities.iter().any(|r| !r.is_host() && zonal(k, r.owner, &r.members))
-                || !p.topology.inverse_forbidden[k].is_empty()
-        })
-        .collect();
+    let touched: Vec<bool> = (0..p.classes.len()).map(|k| p.topology.preferred_touching(k).any(|r| !r.is_host())).collect();
+    let mut pinned: Vec<bool> = p.topology.inverse_forbidden.iter().map(|f| !f.is_empty()).collect();
+    let zonal_rules = p.topology.spreads.iter().filter(|g| !g.is_host()).map(|g| (g.owner, &g.members));
+    for (owner, members) in zonal_rules.chain(p.topology.affinities.iter().filter(|r| !r.is_host()).map(|r| (r.owner, &r.members))) {
+        pinned[owner] = true;
+        for &m in members {
+            pinned[m] = true;
+        }
+    }
     let mut moves = 0;
     // a move can unlock another (two replicas that share a zone: either may leave), so a few passes
     for _ in 0..REZONE_PASSES {
@@ -71,14 +70,16 @@ pub fn rezone(p: &Problem, state: &mut State<'_>) -> usize {
             if !ks.iter().any(|&k| touched[k]) || ks.iter().any(|&k| pinned[k]) {
                 continue;
             }
-            let mut current = p.offering(shape, offering).cost + preferred::penalty(p, state);
+            // only the rules that count this node's pods change with its zone
+            let rules = state.preferred_rules_on(i);
+            let mut current = p.offering(shape, offering).cost + preferred::zone_penalty(p, state, &rules);
             for to in 0..p.shapes[shape].offerings.len() {
                 let NodeKind::New { offering: from, .. } = state.nodes[i].kind else { break };
                 if to == from || !state.can_relaunch(i, to) {
                     continue;
                 }
                 state.relaunch(i, to);
-                let after = p.offering(shape, to).cost + preferred::penalty(p, state);
+                let after = p.offering(shape, to).cost + preferred::zone_penalty(p, state, &rules);
                 if after < current - 1e-9 {
                     current = after;
                     moves += 1;

@@ -9,8 +9,6 @@
 //! carry it in their cost and the integer program weighs it exactly; the part on other keys depends
 //! on the whole plan and is charged by [`penalty`], which every plan's score goes through.
 
-use std::collections::BTreeMap;
-
 use crate::domain::labels::HOSTNAME;
 use crate::domain::Labels;
 
@@ -40,12 +38,14 @@ fn unmet(r: &PreferredRule, members: i64) -> bool {
 pub fn host_penalty(p: &Problem, labels: &Labels, counts: &[(usize, u32)]) -> f64 {
     let host = labels.get(HOSTNAME).map_or("", String::as_str);
     let mut total = 0.0;
-    for r in p.topology.preferred.iter().filter(|r| r.is_host()) {
-        let Some(&(_, owners)) = counts.iter().find(|(k, _)| *k == r.owner) else { continue };
-        let members = r.running.get(host).copied().unwrap_or(0)
-            + counts.iter().filter(|(k, _)| r.members.binary_search(k).is_ok()).map(|&(_, n)| i64::from(n)).sum::<i64>();
-        if unmet(r, members) {
-            total += f64::from(owners) * rule_cost(p, r);
+    for &(owner, owners) in counts {
+        let owned = p.topology.preferred_of.get(owner).into_iter().flatten();
+        for r in owned.map(|&ri| &p.topology.preferred[ri]).filter(|r| r.is_host()) {
+            let members = r.running.get(host).copied().unwrap_or(0)
+                + counts.iter().filter(|(k, _)| r.members.binary_search(k).is_ok()).map(|&(_, n)| i64::from(n)).sum::<i64>();
+            if unmet(r, members) {
+                total += f64::from(owners) * rule_cost(p, r);
+            }
         }
     }
     total
@@ -64,44 +64,36 @@ pub fn penalty(p: &Problem, state: &State<'_>) -> f64 {
         counts.extend(n.placed.iter().filter(|(_, &c)| c > 0).map(|(&k, &c)| (k, c as u32)));
         total += host_penalty(p, &n.labels, &counts);
     }
-    for r in p.topology.preferred.iter().filter(|r| !r.is_host()) {
-        total += domain_penalty(p, state, r);
+    let zonal: Vec<usize> = (0..p.topology.preferred.len()).filter(|&ri| !p.topology.preferred[ri].is_host()).collect();
+    total + zone_penalty(p, state, &zonal)
+}
+
+/// The penalty of the zone-like rules `rules`, from the plan's per-domain counts.
+pub fn zone_penalty(p: &Problem, state: &State<'_>, rules: &[usize]) -> f64 {
+    let mut total = 0.0;
+    for &ri in rules {
+        let r = &p.topology.preferred[ri];
+        let (members, owners) = state.preferred_domains(ri);
+        let missed: i64 = owners
+            .iter()
+            .filter(|(d, &n)| {
+                n > 0
+                    && match d {
+                        None => !r.anti,
+                        Some(d) => unmet(r, members.get(d).copied().unwrap_or(0)),
+                    }
+            })
+            .map(|(_, &n)| n)
+            .sum();
+        total += missed as f64 * rule_cost(p, r);
     }
     total
 }
 
-fn domain_penalty(p: &Problem, state: &State<'_>, r: &PreferredRule) -> f64 {
-    // domain -> (owner pods placed there, matching pods there); None: nodes without the key
-    let mut by_domain: BTreeMap<Option<&str>, (i64, i64)> = BTreeMap::new();
-    for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
-        let owners = n.placed.get(&r.owner).copied().unwrap_or(0) as i64;
-        let members: i64 = n.placed.iter().filter(|(k, _)| r.members.binary_search(k).is_ok()).map(|(_, &c)| c as i64).sum();
-        if owners + members > 0 {
-            let e = by_domain.entry(n.labels.get(&r.key).map(String::as_str)).or_default();
-            e.0 += owners;
-            e.1 += members;
-        }
-    }
-    let cost = rule_cost(p, r);
-    by_domain
-        .into_iter()
-        .filter(|&(_, (owners, _))| owners > 0)
-        .map(|(d, (owners, members))| {
-            let missed = match d {
-                None => !r.anti,
-                Some(d) => unmet(r, members + r.running.get(d).copied().unwrap_or(0)),
-            };
-            if missed {
-                owners as f64 * cost
-            } else {
-                0.0
-            }
-        })
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::domain::labels::ZONE;
     use crate::optimizer::topology::PreferredRule;
@@ -109,6 +101,14 @@ mod tests {
     fn problem_with(rules: Vec<PreferredRule>) -> Problem {
         let mut p = crate::optimizer::fixtures::zone_spread(2);
         p.topology.spreads.clear();
+        p.topology.preferred_of = vec![Vec::new(); 2];
+        p.topology.preferred_counting = vec![Vec::new(); 2];
+        for (ri, r) in rules.iter().enumerate() {
+            p.topology.preferred_of[r.owner].push(ri);
+            for &m in &r.members {
+                p.topology.preferred_counting[m].push(ri);
+            }
+        }
         p.topology.preferred = rules;
         p
     }

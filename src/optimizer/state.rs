@@ -53,13 +53,11 @@ impl ClassRules {
     fn build(p: &Problem) -> ClassRules {
         let n = p.classes.len();
         let mut r = ClassRules { own_spreads: vec![vec![]; n], own_affinities: vec![vec![]; n], repelled_by: vec![vec![]; n], own_preferred: vec![vec![]; n], preferred_member_of: vec![vec![]; n] };
-        for (ri, a) in p.topology.preferred.iter().enumerate() {
-            r.own_preferred[a.owner].push(ri);
-            if !a.is_host() {
-                for &m in &a.members {
-                    r.preferred_member_of[m].push(ri);
-                }
-            }
+        for (own, rules) in r.own_preferred.iter_mut().zip(&p.topology.preferred_of) {
+            own.clone_from(rules);
+        }
+        for (of, rules) in r.preferred_member_of.iter_mut().zip(&p.topology.preferred_counting) {
+            *of = rules.iter().copied().filter(|&ri| !p.topology.preferred[ri].is_host()).collect();
         }
         for (gi, g) in p.topology.spreads.iter().enumerate() {
             r.own_spreads[g.owner].push(gi);
@@ -91,6 +89,9 @@ pub struct State<'p> {
     owner_counts: Vec<BTreeMap<String, i64>>,
     /// Per zone-like preferred pod rule: domain -> member pods (running + placed).
     preferred_counts: Vec<BTreeMap<String, i64>>,
+    /// Per zone-like preferred pod rule: domain (None: nodes without the key) -> its owner's pods
+    /// placed by this plan.
+    preferred_owners: Vec<BTreeMap<Option<String>, i64>>,
     /// Whether [`Self::can_place`] also holds pods to their preferred pod (anti-)affinity, as
     /// Karpenter does before it relaxes preferences (the greedy baseline's first try).
     pub strict_preferred: bool,
@@ -122,6 +123,7 @@ impl<'p> State<'p> {
             affinity_counts: p.topology.affinities.iter().map(|r| r.running.clone()).collect(),
             owner_counts: vec![BTreeMap::new(); p.topology.affinities.len()],
             preferred_counts: p.topology.preferred.iter().map(|r| if r.is_host() { BTreeMap::new() } else { r.running.clone() }).collect(),
+            preferred_owners: vec![BTreeMap::new(); p.topology.preferred.len()],
             strict_preferred: false,
             rules: ClassRules::build(p),
             pool_used: vec![Resources::new(); p.pools.len()],
@@ -352,20 +354,42 @@ impl<'p> State<'p> {
 
     fn count_preferred_on(&mut self, node: usize, placed: &[(usize, usize)], sign: i64) {
         for &(k, c) in placed {
+            let c = sign * c as i64;
             for &ri in &self.rules.preferred_member_of[k] {
                 if let Some(d) = self.nodes[node].labels.get(&self.p.topology.preferred[ri].key) {
-                    *self.preferred_counts[ri].entry(d.clone()).or_insert(0) += sign * c as i64;
+                    *self.preferred_counts[ri].entry(d.clone()).or_insert(0) += c;
+                }
+            }
+            for &ri in &self.rules.own_preferred[k] {
+                let r = &self.p.topology.preferred[ri];
+                if !r.is_host() {
+                    *self.preferred_owners[ri].entry(self.nodes[node].labels.get(&r.key).cloned()).or_insert(0) += c;
                 }
             }
         }
     }
 
     fn count_preferred(&mut self, k: usize, node: usize) {
-        for &ri in &self.rules.preferred_member_of[k] {
-            if let Some(d) = self.nodes[node].labels.get(&self.p.topology.preferred[ri].key) {
-                *self.preferred_counts[ri].entry(d.clone()).or_insert(0) += 1;
-            }
-        }
+        self.count_preferred_on(node, &[(k, 1)], 1);
+    }
+
+    /// Zone-like preferred rule `ri`: member pods per domain (running and placed), and its owner's
+    /// pods per domain (None: on nodes without the key).
+    pub fn preferred_domains(&self, ri: usize) -> (&BTreeMap<String, i64>, &BTreeMap<Option<String>, i64>) {
+        (&self.preferred_counts[ri], &self.preferred_owners[ri])
+    }
+
+    /// The zone-like preferred rules whose penalty depends on where `node`'s pods are.
+    pub fn preferred_rules_on(&self, node: usize) -> Vec<usize> {
+        let mut out: Vec<usize> = self.nodes[node]
+            .placed
+            .keys()
+            .flat_map(|&k| self.rules.own_preferred[k].iter().chain(&self.rules.preferred_member_of[k]).copied())
+            .filter(|&ri| !self.p.topology.preferred[ri].is_host())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Matching pods of zone-like spread group `g` per domain, running and placed by this plan.

@@ -82,6 +82,10 @@ pub struct Topology {
     pub spreads: Vec<SpreadGroup>,
     pub affinities: Vec<AffinityRule>,
     pub preferred: Vec<PreferredRule>,
+    /// Per class: indices into `preferred` of the rules it owns.
+    pub preferred_of: Vec<Vec<usize>>,
+    /// Per class: indices into `preferred` of the rules that count it.
+    pub preferred_counting: Vec<Vec<usize>>,
     /// Per class: (key, domain) pairs where a running pod's required anti-affinity selects the class.
     pub inverse_forbidden: Vec<Vec<(String, String)>>,
 }
@@ -112,7 +116,7 @@ impl Topology {
     pub fn build(snapshot: &ClusterSnapshot, classes: &[PodClass], shapes: &[Shape], existing: &[ExistingNode]) -> Topology {
         let running = Running::gather(snapshot, existing);
         let pseudo: Vec<Pod> = classes.iter().map(|c| pseudo_pod(&c.constraints)).collect();
-        let mut t = Topology { inverse_forbidden: vec![Vec::new(); classes.len()], ..Default::default() };
+        let mut t = Topology { inverse_forbidden: vec![Vec::new(); classes.len()], preferred_of: vec![Vec::new(); classes.len()], ..Default::default() };
         type DomainKey<'a> = (&'a [crate::domain::Requirement], &'a crate::domain::NodeSelector, &'a [crate::domain::Toleration], &'a str);
         let mut eligible_memo: BTreeMap<DomainKey<'_>, BTreeSet<String>> = BTreeMap::new();
         // classes of one workload repeat the same selectors: count their members and running pods once
@@ -165,6 +169,7 @@ impl Topology {
                             (members, running.count(&term.topology_key, |p| term.selects(&c.namespace, p)))
                         })
                         .clone();
+                    t.preferred_of[k].push(t.preferred.len());
                     t.preferred.push(PreferredRule { owner: k, members, key: term.topology_key.clone(), anti, weight: w.weight, running });
                 }
             }
@@ -176,7 +181,19 @@ impl Topology {
             }
             t.inverse_forbidden[k] = forbidden.into_iter().collect();
         }
+        t.preferred_counting = vec![Vec::new(); classes.len()];
+        for (ri, r) in t.preferred.iter().enumerate() {
+            for &m in &r.members {
+                t.preferred_counting[m].push(ri);
+            }
+        }
         t
+    }
+
+    /// The preferred rules class `k` owns or is counted by.
+    pub fn preferred_touching(&self, k: usize) -> impl Iterator<Item = &PreferredRule> {
+        let (own, counted) = (self.preferred_of.get(k), self.preferred_counting.get(k));
+        own.into_iter().chain(counted).flatten().map(|&ri| &self.preferred[ri])
     }
 
     /// Narrows classes' offerings and nodes to what their affinity to running pods allows.
