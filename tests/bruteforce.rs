@@ -275,28 +275,24 @@ fn one_big_node_beats_two_small() {
     );
 }
 
+/// Two pods that prefer separate nodes with `weight`, and one node type at $0.04 that holds both.
+fn prefer_apart_pair(weight: i32) -> Instance {
+    Instance {
+        classes: vec![with(ClassSpec::plain("web", 2, 500, 512), |c| c.prefer_apart = Some(weight))],
+        types: vec![ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04)])],
+    }
+}
+
 #[test]
 fn a_preferred_anti_affinity_buys_a_second_node_when_it_costs_less_than_the_penalty() {
     // sharing: $0.04 + 2 pods x weight 100 x $0.001 = $0.24; apart: 2 x $0.04
-    hand_case(
-        Instance {
-            classes: vec![with(ClassSpec::plain("web", 2, 500, 512), |c| c.prefer_apart = Some(100))],
-            types: vec![ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04)])],
-        },
-        Some(0.08),
-    );
+    hand_case(prefer_apart_pair(100), Some(0.08));
 }
 
 #[test]
 fn a_light_preferred_anti_affinity_is_paid_rather_than_a_node() {
     // weight 10: sharing costs $0.04 + 2 x $0.01 = $0.06 against $0.08 apart
-    hand_case(
-        Instance {
-            classes: vec![with(ClassSpec::plain("web", 2, 500, 512), |c| c.prefer_apart = Some(10))],
-            types: vec![ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04)])],
-        },
-        Some(0.06),
-    );
+    hand_case(prefer_apart_pair(10), Some(0.06));
 }
 
 #[test]

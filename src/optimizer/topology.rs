@@ -113,7 +113,7 @@ impl Topology {
         keys.into_iter().collect()
     }
 
-    pub fn build(snapshot: &ClusterSnapshot, classes: &[PodClass], shapes: &[Shape], existing: &[ExistingNode]) -> Topology {
+    pub fn build<'a>(snapshot: &ClusterSnapshot, classes: &'a [PodClass], shapes: &[Shape], existing: &[ExistingNode]) -> Topology {
         let running = Running::gather(snapshot, existing);
         let pseudo: Vec<Pod> = classes.iter().map(|c| pseudo_pod(&c.constraints)).collect();
         let mut t = Topology { inverse_forbidden: vec![Vec::new(); classes.len()], preferred_of: vec![Vec::new(); classes.len()], ..Default::default() };
@@ -147,28 +147,25 @@ impl Topology {
                         .clone(),
                 });
             }
+            let mut select = |term: &'a PodAffinityTerm| -> Selected {
+                term_memo
+                    .entry((&c.namespace, term))
+                    .or_insert_with(|| {
+                        let members = (0..pseudo.len()).filter(|&j| term.selects(&c.namespace, &pseudo[j])).collect();
+                        (members, running.count(&term.topology_key, |p| term.selects(&c.namespace, p)))
+                    })
+                    .clone()
+            };
             for (terms, anti) in [(&c.pod_affinity, false), (&c.pod_anti_affinity, true)] {
                 for term in terms {
-                    let (members, running) = term_memo
-                        .entry((&c.namespace, term))
-                        .or_insert_with(|| {
-                            let members = (0..pseudo.len()).filter(|&j| term.selects(&c.namespace, &pseudo[j])).collect();
-                            (members, running.count(&term.topology_key, |p| term.selects(&c.namespace, p)))
-                        })
-                        .clone();
+                    let (members, running) = select(term);
                     t.affinities.push(AffinityRule { owner: k, members, key: term.topology_key.clone(), anti, running });
                 }
             }
             for (terms, anti) in [(&c.preferred_pod_affinity, false), (&c.preferred_pod_anti_affinity, true)] {
                 for w in terms.iter().filter(|w| w.weight > 0) {
                     let term = &w.term;
-                    let (members, running) = term_memo
-                        .entry((&c.namespace, term))
-                        .or_insert_with(|| {
-                            let members = (0..pseudo.len()).filter(|&j| term.selects(&c.namespace, &pseudo[j])).collect();
-                            (members, running.count(&term.topology_key, |p| term.selects(&c.namespace, p)))
-                        })
-                        .clone();
+                    let (members, running) = select(term);
                     t.preferred_of[k].push(t.preferred.len());
                     t.preferred.push(PreferredRule { owner: k, members, key: term.topology_key.clone(), anti, weight: w.weight, running });
                 }
