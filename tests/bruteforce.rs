@@ -580,10 +580,6 @@ proptest! {
             return Err(TestCaseError::fail(e));
         }
     }
-}
-
-proptest! {
-    #![proptest_config(config(32))]
 
     /// The same soundness with preferred hostname anti-affinity priced in: the search minimises
     /// price plus penalty, and the plans' objectives are held to it.
