@@ -4,8 +4,6 @@
 //! touching any placement. Pools with limits or minValues are left alone (a different type changes
 //! what the limit counts, and the fallback set must keep minValues).
 
-use crate::domain::labels::HOSTNAME;
-
 use super::extract::alternatives;
 use super::preferred;
 use super::problem::Problem;
@@ -25,19 +23,10 @@ pub fn downsize(p: &Problem, state: &mut State<'_>) -> usize {
         let Some(&(s, o)) = alternatives(p, node, &p.by_cost, |found, next| !found.is_empty() || p.offering(next.0, next.1).cost >= current.cost).first() else {
             continue;
         };
-        let best = p.offering(s, o);
-        if best.cost >= current.cost - 1e-12 {
+        if p.offering(s, o).cost >= current.cost - 1e-12 {
             continue;
         }
-        let used: Vec<i64> = current.alloc.iter().zip(&node.free).map(|(a, f)| a - f).collect();
-        let host = node.labels.get(HOSTNAME).cloned().unwrap_or_default();
-        let n = &mut state.nodes[i];
-        n.kind = NodeKind::New { shape: s, offering: o };
-        n.labels = best.labels.clone();
-        n.labels.insert(HOSTNAME.to_string(), host);
-        n.free = best.alloc.iter().zip(&used).map(|(a, u)| a - u).collect();
-        n.ports.retain(|port| !current.ds_ports.contains(port));
-        n.ports.extend(best.ds_ports.iter().cloned());
+        state.relaunch(i, (s, o));
         changed += 1;
     }
     changed
@@ -72,19 +61,19 @@ pub fn rezone(p: &Problem, state: &mut State<'_>) -> usize {
             }
             // only the rules that count this node's pods change with its zone
             let rules = state.preferred_rules_on(i);
-            let mut current = p.offering(shape, offering).cost + preferred::zone_penalty(p, state, &rules);
+            let mut current = p.offering(shape, offering).cost + preferred::zone_penalty(p, state, rules.iter().copied());
             for to in 0..p.shapes[shape].offerings.len() {
                 let NodeKind::New { offering: from, .. } = state.nodes[i].kind else { break };
                 if to == from || !state.can_relaunch(i, to) {
                     continue;
                 }
-                state.relaunch(i, to);
-                let after = p.offering(shape, to).cost + preferred::zone_penalty(p, state, &rules);
+                state.relaunch(i, (shape, to));
+                let after = p.offering(shape, to).cost + preferred::zone_penalty(p, state, rules.iter().copied());
                 if after < current - 1e-9 {
                     current = after;
                     moves += 1;
                 } else {
-                    state.relaunch(i, from);
+                    state.relaunch(i, (shape, from));
                 }
             }
         }

@@ -64,14 +64,13 @@ pub fn penalty(p: &Problem, state: &State<'_>) -> f64 {
         counts.extend(n.placed.iter().filter(|(_, &c)| c > 0).map(|(&k, &c)| (k, c as u32)));
         total += host_penalty(p, &n.labels, &counts);
     }
-    let zonal: Vec<usize> = (0..p.topology.preferred.len()).filter(|&ri| !p.topology.preferred[ri].is_host()).collect();
-    total + zone_penalty(p, state, &zonal)
+    total + zone_penalty(p, state, (0..p.topology.preferred.len()).filter(|&ri| !p.topology.preferred[ri].is_host()))
 }
 
 /// The penalty of the zone-like rules `rules`, from the plan's per-domain counts.
-pub fn zone_penalty(p: &Problem, state: &State<'_>, rules: &[usize]) -> f64 {
+pub fn zone_penalty(p: &Problem, state: &State<'_>, rules: impl IntoIterator<Item = usize>) -> f64 {
     let mut total = 0.0;
-    for &ri in rules {
+    for ri in rules {
         let r = &p.topology.preferred[ri];
         let (members, owners) = state.preferred_domains(ri);
         let missed: i64 = owners

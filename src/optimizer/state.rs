@@ -35,6 +35,11 @@ impl NodeState {
     pub fn pod_count(&self) -> usize {
         self.placed.values().sum()
     }
+
+    /// Pods placed here of the classes `members` (ascending).
+    pub fn count_of(&self, members: &[usize]) -> i64 {
+        self.placed.iter().filter(|(m, _)| members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum()
+    }
 }
 
 /// Per class, the topology rules its checks read, so a check does not scan every rule.
@@ -44,7 +49,6 @@ struct ClassRules {
     own_affinities: Vec<Vec<usize>>,
     /// Anti-affinity rules whose members include the class.
     repelled_by: Vec<Vec<usize>>,
-    own_preferred: Vec<Vec<usize>>,
     /// Per class: the zone-like preferred rules that count it.
     preferred_member_of: Vec<Vec<usize>>,
 }
@@ -52,10 +56,7 @@ struct ClassRules {
 impl ClassRules {
     fn build(p: &Problem) -> ClassRules {
         let n = p.classes.len();
-        let mut r = ClassRules { own_spreads: vec![vec![]; n], own_affinities: vec![vec![]; n], repelled_by: vec![vec![]; n], own_preferred: vec![vec![]; n], preferred_member_of: vec![vec![]; n] };
-        for (own, rules) in r.own_preferred.iter_mut().zip(&p.topology.preferred_of) {
-            own.clone_from(rules);
-        }
+        let mut r = ClassRules { own_spreads: vec![vec![]; n], own_affinities: vec![vec![]; n], repelled_by: vec![vec![]; n], preferred_member_of: vec![vec![]; n] };
         for (of, rules) in r.preferred_member_of.iter_mut().zip(&p.topology.preferred_counting) {
             *of = rules.iter().copied().filter(|&ri| !p.topology.preferred[ri].is_host()).collect();
         }
@@ -102,6 +103,11 @@ pub struct State<'p> {
 }
 
 impl<'p> State<'p> {
+    /// The preferred rules class `k` owns (none for a class the topology does not list).
+    fn own_preferred(&self, k: usize) -> &'p [usize] {
+        self.p.topology.preferred_of.get(k).map_or(&[], Vec::as_slice)
+    }
+
     pub fn new(p: &'p Problem) -> State<'p> {
         let nodes = p
             .existing
@@ -203,9 +209,9 @@ impl<'p> State<'p> {
 
     /// Class `k`'s preferred pod terms read as required ones (see `strict_preferred`).
     fn preferred_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.rules.own_preferred[k].iter().map(|&ri| (ri, &self.p.topology.preferred[ri])).all(|(ri, r)| {
+        self.own_preferred(k).iter().map(|&ri| (ri, &self.p.topology.preferred[ri])).all(|(ri, r)| {
             let here = if r.is_host() {
-                r.running.get(n.hostname()).copied().unwrap_or(0) + n.placed.iter().filter(|(m, _)| r.members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum::<i64>()
+                r.running.get(n.hostname()).copied().unwrap_or(0) + n.count_of(&r.members)
             } else {
                 match n.labels.get(&r.key) {
                     Some(d) => self.preferred_counts[ri].get(d).copied().unwrap_or(0),
@@ -239,7 +245,7 @@ impl<'p> State<'p> {
             let own = i64::from(g.members.binary_search(&k).is_ok());
             if g.is_host() {
                 // a new hostname can always be created, so the global minimum is zero
-                let here: i64 = n.placed.iter().filter(|(m, _)| g.members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum::<i64>()
+                let here: i64 = n.count_of(&g.members)
                     + g.existing.get(n.hostname()).copied().unwrap_or(0);
                 return here + own <= g.max_skew;
             }
@@ -257,7 +263,7 @@ impl<'p> State<'p> {
             let Some(d) = domain else { return r.anti };
             // a hostname is one node: count its members from the node itself, not a map of every host
             let here = if r.is_host() {
-                r.running.get(d).copied().unwrap_or(0) + n.placed.iter().filter(|(m, _)| r.members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum::<i64>()
+                r.running.get(d).copied().unwrap_or(0) + n.count_of(&r.members)
             } else {
                 counts.get(d).copied().unwrap_or(0)
             };
@@ -331,14 +337,20 @@ impl<'p> State<'p> {
             && !pods_ports.iter().any(|x| off.ds_ports.iter().any(|y| x.conflicts(y)))
     }
 
-    /// Launches new node `i` as offering `to` of its shape (see [`Self::can_relaunch`]). Only the
-    /// preferred-term counts follow the node to its new domains, so the caller must not move pods
-    /// that a spread or required affinity on a changed key counts.
-    pub fn relaunch(&mut self, i: usize, to: usize) {
-        let NodeKind::New { shape, offering } = self.nodes[i].kind else { return };
+    /// Launches new node `i` as offering `(shape, to)` with the same pods, keeping its hostname (see
+    /// [`Self::can_relaunch`]; `improve::downsize` changes the type too). Only the preferred-term
+    /// counts follow the node to its new domains, so the caller must not move pods that a spread or
+    /// required affinity on a changed key counts.
+    pub fn relaunch(&mut self, i: usize, (shape, to): (usize, usize)) {
+        let NodeKind::New { shape: old, offering } = self.nodes[i].kind else { return };
         let placed: Vec<(usize, usize)> = self.nodes[i].placed.iter().map(|(&k, &c)| (k, c)).collect();
         self.count_preferred_on(i, &placed, -1);
-        let (from, off) = (&self.p.shapes[shape].offerings[offering], &self.p.shapes[shape].offerings[to]);
+        if old != shape {
+            let (before, after) = (&self.p.shapes[old], &self.p.shapes[shape]);
+            self.pool_used[before.pool].sub(&before.capacity);
+            self.pool_used[after.pool].add(&after.capacity);
+        }
+        let (from, off) = (&self.p.shapes[old].offerings[offering], &self.p.shapes[shape].offerings[to]);
         let n = &mut self.nodes[i];
         for ((f, a), b) in n.free.iter_mut().zip(&off.alloc).zip(&from.alloc) {
             *f += a - b;
@@ -360,7 +372,7 @@ impl<'p> State<'p> {
                     *self.preferred_counts[ri].entry(d.clone()).or_insert(0) += c;
                 }
             }
-            for &ri in &self.rules.own_preferred[k] {
+            for &ri in self.own_preferred(k) {
                 let r = &self.p.topology.preferred[ri];
                 if !r.is_host() {
                     *self.preferred_owners[ri].entry(self.nodes[node].labels.get(&r.key).cloned()).or_insert(0) += c;
@@ -384,7 +396,7 @@ impl<'p> State<'p> {
         let mut out: Vec<usize> = self.nodes[node]
             .placed
             .keys()
-            .flat_map(|&k| self.rules.own_preferred[k].iter().chain(&self.rules.preferred_member_of[k]).copied())
+            .flat_map(|&k| self.own_preferred(k).iter().chain(&self.rules.preferred_member_of[k]).copied())
             .filter(|&ri| !self.p.topology.preferred[ri].is_host())
             .collect();
         out.sort_unstable();
