@@ -1,8 +1,8 @@
 //! Synthetic workloads for benchmarks: the diverse pod mix of Karpenter's scheduling benchmark
 //! (1/5 generic, 1/5 zonal spread, 1/5 hostname spread, 1/5 zonal self-affinity, 1/5 hostname
 //! anti-affinity; cpu in {100m, 250m, 500m, 1, 1.5}, memory in {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi}),
-//! built directly as domain types with a seeded generator so every run sees the same pods; and a
-//! mix whose rules are preferences only (see [`preferring`]).
+//! built directly as domain types with a seeded generator so every run sees the same pods; its
+//! generic pods alone ([`generic`]); and a mix whose rules are preferences only (see [`preferring`]).
 
 use crate::domain::labels::{HOSTNAME, ZONE};
 use crate::domain::{
@@ -85,6 +85,14 @@ pub fn diverse(count: usize, seed: u64) -> ClusterSnapshot {
         .collect();
     let nodepool = NodePool::unconstrained("default");
     ClusterSnapshot { pods, nodepools: vec![nodepool], ..Default::default() }
+}
+
+/// `count` pending pods like the diverse mix's generic fifth (10 Deployments, no placement rules):
+/// plain bin packing, where the bound is not loosened by rules it leaves out.
+pub fn generic(count: usize, seed: u64) -> ClusterSnapshot {
+    let mut rng = Rng(seed);
+    let pods = (0..count).map(|i| std::sync::Arc::new(pod(i, &format!("generic-{}", i % GROUPS), &mut rng, 0))).collect();
+    ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() }
 }
 
 /// `count` pending pods whose placement rules are all preferences: half generic (20 Deployments),

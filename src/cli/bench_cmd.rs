@@ -21,8 +21,9 @@ pub struct BenchArgs {
     pub time_limit: f64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// The pod mix: Karpenter's diverse benchmark mix, or one whose rules are all preferences
-    /// (preferred pod anti-affinity per node and per zone, priced by the cost weights).
+    /// The pod mix: Karpenter's diverse benchmark mix, its generic pods alone (no placement rules:
+    /// plain bin packing), or one whose rules are all preferences (preferred pod anti-affinity per
+    /// node and per zone, priced by the cost weights).
     #[arg(long, value_enum, default_value_t = Mix::Diverse)]
     pub mix: Mix,
 }
@@ -30,6 +31,7 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mix {
     Diverse,
+    Generic,
     Preferred,
 }
 
@@ -44,6 +46,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     for &n in &args.pods {
         let snapshot = match args.mix {
             Mix::Diverse => joiner::workload::diverse(n, args.seed),
+            Mix::Generic => joiner::workload::generic(n, args.seed),
             Mix::Preferred => joiner::workload::preferring(n, args.seed),
         };
         let mut settings = SolveSettings { time_limit: super::seconds("--time-limit", args.time_limit)?, ..Default::default() };

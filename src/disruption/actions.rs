@@ -365,7 +365,8 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
     // aggregated LP above may not assume that: it has no way to put them back where they are)
     p.set_home(home);
     let left = seconds - start.elapsed().as_secs_f64();
-    if left > 0.2 {
+    // as for provisioning, only where the LP's value bounds plans (soft rules: see lp_bounds_plans)
+    if left > 0.2 && milp::lp_bounds_plans(&p) {
         let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
         let (greedy_state, _) = greedy::place_all(&p, State::new(&p), &todo);
         if let Ok(milp::Generation { bound: Some(b), .. }) = milp::columns_and_bound(&p, &settings.solve(left, Strategy::Milp), &greedy_state, &demand, true) {

@@ -180,9 +180,8 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     // the converged pattern LP bounds plans that place every pod of the model; it also charges
     // ScheduleAnyway skew, which the plan's objective does not, so it is not used when any applies.
     // Columns priced out at -1e-7 may each leave that much on the table: step down by it per pod.
-    // the pricer does not see preferred pod terms either, so its "no improving pattern" proves nothing there
-    let soft_spread = p.topology.spreads.iter().any(|g| !g.hard) || !p.topology.preferred.is_empty();
-    if let Some(b) = lp_bound.filter(|_| settings.lower_bound && left.is_empty() && !soft_spread) {
+    // the pricer does not see preferred pod terms either (see milp::lp_bounds_plans)
+    if let Some(b) = lp_bound.filter(|_| settings.lower_bound && left.is_empty() && milp::lp_bounds_plans(&p)) {
         let b = (b * (1.0 - 1e-7) - 1e-7 * (1.0 + p.total_pods() as f64)).max(0.0);
         if b > lower_bound {
             notes.push("lower bound from the pattern lp".into());

@@ -7,7 +7,8 @@
 //! existing node that stays anyway) must be proven to have no improving pattern at all. The "most a
 //! pattern can collect" is bounded from above by the Lagrangian bound (`lagrange`), which relaxes fit
 //! into resource prices and keeps only per-node caps, so the ratio is safe without solving any
-//! knapsack; a settled exact knapsack tightens it where the bound alone would raise r.
+//! knapsack; a settled exact knapsack, or else HiGHS's bound on the bin's knapsack (`prove`),
+//! tightens it where the Lagrangian bound alone would raise r.
 
 use std::time::Instant;
 
@@ -70,3 +71,18 @@ fn collect_bound(p: &Problem, rules: &NodeRules, b: &BinInfo, w: impl Fn(usize, 
     lagrange::minimise(&b.room, &items, &rules.shared_cap).0
 }
 
+/// The most a pattern of `b` collects under `values`, or `floor` when none collects more, when the
+/// exact knapsack settles it, else HiGHS's bound on it (the `exact` of [`ratio`]).
+pub(super) fn exact_gain(p: &Problem, rules: &NodeRules, b: &BinInfo, values: &[f64], limit: &[u32], floor: f64) -> Option<f64> {
+    let host = super::existing_host(p, rules, b);
+    let Some(counts) = super::exact::pack_exact(p, rules, b, values, limit, &host, floor, FARLEY_EXACT_NODES) else {
+        // HiGHS's dual bound caps the bin even when it does not prove its optimum in time
+        return super::prove::solve(p, rules, b, values, limit, &host, std::time::Duration::from_secs_f64(super::prove::BIN_SECONDS)).map(|k| k.upper.max(floor));
+    };
+    // the preload's value is counted by the caller with the bin's fixed part
+    Some(counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum::<f64>().max(floor))
+}
+
+/// Search nodes the Farley ratio's exact knapsack may spend per bin: it runs on every bin once, at
+/// the end, so it gets a tenth of the pricer's budget (the relaxations stand in when it gives up).
+const FARLEY_EXACT_NODES: usize = 2_000;
