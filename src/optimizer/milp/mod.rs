@@ -622,10 +622,12 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
             }
             // without a proof of convergence, Farley's ratio still certifies a (weaker) bound. It
             // may price bins exactly (0.56 s of a 1 s solve at 1,000 pods once), so it only runs
-            // when a bound is asked for and column generation stopped before its share of the
-            // time, and it gets a tenth of the time limit
+            // when a bound is asked for and column generation was not cut short by its share of the
+            // time (a generation that found nothing ended on its own, however long its last round
+            // took), and it gets a tenth of the time limit
             let limit = settings.time_limit.as_secs_f64();
-            let farley = relaxation && settings.lower_bound && lp_bounds_plans(p) && !out_of_time && start.elapsed().as_secs_f64() < limit * (1.0 - FARLEY_SHARE);
+            let cut_short = out_of_time && !found.is_empty();
+            let farley = relaxation && settings.lower_bound && lp_bounds_plans(p) && !cut_short && start.elapsed().as_secs_f64() < limit * (1.0 - FARLEY_SHARE);
             let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit * FARLEY_SHARE);
             let open_bins = unsettled_bins.len();
             let bound = if certified {
