@@ -30,3 +30,12 @@ pub(crate) fn zone_spread(pods: usize) -> Problem {
     let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
     Problem::build(&snapshot, &catalog)
 }
+
+/// One small on-demand type (2 vCPU, 2 GiB, at most 6 pods) in one zone: nodes of a few pods, where
+/// the pricers' answers can be checked exhaustively.
+pub(crate) fn tiny_catalog() -> Catalog {
+    let mut it = InstanceType::new("tiny.large", 2, 2048, Arch::Amd64);
+    it.max_pods = Some(6);
+    it.offerings.push(Offering { zone: "z1".into(), capacity_type: CapacityType::OnDemand, price: 0.05, available: true, price_estimated: false, interruption_band: None });
+    Catalog { region: "test".into(), instance_types: vec![it], provenance: None }
+}

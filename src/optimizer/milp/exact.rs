@@ -217,7 +217,7 @@ impl Search<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{Arch, CapacityType, Catalog, InstanceType, Offering};
+    use crate::catalog::Catalog;
     use crate::optimizer::milp::{bins, columns::valid};
 
     /// Every pattern of the bin by enumeration, under the same rules: the best total value.
@@ -250,10 +250,7 @@ mod tests {
 
     #[test]
     fn the_exact_pricer_finds_the_best_pattern_brute_force_finds() {
-        let mut it = InstanceType::new("tiny.large", 2, 2048, Arch::Amd64);
-        it.max_pods = Some(6);
-        it.offerings.push(Offering { zone: "z1".into(), capacity_type: CapacityType::OnDemand, price: 0.05, available: true, price_estimated: false, interruption_band: None });
-        let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
+        let catalog = crate::optimizer::fixtures::tiny_catalog();
         let mut checked = 0;
         for seed in 0..12u64 {
             // the diverse mix brings anti-affinity cliques, hostname spread groups and rule-free

@@ -146,7 +146,7 @@ fn pattern(p: &Problem, rules: &NodeRules, bin: &BinInfo, items: &[(usize, f64, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{Arch, CapacityType, Catalog, InstanceType, Offering};
+    use crate::catalog::Catalog;
     use crate::optimizer::milp::{bins, exact};
 
     fn worth(bin: &BinInfo, value: &[f64], counts: &[(usize, u32)]) -> f64 {
@@ -155,10 +155,7 @@ mod tests {
 
     #[test]
     fn highs_finds_the_pattern_the_settled_search_finds() {
-        let mut it = InstanceType::new("tiny.large", 2, 2048, Arch::Amd64);
-        it.max_pods = Some(6);
-        it.offerings.push(Offering { zone: "z1".into(), capacity_type: CapacityType::OnDemand, price: 0.05, available: true, price_estimated: false, interruption_band: None });
-        let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
+        let catalog = crate::optimizer::fixtures::tiny_catalog();
         let mut checked = 0;
         for seed in 0..12u64 {
             // anti-affinity cliques, hostname spread groups and conflicts, as in the exact search's test
