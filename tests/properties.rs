@@ -2,7 +2,8 @@
 //! strategies (greedy and MILP).
 //!
 //! An instance is 1-4 pod classes of 1-8 pods each (cpu and memory from small sets, optionally a zone
-//! topology spread, hostname anti-affinity or a zone nodeSelector) against a hand-written catalog of
+//! topology spread, DoNotSchedule or ScheduleAnyway, hostname anti-affinity or a zone nodeSelector)
+//! against a hand-written catalog of
 //! 3-6 instance types x 2 zones x {on-demand, spot}, some offerings randomly missing. Every type has an
 //! explicit overhead, so allocatable is known exactly, and every offering a distinct, "generic" price,
 //! so cost ties (which would make the chosen nodes legitimately arbitrary) practically never occur.
@@ -16,7 +17,8 @@
 //!   distinct prices no choice of it should depend on the order; the MILP may legitimately swap pods
 //!   between nodes at equal total cost, so only its offerings are compared);
 //! - feasibility: the independent checker in `support/builders.rs` (every pod once, fit within the
-//!   exact allocatable, selectors, anti-affinity, spread skew, prices, no needless unschedulable pod);
+//!   exact allocatable, selectors, anti-affinity, DoNotSchedule spread skew, prices, no needless
+//!   unschedulable pod);
 //! - quality: the MILP never scores worse than greedy (it places at least as many pods and, placing as
 //!   many, costs no more), and `lower_bound <= objective` for both.
 //!
@@ -76,7 +78,7 @@ fn catalog_types(chosen: &[usize], present: &[bool]) -> Vec<TypeSpec> {
         .collect()
 }
 
-fn class_strategy() -> impl proptest::strategy::Strategy<Value = (usize, usize, usize, Option<u32>, bool, Option<usize>)>
+fn class_strategy() -> impl proptest::strategy::Strategy<Value = (usize, usize, usize, Option<u32>, bool, Option<usize>, bool)>
 {
     (
         1usize..=8,
@@ -85,6 +87,8 @@ fn class_strategy() -> impl proptest::strategy::Strategy<Value = (usize, usize, 
         prop_oneof![3 => Just(None), 1 => Just(Some(1u32)), 1 => Just(Some(2u32))],
         proptest::bool::weighted(0.25),
         prop_oneof![3 => Just(None), 1 => Just(Some(0usize)), 1 => Just(Some(1usize))],
+        // a spread made ScheduleAnyway: the baseline holds it while it can, the MILP prices it
+        proptest::bool::weighted(0.3),
     )
 }
 
@@ -98,12 +102,13 @@ fn instance_strategy() -> impl proptest::strategy::Strategy<Value = Instance> {
             classes: classes
                 .into_iter()
                 .enumerate()
-                .map(|(i, (count, cpu, mem, spread, anti, zone))| ClassSpec {
+                .map(|(i, (count, cpu, mem, spread, anti, zone, soft_spread))| ClassSpec {
                     name: format!("c{i}"),
                     count,
                     cpu_m: CPU_M[cpu],
                     mem_mib: MEM_MIB[mem],
                     spread,
+                    soft_spread,
                     anti,
                     zone: zone.map(|z| ZONES[z].to_string()),
                     prefer_apart: None,

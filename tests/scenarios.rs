@@ -466,6 +466,56 @@ fn preferred_pod_terms_are_priced_and_traded_against_nodes() {
     o.assert_milp_strictly_cheaper();
 }
 
+// ------------------------------------------------------------------ Karpenter's preference ladder (3.8)
+
+#[test]
+fn greedy_holds_the_first_satisfiable_required_term_like_karpenter() {
+    let o = scenario("required-terms-in-order");
+    let g = &o.greedy.plan;
+    assert_eq!(g.nodes.iter().map(|n| n.zone.as_str()).collect::<Vec<_>>(), ["test-zone-2"], "{}", summary(g));
+    assert_cost("greedy", g, 0.40);
+    let m = &o.milp.plan;
+    assert_eq!(m.nodes.len(), 1, "{}", summary(m));
+    assert!(["test-zone-1", "test-zone-2"].contains(&m.nodes[0].zone.as_str()), "{}", summary(m));
+    assert_cost("milp", m, 0.40);
+}
+
+#[test]
+fn heaviest_unsatisfiable_preferred_node_term_falls_back_to_the_next() {
+    let o = scenario("preferred-node-affinity-fallback");
+    for s in o.both() {
+        let p = &s.plan;
+        assert_eq!(p.nodes.iter().map(|n| n.zone.as_str()).collect::<Vec<_>>(), ["test-zone-2"], "{}\n{}", s.label(), summary(p));
+        assert_cost(s.label(), p, 0.40);
+        // weights 100 and 1 unmet at the default 0.001 $/h each
+        assert!((p.objective - 0.501).abs() < EPS, "{}: objective {}", s.label(), p.objective);
+    }
+}
+
+#[test]
+fn preferred_type_is_held_by_greedy_and_priced_by_the_milp() {
+    let o = scenario("preferred-instance-type-priced");
+    assert_eq!(types(&o.greedy.plan), ["default-instance-type"], "{}", summary(&o.greedy.plan));
+    assert_cost("greedy", &o.greedy.plan, 0.80);
+    let m = &o.milp.plan;
+    assert_eq!(types(m), ["small-instance-type"], "{}", summary(m));
+    assert_cost("milp", m, 0.40);
+    assert!((m.objective - 0.45).abs() < EPS, "objective {}\n{}", m.objective, summary(m));
+    o.assert_milp_strictly_cheaper();
+}
+
+#[test]
+fn schedule_anyway_spread_is_held_by_greedy_and_priced_by_the_milp() {
+    let o = scenario("schedule-anyway-spread");
+    let g = &o.greedy.plan;
+    assert_eq!(per_zone(g, "default/web-").values().copied().collect::<Vec<_>>(), [1, 1, 1], "{}", summary(g));
+    assert_cost("greedy", g, 1.20);
+    let m = &o.milp.plan;
+    assert_eq!(per_node(m, "default/web-"), [3], "{}", summary(m));
+    assert_cost("milp", m, 0.40);
+    o.assert_milp_strictly_cheaper();
+}
+
 // ------------------------------------------------------------------ minValues
 
 #[test]

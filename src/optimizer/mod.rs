@@ -146,7 +146,12 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), classes = p.classes.len(), shapes = p.shapes.len(), "problem built");
-    let (greedy_state, greedy_left) = greedy::place_all(&p, State::new(&p), &todo);
+    // the baseline holds preferences as Karpenter does; the optimizer starts from a plan that
+    // leaves them to the objective (see greedy::seed)
+    let (greedy_state, greedy_left) = match settings.strategy {
+        Strategy::Greedy => greedy::place_all(&p, State::new(&p), &todo),
+        Strategy::Milp => greedy::seed(&p, State::new(&p), &todo),
+    };
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "greedy done");
     let placed_by_greedy: Vec<u32> = (0..p.classes.len()).map(|k| greedy_state.placed_of(k) as u32).collect();
     // the bins are built once: the bound's LP and the MILP both read them
@@ -250,11 +255,15 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[
                 Decided { state, left, status: status.into(), model: Some(model), vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
             }
             Err(milp::MilpError::OutOfTime) => {
-                plain(greedy_state, greedy_left, "time-limit", vec!["time limit: reached before the first lp over the seed patterns; the greedy plan stands".into()])
+                plain(greedy_state, greedy_left, "time-limit", vec!["time limit: reached before the first lp over the seed patterns; the greedy start stands".into()])
             }
             Err(e) => {
                 tracing::warn!(error = %e, "milp failed; falling back to greedy");
-                plain(greedy_state, greedy_left, FALLBACK_STATUS, vec![format!("solver failed: {e}")])
+                // the fallback is the baseline's plan, the one `--strategy greedy` gives, not the
+                // optimizer's start (they differ where preferences apply, see greedy::seed)
+                let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
+                let (state, left) = greedy::place_all(p, State::new(p), &todo);
+                plain(state, left, FALLBACK_STATUS, vec![format!("solver failed: {e}")])
             }
         },
     }

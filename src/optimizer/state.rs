@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::domain::labels::HOSTNAME;
-use crate::domain::{HostPort, Labels, Resources};
+use crate::domain::labels::{untolerated_soft_taints, HOSTNAME};
+use crate::domain::{HostPort, Labels, Requirement, Resources, Taint, Toleration};
 
 use super::plan::UnschedulableReason;
 use super::problem::{fits, ports_conflict, within_limits, Problem};
@@ -39,6 +39,32 @@ impl NodeState {
     /// Pods placed here of the classes `members` (ascending).
     pub fn count_of(&self, members: &[usize]) -> i64 {
         self.placed.iter().filter(|(m, _)| members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum()
+    }
+}
+
+/// Preferences held as requirements while the greedy baseline places one pod: a rung of Karpenter's
+/// relaxation ladder (`greedy::Ladder`). [`State::can_place`] then refuses what a rung forbids on top
+/// of the hard rules.
+#[derive(Debug, Clone, Default)]
+pub struct Held<'p> {
+    /// Preferred pod (anti-)affinity rules read as required terms.
+    pub preferred: Vec<usize>,
+    /// ScheduleAnyway spread groups read as DoNotSchedule.
+    pub soft_spreads: Vec<usize>,
+    /// Node-affinity terms the node's labels must meet: the required term still first in line and
+    /// the heaviest preferred term not yet dropped.
+    pub terms: Vec<&'p [Requirement]>,
+    /// Whether an untolerated PreferNoSchedule taint refuses the node.
+    pub soft_taints: bool,
+    /// The offerings the pod may use on this rung when they are more than its class's menu (sorted):
+    /// a held node term may need one the menu dropped as dominated.
+    pub offerings: Option<std::sync::Arc<[(usize, usize)]>>,
+}
+
+impl Held<'_> {
+    /// Whether a node with `labels` and `taints` meets the held node terms and soft taints.
+    pub fn admits(&self, tolerations: &[Toleration], labels: &Labels, taints: &[Taint]) -> bool {
+        self.terms.iter().all(|t| t.iter().all(|r| r.matches(labels))) && !(self.soft_taints && untolerated_soft_taints(tolerations, taints) > 0)
     }
 }
 
@@ -93,9 +119,9 @@ pub struct State<'p> {
     /// Per zone-like preferred pod rule: domain (None: nodes without the key) -> its owner's pods
     /// placed by this plan.
     preferred_owners: Vec<BTreeMap<Option<String>, i64>>,
-    /// Whether [`Self::can_place`] also holds pods to their preferred pod (anti-)affinity, as
-    /// Karpenter does before it relaxes preferences (the greedy baseline's first try).
-    pub strict_preferred: bool,
+    /// Preferences [`Self::can_place`] also holds the pod to, as Karpenter does before it relaxes
+    /// them (the greedy baseline only; `None` everywhere else).
+    pub held: Option<Held<'p>>,
     rules: ClassRules,
     /// Per pool: capacity of the nodes this plan launched.
     pool_used: Vec<Resources>,
@@ -130,7 +156,7 @@ impl<'p> State<'p> {
             owner_counts: vec![BTreeMap::new(); p.topology.affinities.len()],
             preferred_counts: p.topology.preferred.iter().map(|r| if r.is_host() { BTreeMap::new() } else { r.running.clone() }).collect(),
             preferred_owners: vec![BTreeMap::new(); p.topology.preferred.len()],
-            strict_preferred: false,
+            held: None,
             rules: ClassRules::build(p),
             pool_used: vec![Resources::new(); p.pools.len()],
             next_id: 0,
@@ -184,8 +210,13 @@ impl<'p> State<'p> {
         let c = &self.p.classes[k];
         match node.kind {
             NodeKind::Existing(e) => c.existing.contains(&e),
-            NodeKind::New { shape, offering } => c.offerings.binary_search(&(shape, offering)).is_ok(),
+            NodeKind::New { shape, offering } => self.offers(k, (shape, offering)),
         }
+    }
+
+    /// Whether class `k` may launch offering `o`: its menu, or the wider list a held rung brings.
+    pub fn offers(&self, k: usize, o: (usize, usize)) -> bool {
+        self.p.classes[k].offerings.binary_search(&o).is_ok() || self.held.as_ref().and_then(|h| h.offerings.as_deref()).is_some_and(|w| w.binary_search(&o).is_ok())
     }
 
     /// Checks every rule for one more pod of class `k` on `node`.
@@ -195,21 +226,32 @@ impl<'p> State<'p> {
         if !self.class_allows(k, n) {
             return Err(UnschedulableReason::NoCompatibleOffering);
         }
+        if self.held.as_ref().is_some_and(|h| !h.admits(&class.constraints.tolerations, &n.labels, self.taints_of(n))) {
+            return Err(UnschedulableReason::NoCompatibleOffering);
+        }
         if !fits(&class.req, &n.free) {
             return Err(UnschedulableReason::LargerThanAnyType);
         }
         if ports_conflict(&class.constraints.host_ports, &n.ports) {
             return Err(UnschedulableReason::HostPort);
         }
-        if !self.spread_ok(k, n) || !self.affinity_ok(k, n) || !self.inverse_ok(k, n) || (self.strict_preferred && !self.preferred_ok(k, n)) {
+        if !self.spread_ok(k, n) || !self.affinity_ok(k, n) || !self.inverse_ok(k, n) || !self.preferred_ok(k, n) {
             return Err(UnschedulableReason::Topology);
         }
         Ok(())
     }
 
-    /// Class `k`'s preferred pod terms read as required ones (see `strict_preferred`).
+    fn taints_of(&self, n: &NodeState) -> &'p [Taint] {
+        match n.kind {
+            NodeKind::Existing(e) => &self.p.existing[e].taints,
+            NodeKind::New { shape, .. } => &self.p.shapes[shape].taints,
+        }
+    }
+
+    /// The preferred pod terms [`Self::held`] reads as required ones (none without a rung).
     fn preferred_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.own_preferred(k).iter().map(|&ri| (ri, &self.p.topology.preferred[ri])).all(|(ri, r)| {
+        let Some(held) = &self.held else { return true };
+        held.preferred.iter().map(|&ri| (ri, &self.p.topology.preferred[ri])).all(|(ri, r)| {
             let here = if r.is_host() {
                 r.running.get(n.hostname()).copied().unwrap_or(0) + n.count_of(&r.members)
             } else {
@@ -237,11 +279,11 @@ impl<'p> State<'p> {
             && self.spread_ok(k, n)
             && self.affinity_ok(k, n)
             && self.inverse_ok(k, n)
-            && (!self.strict_preferred || self.preferred_ok(k, n))
+            && self.preferred_ok(k, n)
     }
 
     fn spread_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.rules.own_spreads[k].iter().map(|&gi| (gi, &self.p.topology.spreads[gi])).filter(|(_, g)| g.hard).all(|(gi, g)| {
+        self.rules.own_spreads[k].iter().map(|&gi| (gi, &self.p.topology.spreads[gi])).filter(|(gi, g)| g.hard || self.held.as_ref().is_some_and(|h| h.soft_spreads.contains(gi))).all(|(gi, g)| {
             let own = i64::from(g.members.binary_search(&k).is_ok());
             if g.is_host() {
                 // a new hostname can always be created, so the global minimum is zero

@@ -34,6 +34,8 @@ pub struct ClassSpec {
     pub mem_mib: i64,
     /// Zone topology spread (DoNotSchedule) over the class's own pods, with this maxSkew.
     pub spread: Option<u32>,
+    /// The spread is ScheduleAnyway instead: a preference, never checked as a rule.
+    pub soft_spread: bool,
     /// Required hostname anti-affinity to the class's own pods: one per node.
     pub anti: bool,
     /// `nodeSelector: {topology.kubernetes.io/zone: Z}`.
@@ -45,7 +47,7 @@ pub struct ClassSpec {
 
 impl ClassSpec {
     pub fn plain(name: &str, count: usize, cpu_m: i64, mem_mib: i64) -> ClassSpec {
-        ClassSpec { name: name.into(), count, cpu_m, mem_mib, spread: None, anti: false, zone: None, prefer_apart: None }
+        ClassSpec { name: name.into(), count, cpu_m, mem_mib, spread: None, soft_spread: false, anti: false, zone: None, prefer_apart: None }
     }
 }
 
@@ -185,7 +187,7 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
         constraints.spread.push(TopologySpread {
             max_skew: skew,
             topology_key: ZONE.into(),
-            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            when_unsatisfiable: if c.soft_spread { WhenUnsatisfiable::ScheduleAnyway } else { WhenUnsatisfiable::DoNotSchedule },
             selector: selector(&c.name),
             min_domains: None,
         });
@@ -378,7 +380,7 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
         }
     }
     for (k, c) in inst.classes.iter().enumerate() {
-        if let Some(skew) = c.spread {
+        if let Some(skew) = c.spread.filter(|_| !c.soft_spread) {
             let counts = per_zone.get(&k).cloned().unwrap_or_default();
             let mut zones = inst.eligible_zones(k);
             zones.extend(counts.keys().cloned());

@@ -1,0 +1,49 @@
+NAME        
+ROWS
+ N  Obj     
+ G  r0      
+ G  r1      
+ L  r2      
+ G  r3      
+ L  r4      
+ G  r5      
+ L  r6      
+COLUMNS
+    c0        Obj       1000
+    c0        r0        1
+    c1        r1        -1
+    c1        r2        -1
+    c1        r3        -1
+    c1        r4        -1
+    c1        r5        -1
+    c1        r6        -1
+    c2        Obj       0.050000000000000003
+    c2        r2        -1
+    c3        Obj       0.050000000000000003
+    c3        r4        -1
+    c4        Obj       0.050000000000000003
+    c4        r6        -1
+    MARK0000  'MARKER'                 'INTORG'
+    c5        Obj       0.40000000000000002
+    c5        r0        3
+    c5        r1        3
+    c5        r2        3
+    c6        Obj       0.40000000000000002
+    c6        r0        3
+    c6        r5        3
+    c6        r6        3
+    c7        Obj       0.40000000000000002
+    c7        r0        3
+    c7        r3        3
+    c7        r4        3
+    MARK0001  'MARKER'                 'INTEND'
+RHS
+    RHS_V     r0        3
+    RHS_V     r2        1
+    RHS_V     r4        1
+    RHS_V     r6        1
+BOUNDS
+ LI BOUND     c5        0
+ LI BOUND     c6        0
+ LI BOUND     c7        0
+ENDATA
