@@ -472,7 +472,7 @@ fn preferred_pod_terms_are_priced_and_traded_against_nodes() {
 fn greedy_holds_the_first_satisfiable_required_term_like_karpenter() {
     let o = scenario("required-terms-in-order");
     let g = &o.greedy.plan;
-    assert_eq!(g.nodes.iter().map(|n| n.zone.as_str()).collect::<Vec<_>>(), ["test-zone-2"], "{}", summary(g));
+    assert_eq!(zones(g), ["test-zone-2"], "{}", summary(g));
     assert_cost("greedy", g, 0.40);
     let m = &o.milp.plan;
     assert_eq!(m.nodes.len(), 1, "{}", summary(m));
@@ -485,7 +485,7 @@ fn heaviest_unsatisfiable_preferred_node_term_falls_back_to_the_next() {
     let o = scenario("preferred-node-affinity-fallback");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(p.nodes.iter().map(|n| n.zone.as_str()).collect::<Vec<_>>(), ["test-zone-2"], "{}\n{}", s.label(), summary(p));
+        assert_eq!(zones(p), ["test-zone-2"], "{}\n{}", s.label(), summary(p));
         assert_cost(s.label(), p, 0.40);
         // weights 100 and 1 unmet at the default 0.001 $/h each
         assert!((p.objective - 0.501).abs() < EPS, "{}: objective {}", s.label(), p.objective);

@@ -253,6 +253,13 @@ pub fn types(p: &Plan) -> Vec<&str> {
     t
 }
 
+/// Zones of the new nodes, sorted.
+pub fn zones(p: &Plan) -> Vec<&str> {
+    let mut z: Vec<&str> = p.nodes.iter().map(|n| n.zone.as_str()).collect();
+    z.sort();
+    z
+}
+
 /// Pods whose name starts with `prefix` (e.g. `default/web-`), per zone of their new node.
 pub fn per_zone(p: &Plan, prefix: &str) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
