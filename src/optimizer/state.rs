@@ -42,8 +42,8 @@ impl NodeState {
     }
 }
 
-/// Preferences held as requirements while the greedy baseline places one pod: a rung of Karpenter's
-/// relaxation ladder (`greedy::Ladder`). [`State::can_place`] then refuses what a rung forbids on top
+/// Preferences held as requirements while greedy placement places one pod: a rung of Karpenter's
+/// relaxation ladder (`greedy::Ladder`), or of the optimizer start's shorter one. [`State::can_place`] then refuses what a rung forbids on top
 /// of the hard rules.
 #[derive(Debug, Clone, Default)]
 pub struct Held<'p> {
@@ -120,7 +120,7 @@ pub struct State<'p> {
     /// placed by this plan.
     preferred_owners: Vec<BTreeMap<Option<String>, i64>>,
     /// Preferences [`Self::can_place`] also holds the pod to, as Karpenter does before it relaxes
-    /// them (the greedy baseline only; `None` everywhere else).
+    /// them (set by greedy placement, rung by rung; `None` everywhere else).
     pub held: Option<Held<'p>>,
     rules: ClassRules,
     /// Per pool: capacity of the nodes this plan launched.
