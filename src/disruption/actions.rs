@@ -367,8 +367,7 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
     let left = seconds - start.elapsed().as_secs_f64();
     // as for provisioning, only where the LP's value bounds plans (soft rules: see lp_bounds_plans)
     if left > 0.2 && milp::lp_bounds_plans(&p) {
-        let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
-        let (greedy_state, _) = greedy::seed(&p, State::new(&p), &todo);
+        let (greedy_state, _) = greedy::seed(&p, State::new(&p), &p.class_demands());
         if let Ok(milp::Generation { bound: Some(b), .. }) = milp::columns_and_bound(&p, &settings.solve(left, Strategy::Milp), &greedy_state, &demand, true) {
             let b = (b * (1.0 - 1e-7) - 1e-7 * (1.0 + p.total_pods() as f64)).max(0.0);
             if b > best {

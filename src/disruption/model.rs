@@ -297,9 +297,8 @@ fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, se
     if pg.classes.is_empty() {
         return Ok(NewNodes { patterns: vec![], lp: vec![], pod_prices: vec![0.0; ph.classes.len()] });
     }
-    let todo: Vec<(usize, usize)> = pg.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
     let demand: Vec<u32> = pg.classes.iter().map(|c| c.demand() as u32).collect();
-    let (greedy_state, _) = greedy::seed(&pg, State::new(&pg), &todo);
+    let (greedy_state, _) = greedy::seed(&pg, State::new(&pg), &pg.class_demands());
     let cg = SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs_f64(seconds.max(0.2)), ..settings.clone() };
     let generated = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand, true)?;
     // the same pods group into the same classes in both problems; map through a member's key, and

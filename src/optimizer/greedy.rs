@@ -2,7 +2,10 @@
 //! order; first fit on existing nodes; then on this round's new nodes (fewest pods first); else a new
 //! node of the highest-weight NodePool that can take the pod. A new node keeps every offering that
 //! could still hold all its pods and launches the cheapest of them at the end, so nodes fill up to the
-//! largest compatible type, exactly the behaviour joiner's MILP is measured against.
+//! largest compatible type, exactly the behaviour joiner's MILP is measured against. Preferences are
+//! held as requirements and dropped one at a time when a pod fits nowhere, as Karpenter relaxes them
+//! ([`Ladder`]). Two variants share the packing: [`seed`], the optimizer's start, which leaves most
+//! preferences to the objective, and [`repair`], which places what a MILP plan's replay left over.
 
 use std::collections::BTreeMap;
 
@@ -54,7 +57,7 @@ fn run<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)], mode: Mode
     let mut planned: Vec<usize> = if tight { state.new_nodes().map(|(i, _)| i).collect() } else { vec![] };
     planned.sort_by_key(|&n| (state.nodes[n].free.first().copied().unwrap_or(0), n));
     let ladders = match mode {
-        Mode::Karpenter => (0..p.classes.len()).map(|k| Ladder::build(p, k)).collect(),
+        Mode::Karpenter => (0..p.classes.len()).map(|k| Ladder::build(p, &domains, k)).collect(),
         Mode::Seed => (0..p.classes.len()).map(|k| Ladder::pod_terms(p, k)).collect(),
         Mode::Repair => vec![],
     };
@@ -121,10 +124,10 @@ struct Ladder<'p> {
 }
 
 impl<'p> Ladder<'p> {
-    fn build(p: &'p Problem, k: usize) -> Ladder<'p> {
+    fn build(p: &'p Problem, domains: &Domains, k: usize) -> Ladder<'p> {
         let c = &p.classes[k].constraints;
         let by_weight = |anti: bool| {
-            let mut rules: Vec<usize> = p.topology.preferred_of.get(k).map_or(&[][..], Vec::as_slice).iter().copied().filter(|&ri| p.topology.preferred[ri].anti == anti).collect();
+            let mut rules: Vec<usize> = p.topology.owned_preferred(k).iter().copied().filter(|&ri| p.topology.preferred[ri].anti == anti).collect();
             rules.sort_by_key(|&ri| std::cmp::Reverse(p.topology.preferred[ri].weight));
             rules
         };
@@ -141,15 +144,14 @@ impl<'p> Ladder<'p> {
             // nodes with one then wait for the last rung too); without it Karpenter would refuse a
             // soft-tainted existing node for good, where joiner lets it take the pod as kube-scheduler does
             soft_taints: p.shapes.iter().any(|s| untolerated(&s.taints)),
-            wide: (c.node_affinity.terms.len() > 1 || !c.preferred_node_affinity.is_empty()).then(|| wide_offerings(p, k).into()),
+            wide: (c.node_affinity.terms.len() > 1 || !c.preferred_node_affinity.is_empty()).then(|| wide_offerings(p, domains, k).into()),
             at_once: false,
         }
     }
 
     /// [`seed`]'s ladder: every preferred pod term held, then none.
     fn pod_terms(p: &'p Problem, k: usize) -> Ladder<'p> {
-        let own = p.topology.preferred_of.get(k).map_or(&[][..], Vec::as_slice);
-        Ladder { required: &[], affinity: own.to_vec(), anti: vec![], node_terms: vec![], spreads: vec![], soft_taints: false, wide: None, at_once: true }
+        Ladder { required: &[], affinity: p.topology.owned_preferred(k).to_vec(), anti: vec![], node_terms: vec![], spreads: vec![], soft_taints: false, wide: None, at_once: true }
     }
 
     /// How many preferences can be dropped; rung `steps()` holds none.
@@ -221,6 +223,12 @@ impl Domains {
 
     fn of(&self, (s, o): (usize, usize)) -> &[u32] {
         &self.ids[self.base[s] + o]
+    }
+
+    /// The values of the keys class `k` reads on offering `c`, as ids.
+    fn signature(&self, k: usize, c: (usize, usize)) -> Vec<u32> {
+        let ids = self.of(c);
+        self.keys_of[k].iter().map(|&i| ids[i]).collect()
     }
 
     /// Whether two offerings agree on every key class `k` reads.
@@ -355,11 +363,8 @@ impl<'p> Greedy<'p> {
         let soft = |s: usize| crate::domain::labels::untolerated_soft_taints(&class.constraints.tolerations, &self.p.shapes[s].taints) > 0;
         reps.sort_by(|a, b| soft(a.0).cmp(&soft(b.0)).then(self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost)).then(a.cmp(b)));
         let mut tried_domains = std::collections::BTreeSet::new();
-        let keys = topology_keys(self.p, k);
         for (s, o) in reps {
-            let off = self.p.offering(s, o);
-            let domain: Vec<Option<&String>> = keys.iter().map(|key| off.labels.get(key)).collect();
-            if !tried_domains.insert((self.p.shapes[s].pool, domain.iter().map(|d| d.cloned()).collect::<Vec<_>>())) {
+            if !tried_domains.insert((self.p.shapes[s].pool, self.domains.signature(k, (s, o)))) {
                 continue;
             }
             if !self.state.can_open(s, o) {
@@ -457,10 +462,9 @@ fn topology_keys(p: &Problem, k: usize) -> Vec<String> {
 /// Class `k`'s offerings including those the menu dropped as dominated: every compatible offering of
 /// a pool and topology domain (the values of the keys its rules read) that `class.offerings` still
 /// has, so the restrictions by NodePool weight and by running pods' domains still apply.
-fn wide_offerings(p: &Problem, k: usize) -> Vec<(usize, usize)> {
+fn wide_offerings(p: &Problem, domains: &Domains, k: usize) -> Vec<(usize, usize)> {
     let class = &p.classes[k];
-    let keys = topology_keys(p, k);
-    let domain = |(s, o): (usize, usize)| (p.shapes[s].pool, keys.iter().map(|key| p.offering(s, o).labels.get(key)).collect::<Vec<_>>());
+    let domain = |c: (usize, usize)| (p.shapes[c.0].pool, domains.signature(k, c));
     let kept: std::collections::BTreeSet<_> = class.offerings.iter().map(|&c| domain(c)).collect();
     let mut wide: Vec<(usize, usize)> = p.label_groups[class.group].iter().copied().filter(|&c| p.compatible(k, c) && kept.contains(&domain(c))).collect();
     wide.sort_unstable();
@@ -534,7 +538,7 @@ mod tests {
     #[test]
     fn the_ladder_drops_preferences_in_karpenters_order() {
         let p = ladder_problem(&[false, true, false], true);
-        let ladder = Ladder::build(&p, 0);
+        let ladder = Ladder::build(&p, &Domains::build(&p), 0);
         // 2 required terms + 2 affinity + 1 anti + 3 node terms + 2 spreads + the taint toleration
         assert_eq!(ladder.steps(), 11);
         let terms = |h: &Held| h.terms.iter().map(|t| t[0].values[0].clone()).collect::<Vec<_>>();
@@ -563,9 +567,9 @@ mod tests {
     #[test]
     fn a_class_without_preferences_has_no_ladder() {
         let p = crate::optimizer::fixtures::zone_spread(1);
-        assert_eq!(Ladder::build(&p, 0).steps(), 0, "a DoNotSchedule spread is not a preference");
+        assert_eq!(Ladder::build(&p, &Domains::build(&p), 0).steps(), 0, "a DoNotSchedule spread is not a preference");
         let p = ladder_problem(&[false], false);
-        assert_eq!(Ladder::build(&p, 0).steps(), 9, "no toleration step without a soft-tainted pool");
+        assert_eq!(Ladder::build(&p, &Domains::build(&p), 0).steps(), 9, "no toleration step without a soft-tainted pool");
     }
 
     #[test]

@@ -143,7 +143,7 @@ pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &So
     settings.validate()?;
     let start = Instant::now();
     let p = Problem::build(snapshot, catalog);
-    let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
+    let todo = p.class_demands();
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), classes = p.classes.len(), shapes = p.shapes.len(), "problem built");
     // the baseline holds preferences as Karpenter does; the optimizer starts from a plan that
@@ -261,8 +261,7 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[
                 tracing::warn!(error = %e, "milp failed; falling back to greedy");
                 // the fallback is the baseline's plan, the one `--strategy greedy` gives, not the
                 // optimizer's start (they differ where preferences apply, see greedy::seed)
-                let todo: Vec<(usize, usize)> = p.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect();
-                let (state, left) = greedy::place_all(p, State::new(p), &todo);
+                let (state, left) = greedy::place_all(p, State::new(p), &p.class_demands());
                 plain(state, left, FALLBACK_STATUS, vec![format!("solver failed: {e}")])
             }
         },

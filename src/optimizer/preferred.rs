@@ -39,8 +39,7 @@ pub fn host_penalty(p: &Problem, labels: &Labels, counts: &[(usize, u32)]) -> f6
     let host = labels.get(HOSTNAME).map_or("", String::as_str);
     let mut total = 0.0;
     for &(owner, owners) in counts {
-        let owned = p.topology.preferred_of.get(owner).into_iter().flatten();
-        for r in owned.map(|&ri| &p.topology.preferred[ri]).filter(|r| r.is_host()) {
+        for r in p.topology.owned_preferred(owner).iter().map(|&ri| &p.topology.preferred[ri]).filter(|r| r.is_host()) {
             let members = r.running.get(host).copied().unwrap_or(0)
                 + counts.iter().filter(|(k, _)| r.members.binary_search(k).is_ok()).map(|&(_, n)| i64::from(n)).sum::<i64>();
             if unmet(r, members) {

@@ -207,6 +207,12 @@ impl Problem {
         self.label_groups[c.group].binary_search(&(s, o)).is_ok() && offering_fits(&c.constraints, &c.req, self.offering(s, o))
     }
 
+    /// Each class with all its pods, (class, count): what a greedy placement of the whole problem
+    /// is asked to place.
+    pub fn class_demands(&self) -> Vec<(usize, usize)> {
+        self.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect()
+    }
+
     pub fn total_pods(&self) -> usize {
         self.classes.iter().map(PodClass::demand).sum()
     }

@@ -129,10 +129,6 @@ pub struct State<'p> {
 }
 
 impl<'p> State<'p> {
-    /// The preferred rules class `k` owns (none for a class the topology does not list).
-    fn own_preferred(&self, k: usize) -> &'p [usize] {
-        self.p.topology.preferred_of.get(k).map_or(&[], Vec::as_slice)
-    }
 
     pub fn new(p: &'p Problem) -> State<'p> {
         let nodes = p
@@ -414,7 +410,7 @@ impl<'p> State<'p> {
                     *self.preferred_counts[ri].entry(d.clone()).or_insert(0) += c;
                 }
             }
-            for &ri in self.own_preferred(k) {
+            for &ri in self.p.topology.owned_preferred(k) {
                 let r = &self.p.topology.preferred[ri];
                 if !r.is_host() {
                     *self.preferred_owners[ri].entry(self.nodes[node].labels.get(&r.key).cloned()).or_insert(0) += c;
@@ -438,7 +434,7 @@ impl<'p> State<'p> {
         let mut out: Vec<usize> = self.nodes[node]
             .placed
             .keys()
-            .flat_map(|&k| self.own_preferred(k).iter().chain(&self.rules.preferred_member_of[k]).copied())
+            .flat_map(|&k| self.p.topology.owned_preferred(k).iter().chain(&self.rules.preferred_member_of[k]).copied())
             .filter(|&ri| !self.p.topology.preferred[ri].is_host())
             .collect();
         out.sort_unstable();

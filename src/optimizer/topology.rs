@@ -187,6 +187,11 @@ impl Topology {
         t
     }
 
+    /// Indices into `preferred` of the rules class `k` owns (none for a class the topology does not list).
+    pub fn owned_preferred(&self, k: usize) -> &[usize] {
+        self.preferred_of.get(k).map_or(&[], Vec::as_slice)
+    }
+
     /// The preferred rules class `k` owns or is counted by.
     pub fn preferred_touching(&self, k: usize) -> impl Iterator<Item = &PreferredRule> {
         let (own, counted) = (self.preferred_of.get(k), self.preferred_counting.get(k));
