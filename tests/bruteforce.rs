@@ -531,6 +531,7 @@ fn tiny_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
                         anti,
                         zone: zone.filter(|&z| z < zones).map(|z| ZONES[z].to_string()),
                         prefer_apart: None,
+                        prefer_type: None,
                         soft_spread: false,
                     })
                 })

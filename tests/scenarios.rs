@@ -505,6 +505,65 @@ fn preferred_type_is_held_by_greedy_and_priced_by_the_milp() {
 }
 
 #[test]
+fn preferred_type_worth_more_than_its_price_is_kept_with_its_fallbacks() {
+    let o = scenario("preferred-instance-type-held");
+    for s in o.both() {
+        let p = &s.plan;
+        assert_eq!(types(p), ["default-instance-type"], "{}\n{}", s.label(), summary(p));
+        assert_cost(s.label(), p, 0.80);
+        assert!((p.objective - 0.80).abs() < EPS, "{}: objective {}", s.label(), p.objective);
+        // a fallback of another type would launch the pod without the preference it was planned with
+        let others: Vec<&str> = p.nodes[0].fallbacks.iter().map(|f| f.instance_type.as_str()).filter(|t| *t != "default-instance-type").collect();
+        assert!(others.is_empty(), "{}: fallbacks {:?}", s.label(), p.nodes[0].fallbacks);
+        assert!(!p.nodes[0].fallbacks.is_empty(), "{}: the other zone is a fallback", s.label());
+    }
+}
+
+#[test]
+fn preferred_zone_outweighs_a_lighter_zonal_anti_affinity() {
+    let o = scenario("preferred-zone-terms-weighed-together");
+    for s in o.both() {
+        let p = &s.plan;
+        assert_eq!(zones(p), ["test-zone-1"], "{}\n{}", s.label(), summary(p));
+        assert_cost(s.label(), p, 0.40);
+        // the weight-10 anti-affinity unmet at the default 0.001 $/h per unit
+        assert!((p.objective - 0.41).abs() < EPS, "{}: objective {}", s.label(), p.objective);
+        assert!(p.nodes[0].fallbacks.iter().all(|f| f.zone == "test-zone-1"), "{}: fallbacks {:?}", s.label(), p.nodes[0].fallbacks);
+    }
+}
+
+#[test]
+fn running_pods_preferred_hostname_anti_affinity_is_priced() {
+    // the milp pays $0.40/h to spare the running pod a $0.50/h preference, so its cost is above
+    // greedy's and the usual "milp costs no more" check does not apply: the objective is compared
+    let o = Outcome::run("running-pod-prefers-no-neighbour");
+    o.assert_plan_check();
+    let (m, g) = (&o.milp.plan, &o.greedy.plan);
+    assert_eq!(types(m), ["small-instance-type"], "{}", summary(m));
+    assert_eq!(host_of(m, "default/web-0").as_deref(), Some(m.nodes[0].id.as_str()), "{}", summary(m));
+    assert!((m.objective - 0.40).abs() < EPS, "milp objective {}\n{}", m.objective, summary(m));
+    // Karpenter (and so the baseline) ignores running pods' preferred terms: the pod joins cache-0
+    assert_eq!(host_of(g, "default/web-0").as_deref(), Some("ip-10-0-1-20.test"), "{}", summary(g));
+    assert_cost("greedy", g, 0.0);
+    assert!((g.objective - 0.50).abs() < EPS, "greedy objective {}\n{}", g.objective, summary(g));
+}
+
+#[test]
+fn running_pods_preferred_zonal_anti_affinity_is_priced() {
+    let o = scenario("running-pod-prefers-another-zone");
+    let m = &o.milp.plan;
+    assert_eq!(m.nodes.len(), 1, "{}", summary(m));
+    assert_ne!(m.nodes[0].zone, "test-zone-1", "{}", summary(m));
+    assert_cost("milp", m, 0.40);
+    assert!((m.objective - 0.40).abs() < EPS, "objective {}\n{}", m.objective, summary(m));
+    assert!(m.nodes[0].fallbacks.iter().all(|f| f.zone != "test-zone-1"), "fallbacks {:?}", m.nodes[0].fallbacks);
+    // whatever zone greedy picks, its objective counts the running pod's preference
+    let g = &o.greedy.plan;
+    let expected = if g.nodes[0].zone == "test-zone-1" { 0.45 } else { 0.40 };
+    assert!((g.objective - expected).abs() < EPS, "greedy objective {}\n{}", g.objective, summary(g));
+}
+
+#[test]
 fn schedule_anyway_spread_is_held_by_greedy_and_priced_by_the_milp() {
     let o = scenario("schedule-anyway-spread");
     let g = &o.greedy.plan;

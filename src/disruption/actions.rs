@@ -6,6 +6,7 @@
 //! bound over every candidate's pods with every candidate an optional, priced bin.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::catalog::{CapacityType, Catalog};
@@ -331,7 +332,7 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
         t.open.iter().map(|n| n.name.clone()).chain(t.forced.iter().filter(|(_, r)| *r != Reason::Expired).map(|(n, _)| n.name.clone())).collect();
     let snap = unbound_on(&without_nodes(base, &forced_names), &open);
     let mut p = Problem::build(&snap, catalog);
-    for shape in &mut p.shapes {
+    for shape in Arc::make_mut(&mut p.shapes).iter_mut() {
         for o in &mut shape.offerings {
             o.cost = o.price;
         }

@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::catalog::{CapacityType, Catalog};
 use crate::domain::labels::HOSTNAME;
 use crate::domain::ClusterSnapshot;
-use crate::optimizer::{solve, Plan, Strategy};
+use crate::optimizer::{solve, solve_sharing, Plan, ShapeCache, Strategy};
 
 use super::actions::without_types;
 use super::candidates::NodeInfo;
@@ -54,6 +54,9 @@ struct Pass<'s, 'a> {
     actions: Vec<Action>,
     blocked: Vec<Blocked>,
     notes: Vec<String>,
+    /// Shapes of `catalog` under `work`'s NodePools: every simulation shares them (commands change
+    /// only pods and nodes).
+    shapes: ShapeCache,
 }
 
 pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings, t: &Triage<'_>, start: Instant) -> Result<DisruptionPlan, DisruptionError> {
@@ -63,7 +66,7 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     if pending > 0 {
         notes.push(format!("{pending} pending pods left to the provisioner"));
     }
-    let mut pass = Pass { catalog, settings, t, start, now: settings.now.to_rfc3339(), work, cordoned: BTreeSet::new(), actions: Vec::new(), blocked: t.blocked.clone(), notes };
+    let mut pass = Pass { catalog, settings, t, start, now: settings.now.to_rfc3339(), work, cordoned: BTreeSet::new(), actions: Vec::new(), blocked: t.blocked.clone(), notes, shapes: ShapeCache::default() };
     pass.forced()?;
     if pass.actions.iter().any(|a| a.reason == Reason::Drifted) {
         // v1.0 stops at the first method that produces a command; drift comes before consolidation
@@ -266,7 +269,9 @@ impl<'s, 'a> Pass<'s, 'a> {
             .collect();
         let after = without_nodes(&self.work, &names);
         let left = self.settings.time_limit.saturating_sub(self.start.elapsed()).as_secs_f64();
-        let plan = solve(&after, catalog, &self.settings.solve(left, Strategy::Greedy))?;
+        let settings = self.settings.solve(left, Strategy::Greedy);
+        // the spot-to-spot retry narrows the catalog: its shapes are its own
+        let plan = if std::ptr::eq(catalog, self.catalog) { solve_sharing(&after, catalog, &settings, &self.shapes)? } else { solve(&after, catalog, &settings)? };
         Ok(Sim { after, plan, home })
     }
 

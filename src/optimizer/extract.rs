@@ -19,25 +19,53 @@ pub fn min_values_met(p: &Problem, pool: &PoolInfo, candidates: &[(usize, usize)
     })
 }
 
-/// Offerings that could replace `node`'s own, walked in `order` (a global ranking of offerings) and
-/// collected until `enough` says so: same pool, every placed class compatible, the pods fit, and the
-/// same value for every topology key its pods read.
-pub fn alternatives(p: &Problem, node: &NodeState, order: &[(usize, usize)], enough: impl Fn(&[(usize, usize)], (usize, usize)) -> bool) -> Vec<(usize, usize)> {
+/// What an alternative offering must keep of the node's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// The rules: same pool, every placed class compatible, the pods fit, the same value for every
+    /// topology key a spread or required affinity of its pods reads. A caller that moves the node
+    /// weighs the preferences itself (`improve::downsize`).
+    Rules,
+    /// The rules and the preferences met: also the same value for the keys of preferred pod terms
+    /// (its pods' own and running pods' toward them), and no placed class missing a preferred node
+    /// term the node's own offering meets. Karpenter launches the preferences it could meet as
+    /// requirements, so its fallbacks keep them (unless that would break the pool's minValues).
+    Preferences,
+}
+
+/// Offerings that could replace `node`'s own under `keep`, walked in `order` (a global ranking of
+/// offerings) and collected until `enough` says so.
+pub fn alternatives(p: &Problem, node: &NodeState, keep: Keep, order: &[(usize, usize)], enough: impl Fn(&[(usize, usize)], (usize, usize)) -> bool) -> Vec<(usize, usize)> {
     let NodeKind::New { shape, offering } = node.kind else { return vec![] };
     let pool = p.shapes[shape].pool;
     let own = p.offering(shape, offering);
     let used: Vec<i64> = own.alloc.iter().zip(&node.free).map(|(a, f)| a - f).collect();
+    let preferences = keep == Keep::Preferences;
     let keys: BTreeSet<&String> = node
         .placed
         .keys()
         .flat_map(|&k| {
-            p.topology.spreads.iter().filter(move |g| g.owner == k || g.members.contains(&k)).map(|g| &g.key).chain(
-                p.topology.affinities.iter().filter(move |r| r.owner == k || r.members.contains(&k)).map(|r| &r.key),
-            )
+            let preferred = p.topology.preferred_touching(k).map(|r| &r.key).chain(p.topology.shunned_zone_keys(k)).filter(move |_| preferences);
+            p.topology
+                .spreads
+                .iter()
+                .filter(move |g| g.owner == k || g.members.contains(&k))
+                .map(|g| &g.key)
+                .chain(p.topology.affinities.iter().filter(move |r| r.owner == k || r.members.contains(&k)).map(|r| &r.key))
+                .chain(preferred)
         })
         .filter(|k| k.as_str() != HOSTNAME)
         .collect();
     let wanted: Vec<(&String, Option<&String>)> = keys.iter().map(|k| (*k, own.labels.get(*k))).collect();
+    // per placed class with preferred node terms, its penalty on the node's own offering (the
+    // pool, and so the taints, are the same for every alternative)
+    let taints = &p.shapes[shape].taints;
+    let preferring: Vec<(usize, f64)> = node
+        .placed
+        .keys()
+        .filter(|&&k| preferences && !p.classes[k].constraints.preferred_node_affinity.is_empty())
+        .map(|&k| (k, p.preference_penalty(k, &own.labels, taints)))
+        .collect();
     let mut out = Vec::new();
     for &(s, o) in order {
         if enough(&out, (s, o)) {
@@ -48,6 +76,7 @@ pub fn alternatives(p: &Problem, node: &NodeState, order: &[(usize, usize)], eno
             && fits(&used, &off.alloc)
             && node.placed.keys().all(|&k| p.compatible(k, (s, o)))
             && wanted.iter().all(|(k, v)| off.labels.get(*k) == *v)
+            && preferring.iter().all(|&(k, own)| p.preference_penalty(k, &off.labels, taints) <= own + 1e-12)
         {
             out.push((s, o));
         }
@@ -59,7 +88,9 @@ fn fallbacks(p: &Problem, node: &NodeState, max: usize) -> Vec<OfferingRef> {
     let NodeKind::New { shape, offering } = node.kind else { return vec![] };
     // minValues needs every distinct value; otherwise the first `max` by price are enough
     let all = !p.pools[p.shapes[shape].pool].min_values.is_empty();
-    let alts: Vec<(usize, usize)> = alternatives(p, node, &p.by_price, |found, _| !all && found.len() > max)
+    // a launch must keep minValues; Karpenter gives up a preference before that
+    let keep = if all { Keep::Rules } else { Keep::Preferences };
+    let alts: Vec<(usize, usize)> = alternatives(p, node, keep, &p.by_price, |found, _| !all && found.len() > max)
         .into_iter()
         .filter(|&a| a != (shape, offering))
         .collect();
@@ -114,13 +145,7 @@ pub fn to_plan(
     for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
         let mut pods: Vec<String> = n.placed.iter().flat_map(|(&k, &c)| take(k, c)).collect();
         pods.sort();
-        for (&k, &c) in &n.placed {
-            let taints = match n.kind {
-                NodeKind::Existing(e) => &p.existing[e].taints,
-                NodeKind::New { shape, .. } => &p.shapes[shape].taints,
-            };
-            objective += c as f64 * p.preference_penalty(k, &n.labels, taints);
-        }
+        objective += n.preference_penalty(p);
         match n.kind {
             NodeKind::Existing(e) => existing.push(ExistingPlacement { node: p.existing[e].name.clone(), pods }),
             NodeKind::New { shape, offering } => {

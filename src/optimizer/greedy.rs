@@ -205,7 +205,7 @@ impl Domains {
         let mut values: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
         let mut base = Vec::with_capacity(p.shapes.len());
         let mut ids = Vec::new();
-        for s in &p.shapes {
+        for s in p.shapes.iter() {
             base.push(ids.len());
             for o in &s.offerings {
                 ids.push(
@@ -530,7 +530,7 @@ mod tests {
         p.topology.preferred = vec![preferred(false, 10), preferred(false, 80), preferred(true, 30)];
         p.topology.preferred_of = vec![vec![0, 1, 2]];
         if tainted {
-            p.shapes[0].taints.push(Taint { key: "dedicated".into(), value: "batch".into(), effect: TaintEffect::PreferNoSchedule });
+            std::sync::Arc::make_mut(&mut p.shapes)[0].taints.push(Taint { key: "dedicated".into(), value: "batch".into(), effect: TaintEffect::PreferNoSchedule });
         }
         p
     }

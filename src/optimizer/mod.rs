@@ -28,6 +28,7 @@ use crate::catalog::Catalog;
 use crate::domain::ClusterSnapshot;
 
 pub use plan::{NewNode, OfferingRef, Plan, SolverReport, Strategy, UnschedulableReason};
+pub use problem::ShapeCache;
 use problem::Problem;
 use state::State;
 
@@ -140,9 +141,19 @@ pub struct SeedNode {
 /// every rule like the MILP's own candidates and wins only if it scores best. Disruption decisions
 /// pass the selection model's placement this way.
 pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings, seed: &[SeedNode]) -> Result<Solved, OptimizerError> {
+    solve_with(snapshot, catalog, settings, seed, None)
+}
+
+/// [`solve`] for one of many snapshots that differ only in pods and nodes, whose shapes `shapes`
+/// builds once (see [`ShapeCache`]).
+pub fn solve_sharing(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings, shapes: &ShapeCache) -> Result<Plan, OptimizerError> {
+    solve_with(snapshot, catalog, settings, &[], Some(shapes)).map(|s| s.plan)
+}
+
+fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings, seed: &[SeedNode], shapes: Option<&ShapeCache>) -> Result<Solved, OptimizerError> {
     settings.validate()?;
     let start = Instant::now();
-    let p = Problem::build(snapshot, catalog);
+    let p = Problem::build_with(snapshot, catalog, shapes);
     let todo = p.class_demands();
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), classes = p.classes.len(), shapes = p.shapes.len(), "problem built");
@@ -382,14 +393,10 @@ fn milp_settings(settings: &SolveSettings, start: Instant) -> SolveSettings {
 pub(crate) fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
     let mut total = 0.0;
     for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
-        let taints = match n.kind {
-            state::NodeKind::Existing(e) => &p.existing[e].taints,
-            state::NodeKind::New { shape, offering } => {
-                total += p.offering(shape, offering).cost;
-                &p.shapes[shape].taints
-            }
-        };
-        total += n.placed.iter().map(|(&k, &c)| c as f64 * p.preference_penalty(k, &n.labels, taints)).sum::<f64>();
+        if let state::NodeKind::New { shape, offering } = n.kind {
+            total += p.offering(shape, offering).cost;
+        }
+        total += n.preference_penalty(p);
     }
     total + preferred::penalty(p, state) + left.values().map(|(c, _)| *c as f64 * p.weights.unschedulable_pod).sum::<f64>()
 }

@@ -34,10 +34,18 @@ fn unmet(r: &PreferredRule, members: i64) -> bool {
 }
 
 /// The hostname terms' penalty of one node: the pods `counts` (class, pods) on a node with `labels`.
-/// Running pods count through the node's hostname.
+/// Running pods count through the node's hostname, and so do running pods' own hostname terms
+/// that these pods would break.
 pub fn host_penalty(p: &Problem, labels: &Labels, counts: &[(usize, u32)]) -> f64 {
     let host = labels.get(HOSTNAME).map_or("", String::as_str);
     let mut total = 0.0;
+    for s in p.topology.shunned.iter().filter(|s| s.is_host()) {
+        if let Some(&w) = s.weight.get(host) {
+            if counts.iter().any(|&(k, n)| n > 0 && s.members.binary_search(&k).is_ok()) {
+                total += w as f64 * p.weights.preferred_pod_anti_affinity;
+            }
+        }
+    }
     for &(owner, owners) in counts {
         for r in p.topology.owned_preferred(owner).iter().map(|&ri| &p.topology.preferred[ri]).filter(|r| r.is_host()) {
             let members = r.running.get(host).copied().unwrap_or(0)
@@ -53,7 +61,7 @@ pub fn host_penalty(p: &Problem, labels: &Labels, counts: &[(usize, u32)]) -> f6
 /// The whole plan's penalty for preferred pod terms: every node's hostname terms plus the terms on
 /// other keys, judged against the plan's domain counts.
 pub fn penalty(p: &Problem, state: &State<'_>) -> f64 {
-    if p.topology.preferred.is_empty() {
+    if !p.topology.has_preferred() {
         return 0.0;
     }
     let mut total = 0.0;
@@ -63,7 +71,23 @@ pub fn penalty(p: &Problem, state: &State<'_>) -> f64 {
         counts.extend(n.placed.iter().filter(|(_, &c)| c > 0).map(|(&k, &c)| (k, c as u32)));
         total += host_penalty(p, &n.labels, &counts);
     }
-    total + zone_penalty(p, state, (0..p.topology.preferred.len()).filter(|&ri| !p.topology.preferred[ri].is_host()))
+    total + zone_penalty(p, state, (0..p.topology.preferred.len()).filter(|&ri| !p.topology.preferred[ri].is_host())) + shunned_zone_penalty(p, state)
+}
+
+/// What the plan's pods cost the running pods whose preferred anti-affinity on a zone-like key they
+/// break: each such running pod's weight, once, when a pod it selects is placed in its domain.
+pub fn shunned_zone_penalty(p: &Problem, state: &State<'_>) -> f64 {
+    let mut total = 0;
+    for s in p.topology.shunned.iter().filter(|s| !s.is_host()) {
+        let reached: std::collections::BTreeSet<&String> = state
+            .nodes
+            .iter()
+            .filter(|n| n.placed.iter().any(|(k, &c)| c > 0 && s.members.binary_search(k).is_ok()))
+            .filter_map(|n| n.labels.get(&s.key))
+            .collect();
+        total += reached.into_iter().filter_map(|d| s.weight.get(d)).sum::<i64>();
+    }
+    total as f64 * p.weights.preferred_pod_anti_affinity
 }
 
 /// The penalty of the zone-like rules `rules`, from the plan's per-domain counts.

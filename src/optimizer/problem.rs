@@ -5,6 +5,7 @@
 //! Both the greedy baseline and the MILP read a [`Problem`]; neither looks at the snapshot again.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::catalog::{CapacityType, Catalog};
 use crate::domain::labels::{tolerates_all, untolerated_soft_taints, CAPACITY_TYPE, HOSTNAME, NODEPOOL, ZONE};
@@ -98,7 +99,8 @@ pub struct Problem {
     pub region: String,
     pub dims: Vec<String>,
     pub classes: Vec<PodClass>,
-    pub shapes: Vec<Shape>,
+    /// Shared with other problems built from the same [`ShapeCache`].
+    pub shapes: Arc<Vec<Shape>>,
     pub existing: Vec<ExistingNode>,
     pub pools: Vec<PoolInfo>,
     pub topology: Topology,
@@ -114,12 +116,47 @@ pub struct Problem {
     pub by_cost: Vec<(usize, usize)>,
 }
 
+/// The shapes (NodePool x instance type, with their offerings) of problems that differ only in pods
+/// and nodes: the same catalog, NodePools, EC2NodeClasses, DaemonSets and cost weights. Building
+/// them is most of building a problem on a full catalog (tens of thousands of label maps), and the
+/// disruption baseline builds one problem per consolidation candidate. The caller keeps a cache to
+/// problems that share those inputs; shapes are rebuilt when the pending pods' resource names differ.
+#[derive(Debug, Default)]
+pub struct ShapeCache {
+    built: std::sync::Mutex<Option<Built>>,
+}
+
+/// Shapes and the resource names (`Problem::dims`) they were built for.
+type Built = (Vec<String>, Arc<Vec<Shape>>);
+
+impl ShapeCache {
+    fn get(&self, dims: &[String], build: impl FnOnce() -> Vec<Shape>) -> Arc<Vec<Shape>> {
+        let mut built = self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*built {
+            Some((d, shapes)) if d.as_slice() == dims => shapes.clone(),
+            _ => {
+                let shapes = Arc::new(build());
+                *built = Some((dims.to_vec(), shapes.clone()));
+                shapes
+            }
+        }
+    }
+}
+
 impl Problem {
     pub fn build(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Problem {
+        Problem::build_with(snapshot, catalog, None)
+    }
+
+    /// [`Problem::build`], taking the shapes from `cache` when it has them for these resource names.
+    pub fn build_with(snapshot: &ClusterSnapshot, catalog: &Catalog, cache: Option<&ShapeCache>) -> Problem {
         let pending: Vec<_> = snapshot.pending_pods().collect();
         let dims = dimensions(pending.iter().map(|p| p.requests()));
         let pools = pool_infos(snapshot, catalog);
-        let shapes = build_shapes(snapshot, catalog, &dims);
+        let shapes = match cache {
+            Some(cache) => cache.get(&dims, || build_shapes(snapshot, catalog, &dims)),
+            None => Arc::new(build_shapes(snapshot, catalog, &dims)),
+        };
         let existing = existing_nodes(snapshot, &dims, catalog, &pools);
         let mut classes = group_classes(snapshot, &dims);
         let mut rejected = Vec::new();
@@ -652,5 +689,24 @@ mod tests {
         assert_eq!(zones(&snapshot), ["z1", "z2", "z3"], "an unresolved class does not narrow zones");
         snapshot.node_classes[0].zones = Some(vec!["z1".into(), "z3".into()]);
         assert_eq!(zones(&snapshot), ["z1", "z3"]);
+    }
+
+    #[test]
+    fn problems_built_from_one_cache_share_shapes_until_the_resource_names_change() {
+        let catalog = crate::optimizer::fixtures::tiny_catalog();
+        let cache = ShapeCache::default();
+        let (a, b) = (crate::workload::diverse(10, 1), crate::workload::diverse(12, 2));
+        let (pa, pb) = (Problem::build_with(&a, &catalog, Some(&cache)), Problem::build_with(&b, &catalog, Some(&cache)));
+        assert!(Arc::ptr_eq(&pa.shapes, &pb.shapes));
+        assert_eq!(format!("{:?}", pb.shapes), format!("{:?}", Problem::build(&b, &catalog).shapes));
+        // a pending pod asking for a GPU adds a dimension: the shapes are built again
+        let mut c = b.clone();
+        let mut gpu = (*c.pods[0]).clone();
+        Arc::make_mut(&mut gpu.constraints).requests.set("nvidia.com/gpu", crate::domain::Quantity::from_units(1));
+        c.pods[0] = Arc::new(gpu);
+        let pc = Problem::build_with(&c, &catalog, Some(&cache));
+        assert!(!Arc::ptr_eq(&pb.shapes, &pc.shapes));
+        assert_eq!(pc.dims.len(), pb.dims.len() + 1);
+        assert_eq!(format!("{:?}", pc.shapes), format!("{:?}", Problem::build(&c, &catalog).shapes));
     }
 }

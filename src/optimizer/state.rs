@@ -36,6 +36,15 @@ impl NodeState {
         self.placed.values().sum()
     }
 
+    /// What its pods' preferred node terms and untolerated PreferNoSchedule taints cost here.
+    pub fn preference_penalty(&self, p: &Problem) -> f64 {
+        let taints = match self.kind {
+            NodeKind::Existing(e) => &p.existing[e].taints,
+            NodeKind::New { shape, .. } => &p.shapes[shape].taints,
+        };
+        self.placed.iter().map(|(&k, &c)| c as f64 * p.preference_penalty(k, &self.labels, taints)).sum()
+    }
+
     /// Pods placed here of the classes `members` (ascending).
     pub fn count_of(&self, members: &[usize]) -> i64 {
         self.placed.iter().filter(|(m, _)| members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum()

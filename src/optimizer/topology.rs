@@ -77,6 +77,25 @@ impl PreferredRule {
     }
 }
 
+/// Running pods' preferred anti-affinity toward the classes in `members`. kube-scheduler weighs such
+/// a term both ways: a new pod it selects, placed in the running pod's domain, makes the running pod
+/// miss it. Only running pods that meet their term now count (one that already shares its domain
+/// with a pod it selects loses nothing more).
+#[derive(Debug, Clone)]
+pub struct Shunning {
+    pub members: Vec<usize>,
+    pub key: String,
+    /// Per domain (hostname for the hostname key), the summed weight of the running pods there
+    /// whose term a member pod placed in that domain would break.
+    pub weight: BTreeMap<String, i64>,
+}
+
+impl Shunning {
+    pub fn is_host(&self) -> bool {
+        self.key == HOSTNAME
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Topology {
     pub spreads: Vec<SpreadGroup>,
@@ -88,6 +107,8 @@ pub struct Topology {
     pub preferred_counting: Vec<Vec<usize>>,
     /// Per class: (key, domain) pairs where a running pod's required anti-affinity selects the class.
     pub inverse_forbidden: Vec<Vec<(String, String)>>,
+    /// Running pods' preferred anti-affinity toward classes.
+    pub shunned: Vec<Shunning>,
 }
 
 fn pseudo_pod(c: &PodConstraints) -> Pod {
@@ -109,6 +130,7 @@ impl Topology {
         let mut keys: BTreeSet<String> = self.spreads.iter().map(|g| g.key.clone()).collect();
         keys.extend(self.affinities.iter().map(|r| r.key.clone()));
         keys.extend(self.preferred.iter().map(|r| r.key.clone()));
+        keys.extend(self.shunned.iter().map(|r| r.key.clone()));
         keys.remove(crate::domain::labels::HOSTNAME);
         keys.into_iter().collect()
     }
@@ -178,6 +200,7 @@ impl Topology {
             }
             t.inverse_forbidden[k] = forbidden.into_iter().collect();
         }
+        t.shunned = shunning(&running, &pseudo);
         t.preferred_counting = vec![Vec::new(); classes.len()];
         for (ri, r) in t.preferred.iter().enumerate() {
             for &m in &r.members {
@@ -190,6 +213,16 @@ impl Topology {
     /// Indices into `preferred` of the rules class `k` owns (none for a class the topology does not list).
     pub fn owned_preferred(&self, k: usize) -> &[usize] {
         self.preferred_of.get(k).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether any preferred pod term, a class's own or a running pod's, prices plans.
+    pub fn has_preferred(&self) -> bool {
+        !self.preferred.is_empty() || !self.shunned.is_empty()
+    }
+
+    /// Keys of the running pods' terms that select class `k`, other than the hostname.
+    pub fn shunned_zone_keys(&self, k: usize) -> impl Iterator<Item = &String> {
+        self.shunned.iter().filter(move |s| !s.is_host() && s.members.binary_search(&k).is_ok()).map(|s| &s.key)
     }
 
     /// The preferred rules class `k` owns or is counted by.
@@ -228,6 +261,32 @@ impl Topology {
     }
 }
 
+/// The running pods' preferred anti-affinity terms that select some class and are met now.
+fn shunning(running: &Running<'_>, pseudo: &[Pod]) -> Vec<Shunning> {
+    let mut out = Vec::new();
+    for (pod, nodes) in &running.shunning {
+        for w in pod.constraints.preferred_pod_anti_affinity.iter().filter(|w| w.weight > 0) {
+            let term = &w.term;
+            let members: Vec<usize> = (0..pseudo.len()).filter(|&j| term.selects(&pod.namespace, &pseudo[j])).collect();
+            if members.is_empty() {
+                continue;
+            }
+            let matching = running.count(&term.topology_key, |q| term.selects(&pod.namespace, q));
+            let own = i64::from(term.selects(&pod.namespace, pod));
+            let mut weight: BTreeMap<String, i64> = BTreeMap::new();
+            for d in nodes.iter().filter_map(|l| l.get(&term.topology_key)) {
+                if matching.get(d).copied().unwrap_or(0) - own <= 0 {
+                    *weight.entry(d.clone()).or_insert(0) += i64::from(w.weight);
+                }
+            }
+            if !weight.is_empty() {
+                out.push(Shunning { members, key: term.topology_key.clone(), weight });
+            }
+        }
+    }
+    out
+}
+
 /// What a selector picks: the classes it counts, and matching running pods per domain.
 type Selected = (Vec<usize>, BTreeMap<String, i64>);
 
@@ -239,6 +298,9 @@ struct Running<'a> {
     groups: Vec<(Pod, Vec<&'a Labels>)>,
     /// Running pods with a required anti-affinity (they can repel a class), with their nodes' labels.
     repelling: Vec<(&'a Pod, Vec<&'a Labels>)>,
+    /// Running pods with a preferred anti-affinity, one per (namespace, labels, terms), with the
+    /// labels of each copy's node.
+    shunning: Vec<(&'a Pod, Vec<&'a Labels>)>,
 }
 
 impl<'a> Running<'a> {
@@ -247,18 +309,24 @@ impl<'a> Running<'a> {
         let mut groups: BTreeMap<(&str, &Labels), Vec<&Labels>> = BTreeMap::new();
         type Terms<'t> = (&'t str, &'t [PodAffinityTerm]);
         let mut repelling: BTreeMap<Terms<'_>, (&Pod, Vec<&Labels>)> = BTreeMap::new();
+        type Soft<'t> = (&'t str, &'t Labels, &'t [crate::domain::Weighted<PodAffinityTerm>]);
+        let mut shunning: BTreeMap<Soft<'_>, (&Pod, Vec<&Labels>)> = BTreeMap::new();
         for p in snapshot.pods.iter().filter(|p| p.occupies_node() && !p.terminating) {
             let Some(labels) = p.node_name.as_deref().and_then(|n| node_labels.get(n)) else { continue };
             groups.entry((&p.namespace, &p.labels)).or_default().push(labels);
             if !p.constraints.pod_anti_affinity.is_empty() {
                 repelling.entry((&p.namespace, &p.constraints.pod_anti_affinity)).or_insert_with(|| (p, Vec::new())).1.push(labels);
             }
+            if !p.constraints.preferred_pod_anti_affinity.is_empty() {
+                // whether a copy meets its term depends on its own labels: they are part of the key
+                shunning.entry((&p.namespace, &p.labels, &p.constraints.preferred_pod_anti_affinity)).or_insert_with(|| (p, Vec::new())).1.push(labels);
+            }
         }
         let groups = groups
             .into_iter()
             .map(|((ns, labels), nodes)| (stand_in(ns, labels), nodes))
             .collect();
-        Running { groups, repelling: repelling.into_values().collect() }
+        Running { groups, repelling: repelling.into_values().collect(), shunning: shunning.into_values().collect() }
     }
 
     /// Matching running pods per domain of `key`.
@@ -288,4 +356,48 @@ fn eligible_domains(c: &PodConstraints, key: &str, shapes: &[Shape], existing: &
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::labels::ZONE;
+    use crate::optimizer::problem::Problem;
+
+    const SCENARIO: &str = include_str!("../../fixtures/scenarios/running-pod-prefers-another-zone.yaml");
+    const CATALOG: &str = include_str!("../../fixtures/catalogs/test-f0.json");
+
+    fn problem(extra: &str) -> Problem {
+        let snapshot = crate::snapshot::parse_snapshot(&format!("{SCENARIO}{extra}"), "test").expect("scenario parses");
+        Problem::build(&snapshot, &crate::catalog::Catalog::from_json(CATALOG, "test-f0").expect("catalog parses"))
+    }
+
+    /// A running web pod beside cache-0: cache-0 already misses its term, so another web pod there
+    /// costs it nothing more.
+    const WEB_RUNNING: &str = "---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-old, namespace: default, labels: {app: web}}
+spec:
+  nodeName: ip-10-0-1-20.test
+  tolerations: [{key: dedicated, operator: Exists, effect: NoSchedule}]
+  containers: [{name: app, image: app, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
+status: {phase: Running}
+";
+
+    #[test]
+    fn a_running_pods_met_preferred_anti_affinity_shuns_the_classes_it_selects() {
+        let p = problem("");
+        let web = p.classes.iter().position(|c| c.pods.iter().any(|n| n == "default/web-0")).expect("web class");
+        assert_eq!(p.topology.shunned.len(), 1, "{:?}", p.topology.shunned);
+        let s = &p.topology.shunned[0];
+        assert_eq!((s.key.as_str(), s.members.as_slice()), (ZONE, [web].as_slice()));
+        assert_eq!(s.weight, [("test-zone-1".to_string(), 50)].into());
+        assert!(p.topology.has_preferred() && p.topology.keys().contains(&ZONE.to_string()));
+    }
+
+    #[test]
+    fn a_running_pod_that_already_misses_its_term_shuns_nothing() {
+        let p = problem(WEB_RUNNING);
+        assert!(p.topology.shunned.is_empty(), "{:?}", p.topology.shunned);
+    }
 }

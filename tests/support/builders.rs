@@ -43,11 +43,14 @@ pub struct ClassSpec {
     /// Preferred hostname anti-affinity to the class's own pods, with this weight: each pod that
     /// shares its node with another of the class costs weight x `preferredPodAntiAffinity`.
     pub prefer_apart: Option<i32>,
+    /// A preferred node-affinity term `node.kubernetes.io/instance-type In [T]` with this weight:
+    /// each pod on another type costs weight x `preferredNodeAffinity`.
+    pub prefer_type: Option<(String, i32)>,
 }
 
 impl ClassSpec {
     pub fn plain(name: &str, count: usize, cpu_m: i64, mem_mib: i64) -> ClassSpec {
-        ClassSpec { name: name.into(), count, cpu_m, mem_mib, spread: None, soft_spread: false, anti: false, zone: None, prefer_apart: None }
+        ClassSpec { name: name.into(), count, cpu_m, mem_mib, spread: None, soft_spread: false, anti: false, zone: None, prefer_apart: None, prefer_type: None }
     }
 }
 
@@ -207,6 +210,9 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
     if let Some(z) = &c.zone {
         constraints.node_selector.push(Requirement::in_values(ZONE, &[z.as_str()]));
     }
+    if let Some((ty, weight)) = &c.prefer_type {
+        constraints.preferred_node_affinity.push(Weighted { weight: *weight, term: vec![Requirement::in_values(INSTANCE_TYPE, &[ty.as_str()])] });
+    }
     let name = key.strip_prefix("default/").unwrap_or(key).to_string();
     Pod { namespace: "default".into(), uid: format!("uid-{name}"), labels: std::sync::Arc::new(labels), ..Pod::new(name, constraints).owned_by("ReplicaSet", &c.name) }
 }
@@ -282,7 +288,8 @@ fn parse_q(s: &str) -> Result<i64, String> {
 /// or unschedulable); every node a real offering at its catalog price with the right labels and exact
 /// allocatable; requests within allocatable (cpu, memory, pods); zone selectors met; anti-affinity
 /// classes one per node; zone-spread skew within maxSkew over the class's eligible zones; cost the sum
-/// of node prices and objective the cost plus the preferred anti-affinity penalty; a pod that fits some offering it may use and has no spread rule is
+/// of node prices and objective the cost plus the preference penalties (preferred anti-affinity,
+/// preferred instance type); a pod that fits some offering it may use and has no spread rule is
 /// never left unplaced.
 pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
     let class_of = inst.class_of();
@@ -352,9 +359,14 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
         for p in &n.pods {
             *on_node.entry(class_of[p]).or_insert(0) += 1;
         }
-        let per_weight = joiner::domain::CostWeights::default().preferred_pod_anti_affinity;
+        let weights = joiner::domain::CostWeights::default();
         for (&k, &count) in on_node.iter().filter(|(_, &count)| count >= 2) {
-            penalty += inst.classes[k].prefer_apart.map_or(0.0, |w| count as f64 * f64::from(w) * per_weight);
+            penalty += inst.classes[k].prefer_apart.map_or(0.0, |w| count as f64 * f64::from(w) * weights.preferred_pod_anti_affinity);
+        }
+        for (&k, &count) in &on_node {
+            if let Some((_, w)) = inst.classes[k].prefer_type.as_ref().filter(|(ty, _)| *ty != t.name) {
+                penalty += count as f64 * f64::from(*w) * weights.preferred_node_affinity;
+            }
         }
         for p in &n.pods {
             let k = class_of[p];
@@ -400,7 +412,7 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
     }
     if (plan.objective - plan.cost_per_hour - penalty).abs() > EPS {
         return Err(format!(
-            "objective {} is not the cost {} plus the preferred anti-affinity penalty {penalty}",
+            "objective {} is not the cost {} plus the preference penalty {penalty}",
             plan.objective, plan.cost_per_hour
         ));
     }

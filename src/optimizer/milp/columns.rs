@@ -236,6 +236,6 @@ pub fn valid(p: &Problem, rules: &NodeRules, bin: &BinInfo, counts: &[(usize, u3
 /// terms (`counts` holds every pod of the node, a preload included).
 pub fn column_cost(p: &Problem, bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
     let pods: f64 = counts.iter().map(|&(k, n)| bin.classes.iter().find(|(c, _)| *c == k).map_or(0.0, |(_, pen)| pen * f64::from(n))).sum();
-    let preferred = if p.topology.preferred.is_empty() { 0.0 } else { crate::optimizer::preferred::host_penalty(p, bin.labels(p), counts) };
+    let preferred = if !p.topology.has_preferred() { 0.0 } else { crate::optimizer::preferred::host_penalty(p, bin.labels(p), counts) };
     bin.cost + pods + preferred
 }

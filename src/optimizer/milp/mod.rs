@@ -166,7 +166,7 @@ pub(crate) fn run(model: Model, settings: &SolveSettings, what: &str) -> Result<
 /// in a plan's objective, and the pricer does not see preferred pod terms, so where either applies
 /// its "no improving pattern" proves nothing, and neither the proof pass nor Farley's ratio is run.
 pub(crate) fn lp_bounds_plans(p: &Problem) -> bool {
-    p.topology.spreads.iter().all(|g| g.hard) && p.topology.preferred.is_empty()
+    p.topology.spreads.iter().all(|g| g.hard) && !p.topology.has_preferred()
 }
 
 /// What column generation starts from: the single-node rules, the bins, the master's rows and the
