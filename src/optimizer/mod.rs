@@ -172,17 +172,25 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
     // the MILP works, for the pods greedy places (what every plan places unless a pod fits nowhere)
     let early = settings.lower_bound && settings.strategy == Strategy::Milp && !p.classes.is_empty();
     let (decided, early_bound) = std::thread::scope(|scope| {
-        let handle = early.then(|| scope.spawn(|| milp::bound::lower_bound(&p, &bins, &placed_by_greedy, bound_seconds)));
+        let handle = early.then(|| {
+            scope.spawn(|| {
+                let aggregated = milp::bound::lower_bound(&p, &bins, &placed_by_greedy, bound_seconds);
+                // the relaxed pattern LP gets what is left of the solve's clock on this core
+                let left = settings.time_limit.as_secs_f64() * RELAXED_BOUND_SHARE - start.elapsed().as_secs_f64();
+                let relaxed = if left > MIN_RELAXED_SECONDS { milp::relax::lower_bound(&p, &placed_by_greedy, settings, left) } else { Ok(None) };
+                (aggregated, relaxed)
+            })
+        });
         let decided = decide(&p, settings, start, seed, greedy_state, greedy_left, &demand, &bins);
-        (decided, handle.map(|h| h.join().unwrap_or_else(|_| Err("bound thread panicked".into()))))
+        (decided, handle.map(|h| h.join().unwrap_or_else(|_| (Err("bound thread panicked".into()), Ok(None)))))
     });
     let Decided { state, left, status, model, vars, rows, mut notes, lp_bound } = decided;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "plan chosen");
     let placed: Vec<u32> = (0..p.classes.len()).map(|k| state.placed_of(k) as u32).collect();
-    let bound = match early_bound {
-        Some(b) if placed == placed_by_greedy => Some(b),
-        _ if settings.lower_bound => Some(milp::bound::lower_bound(&p, &bins, &placed, bound_seconds)),
-        _ => None,
+    let (bound, relaxed) = match early_bound {
+        Some((b, relaxed)) if placed == placed_by_greedy => (Some(b), relaxed),
+        _ if settings.lower_bound => (Some(milp::bound::lower_bound(&p, &bins, &placed, bound_seconds)), Ok(None)),
+        _ => (None, Ok(None)),
     };
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "bound done");
     let mut lower_bound = match bound {
@@ -193,6 +201,14 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
             0.0
         }
     };
+    match relaxed {
+        Ok(Some(b)) if b > lower_bound => {
+            notes.push("lower bound from the relaxed pattern lp".into());
+            lower_bound = b;
+        }
+        Ok(_) => {}
+        Err(e) => notes.push(format!("no relaxed bound: {e}")),
+    }
     // the converged pattern LP bounds plans that place every pod of the model; it also charges
     // ScheduleAnyway skew, which the plan's objective does not, so it is not used when any applies.
     // Columns priced out at -1e-7 may each leave that much on the table: step down by it per pod.
@@ -223,6 +239,12 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
     tracing::debug!(seconds = plan.solver.seconds, "plan extracted");
     Ok(Solved { plan, problem: p, model })
 }
+
+/// The relaxed pattern LP's bound (`milp::relax`) must end by this share of the time limit, on the
+/// bound's core after the aggregated LP, so that it does not hold up the plan.
+const RELAXED_BOUND_SHARE: f64 = 0.9;
+/// Below this many seconds left, the relaxed bound is not tried.
+const MIN_RELAXED_SECONDS: f64 = 0.2;
 
 /// What the strategy decided, before the bound.
 struct Decided<'p> {

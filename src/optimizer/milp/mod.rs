@@ -14,6 +14,7 @@ mod lagrange;
 pub mod master;
 pub mod primal;
 mod prove;
+pub mod relax;
 mod replay;
 mod zonefix;
 

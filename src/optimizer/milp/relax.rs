@@ -1,0 +1,181 @@
+//! A second certified bound: the pattern LP of a relaxation with far fewer pod classes.
+//!
+//! Karpenter's diverse mix at 1,000 pods has about 600 classes, because the pods of each Deployment
+//! are tied together by its zone spread, zone affinity or hostname spread and differ in requests.
+//! Column generation over that many classes does not converge within seconds, so the only bound
+//! left is the aggregated LP (`bound.rs`), which lets pods share nodes fractionally and is far below
+//! any plan. Here every rule that ties pods of different nodes together is dropped (zone spread and
+//! zone (anti-)affinity, hostname spread, required hostname affinity, running pods' rules toward the
+//! class) along with every preference, and the classes that are then alike (same requests, same
+//! offerings, existing nodes and node-level terms) become one. Required hostname anti-affinity is
+//! kept, with its classes as they are: it is what forces one node per pod of a clique. The relaxed
+//! problem has a few dozen classes, column generation converges on it, and its value is certified
+//! by exact pricing (or bounded by Farley's ratio) as in the full model.
+//!
+//! Dropping rows and nonnegative penalties only lowers the optimum, and a plan of the full problem
+//! is a plan of the relaxation with the same node costs, so the relaxed pattern LP bounds every plan
+//! that places the same pods. It charges what the full model's aggregated LP does not: that pods
+//! come in whole per node, in every resource at once.
+
+use std::collections::BTreeMap;
+
+use crate::domain::labels::HOSTNAME;
+
+use super::super::greedy;
+use super::super::problem::{PodClass, Problem};
+use super::super::state::State;
+use super::super::topology::Topology;
+use super::super::SolveSettings;
+
+/// The relaxation of `p` and, per class of `p`, its class there.
+pub fn relax(p: &Problem) -> (Problem, Vec<usize>) {
+    let kept: Vec<_> = p.topology.affinities.iter().filter(|r| r.anti && r.key == HOSTNAME).cloned().collect();
+    let mut pinned = vec![false; p.classes.len()];
+    for r in &kept {
+        pinned[r.owner] = true;
+        for &m in &r.members {
+            pinned[m] = true;
+        }
+    }
+    let mut classes: Vec<PodClass> = Vec::new();
+    let mut by_key: BTreeMap<MergeKey, usize> = BTreeMap::new();
+    let mut of_class = Vec::with_capacity(p.classes.len());
+    for (k, c) in p.classes.iter().enumerate() {
+        let target = if pinned[k] {
+            classes.push(c.clone());
+            classes.len() - 1
+        } else {
+            match by_key.entry(merge_key(c)) {
+                std::collections::btree_map::Entry::Occupied(e) => {
+                    classes[*e.get()].pods.extend(c.pods.iter().cloned());
+                    *e.get()
+                }
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    classes.push(unruled(c));
+                    *e.insert(classes.len() - 1)
+                }
+            }
+        };
+        of_class.push(target);
+    }
+    let mut affinities = kept;
+    for r in &mut affinities {
+        r.owner = of_class[r.owner];
+        r.members = r.members.iter().map(|&m| of_class[m]).collect();
+    }
+    let n = classes.len();
+    let topology = Topology {
+        affinities,
+        inverse_forbidden: vec![Vec::new(); n],
+        preferred_of: vec![Vec::new(); n],
+        preferred_counting: vec![Vec::new(); n],
+        ..Default::default()
+    };
+    let mut existing = p.existing.clone();
+    for e in &mut existing {
+        let mut home: BTreeMap<usize, u32> = BTreeMap::new();
+        for &(k, c) in &e.home {
+            *home.entry(of_class[k]).or_default() += c;
+        }
+        e.home = home.into_iter().collect();
+    }
+    let relaxed = Problem {
+        region: p.region.clone(),
+        dims: p.dims.clone(),
+        classes,
+        shapes: p.shapes.clone(),
+        existing,
+        pools: p.pools.clone(),
+        topology,
+        weights: p.weights.clone(),
+        rejected: Vec::new(),
+        label_groups: p.label_groups.clone(),
+        by_price: p.by_price.clone(),
+        by_cost: p.by_cost.clone(),
+    };
+    (relaxed, of_class)
+}
+
+/// Whether the relaxation can say more than `p`'s own pattern LP: it has at most three quarters of
+/// the classes, or `p`'s LP cannot bound plans at all (soft spreads, preferred pod terms).
+pub fn worth_it(p: &Problem, relaxed: &Problem) -> bool {
+    4 * relaxed.classes.len() <= 3 * p.classes.len() || !super::lp_bounds_plans(p)
+}
+
+/// The relaxed pattern LP's certified value for placing `demand[k]` pods of each class of `p`,
+/// within `seconds`: `Ok(None)` when column generation neither converged nor got Farley's ratio.
+pub fn lower_bound(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Result<Option<f64>, String> {
+    let (relaxed, of_class) = relax(p);
+    if !worth_it(p, &relaxed) {
+        return Ok(None);
+    }
+    let mut merged = vec![0u32; relaxed.classes.len()];
+    for (k, &d) in demand.iter().enumerate() {
+        merged[of_class[k]] += d;
+    }
+    let todo: Vec<(usize, usize)> = merged.iter().enumerate().filter(|(_, &d)| d > 0).map(|(k, &d)| (k, d as usize)).collect();
+    let (seed, _) = greedy::seed(&relaxed, State::new(&relaxed), &todo);
+    let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
+    let generated = super::columns_and_bound(&relaxed, &settings, &seed, &merged, false)?;
+    let pods: u32 = merged.iter().sum();
+    // as for the full model's LP: each pattern priced out at -1e-7 may leave that much behind
+    Ok(generated.bound.map(|b| (b * (1.0 - 1e-7) - 1e-7 * (1.0 + f64::from(pods))).max(0.0)))
+}
+
+/// What makes two classes alike once the rules between nodes are gone.
+type MergeKey = (Vec<i64>, Vec<(usize, usize)>, Vec<usize>, usize, String);
+
+fn merge_key(c: &PodClass) -> MergeKey {
+    let k = &c.constraints;
+    // the node-level terms decide fit and penalties; pod labels and rules between pods no longer matter
+    let terms = format!("{:?}", (&k.node_selector, &k.node_affinity, &k.preferred_node_affinity, &k.tolerations, &k.host_ports));
+    (c.req.clone(), c.offerings.clone(), c.existing.clone(), c.group, terms)
+}
+
+/// `c` with the rules between pods cleared (only the topology reads them; cleared for clarity in dumps).
+fn unruled(c: &PodClass) -> PodClass {
+    let mut out = c.clone();
+    let k = &mut out.constraints;
+    k.labels.clear();
+    k.spread.clear();
+    k.pod_affinity.clear();
+    k.pod_anti_affinity.clear();
+    k.preferred_pod_affinity.clear();
+    k.preferred_pod_anti_affinity.clear();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Arch, CapacityType, Catalog, InstanceType, Offering};
+
+    /// One 8 vCPU, 32 GiB on-demand type in two zones: every pod of the diverse mix fits.
+    fn two_zones() -> Catalog {
+        let mut it = InstanceType::new("eight.xlarge", 8, 32768, Arch::Amd64);
+        it.max_pods = Some(58);
+        for zone in ["z1", "z2"] {
+            it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.3, available: true, price_estimated: false, interruption_band: None });
+        }
+        Catalog { region: "test".into(), instance_types: vec![it], provenance: None }
+    }
+
+    #[test]
+    fn classes_tied_only_by_rules_between_nodes_merge_and_anti_affinity_cliques_stay() {
+        let p = Problem::build(&crate::workload::diverse(200, 3), &two_zones());
+        let (r, of_class) = relax(&p);
+        assert!(r.classes.len() < p.classes.len() / 2, "{} of {} classes", r.classes.len(), p.classes.len());
+        assert_eq!(r.total_pods(), p.total_pods());
+        assert!(r.topology.spreads.is_empty() && r.topology.preferred.is_empty());
+        let anti: Vec<_> = p.topology.affinities.iter().filter(|a| a.anti && a.key == HOSTNAME).collect();
+        assert_eq!(r.topology.affinities.len(), anti.len());
+        for a in anti {
+            // the clique's classes keep their own index in the relaxation, one class each
+            let mapped: std::collections::BTreeSet<usize> = a.members.iter().map(|&m| of_class[m]).collect();
+            assert_eq!(mapped.len(), a.members.len());
+        }
+        for (k, c) in p.classes.iter().enumerate() {
+            assert_eq!(r.classes[of_class[k]].req, c.req);
+        }
+    }
+}
