@@ -214,7 +214,7 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
     // Columns priced out at -1e-7 may each leave that much on the table: step down by it per pod.
     // the pricer does not see preferred pod terms either (see milp::lp_bounds_plans)
     if let Some(b) = lp_bound.filter(|_| settings.lower_bound && left.is_empty() && milp::lp_bounds_plans(&p)) {
-        let b = (b * (1.0 - 1e-7) - 1e-7 * (1.0 + p.total_pods() as f64)).max(0.0);
+        let b = milp::safe_pattern_bound(b, p.total_pods() as f64);
         if b > lower_bound {
             notes.push("lower bound from the pattern lp".into());
             lower_bound = b;

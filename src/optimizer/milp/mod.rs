@@ -163,6 +163,12 @@ pub(crate) fn run(model: Model, settings: &SolveSettings, what: &str) -> Result<
     model.try_solve().map_err(|e| format!("{what}: {e:?}"))
 }
 
+/// A certified pattern LP value made safe to report for `pods` pods: an LP solved to tolerance may sit
+/// a hair above its optimum, and each pattern priced out at -1e-7 may leave that much behind.
+pub(crate) fn safe_pattern_bound(value: f64, pods: f64) -> f64 {
+    (value * (1.0 - 1e-7) - 1e-7 * (1.0 + pods)).max(0.0)
+}
+
 /// Whether a pattern LP's value can bound plans: ScheduleAnyway skew is charged in the LP but not
 /// in a plan's objective, and the pricer does not see preferred pod terms, so where either applies
 /// its "no improving pattern" proves nothing, and neither the proof pass nor Farley's ratio is run.

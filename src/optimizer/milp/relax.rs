@@ -118,8 +118,7 @@ pub fn lower_bound(p: &Problem, demand: &[u32], settings: &SolveSettings, second
     let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
     let generated = super::columns_and_bound(&relaxed, &settings, &seed, &merged, false)?;
     let pods: u32 = merged.iter().sum();
-    // as for the full model's LP: each pattern priced out at -1e-7 may leave that much behind
-    Ok(generated.bound.map(|b| (b * (1.0 - 1e-7) - 1e-7 * (1.0 + f64::from(pods))).max(0.0)))
+    Ok(generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods))))
 }
 
 /// What makes two classes alike once the rules between nodes are gone.
