@@ -11,8 +11,10 @@ pub mod dump;
 mod exact;
 pub mod farley;
 mod lagrange;
+pub mod lift;
 pub mod master;
 pub mod primal;
+mod pricing;
 mod prove;
 pub mod relax;
 mod replay;
@@ -21,6 +23,7 @@ mod zonefix;
 pub use bins::{bins, bins_for};
 pub(crate) use bins::serves_superset;
 pub use replay::replay;
+use pricing::{price, Pricing};
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -30,7 +33,7 @@ use highs::{ColProblem, HighsModelStatus, Model, Sense};
 use super::problem::Problem;
 use super::state::{NodeKind, State};
 use super::{SolveSettings, SolverFault};
-use columns::{column_cost, pack, valid, Bin, BinInfo, Column, NodeRules};
+use columns::{column_cost, valid, Bin, BinInfo, Column, NodeRules};
 use master::{AuxKind, Master};
 use primal::{dive, nodes_of, round_near, round_up, rounded, DiveInput};
 
@@ -213,8 +216,8 @@ pub struct Generation {
 }
 
 /// Column generation alone, for callers that only want the patterns and the LP (the disruption
-/// model, the disruption bound). `unproven`: the exact pricer's best pattern on a bin it did not
-/// settle enters too (see [`Context`]).
+/// model, the disruption bound, the relaxation's bound and candidate). `unproven`: the exact
+/// pricer's best pattern on a bin it did not settle enters too (see [`Context`]).
 pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: bool) -> Result<Generation, String> {
     if demand.iter().all(|&d| d == 0) {
         return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0) });
@@ -728,9 +731,6 @@ const FARLEY_SHARE: f64 = 0.1;
 /// $0.3748-0.3890/h against a steady $0.3764/h without them).
 const UNPROVEN_MIN_PODS: u32 = 20;
 
-/// Search nodes the exact pricer may spend per bin before giving up on proving its answer.
-const EXACT_PRICING_NODES: usize = 20_000;
-
 /// The share of the time limit HiGHS may spend, over one column generation, proving the bins the
 /// exact search left open (see docs/optimizer.md, section 3).
 const PROOF_SHARE: f64 = 0.1;
@@ -740,62 +740,3 @@ const PROOF_SHARE: f64 = 0.1;
 /// of the benchmark mix, 23 open bins, they kept generation going (0.6 s a pass) until its share of
 /// the clock was gone, and the plans were dearer (0.3786-0.3898 $/h against a steady 0.3764).
 const PROOF_FEW_BINS: usize = 8;
-
-/// How [`price`] packs a bin.
-#[derive(Debug, Clone, Copy)]
-enum Pricing {
-    /// The greedy fill: fast, proves nothing.
-    Greedy,
-    /// The depth-first exact search within [`EXACT_PRICING_NODES`]; a bin it does not settle is
-    /// marked unsettled and answered with the best pattern found.
-    Exact,
-    /// HiGHS on the bin's knapsack, while the deadline allows (bins with a preload take the
-    /// exact search instead).
-    Proof(Instant),
-}
-
-/// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.
-#[allow(clippy::too_many_arguments)]
-fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], pricing: Pricing, unsettled: &mut bool) -> Option<(f64, Column)> {
-    let values = master.pod_values(p, b, duals);
-    let existing_host = existing_host(p, rules, b);
-    let mut fill = |limit: &[u32]| -> Option<(f64, Column)> {
-        let counts = if let Pricing::Greedy = pricing {
-            pack(p, rules, b, &values, limit, &existing_host)
-        } else {
-            // only patterns that would price in matter: at least the bin's cost less its dual
-            let floor = if b.preload.is_empty() { b.cost - master.bin_dual(p, b, duals) } else { 0.0 };
-            // a preload's value is outside the knapsack HiGHS is given
-            let (counts, settled) = match pricing {
-                Pricing::Proof(until) if b.preload.is_empty() => match prove::until(p, rules, b, &values, limit, &existing_host, until) {
-                    Some(k) if k.upper <= floor + 1e-7 => (vec![], true),
-                    Some(k) => (k.best, k.proven),
-                    None => (vec![], false),
-                },
-                _ => exact::pack_best(p, rules, b, &values, limit, &existing_host, floor, EXACT_PRICING_NODES),
-            };
-            *unsettled |= !settled;
-            counts
-        };
-        if counts.is_empty() && b.preload.is_empty() {
-            return None;
-        }
-        let counts = if b.preload.is_empty() { counts } else { b.with_preload(&counts) };
-        let cost = column_cost(p, b, &counts);
-        let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
-        let rc = cost - master.bin_dual(p, b, duals) - gain;
-        (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
-    };
-    let best = fill(limit);
-    // the knapsack does not see preferred anti-affinity: also offer the pattern that keeps each
-    // such class to one pod, and take whichever prices better under the true cost
-    if !b.classes.iter().any(|&(k, _)| rules.prefers_alone[k] && limit[k] > 1) {
-        return best;
-    }
-    let single: Vec<u32> = limit.iter().enumerate().map(|(k, &l)| if rules.prefers_alone[k] { l.min(1) } else { l }).collect();
-    match (best, fill(&single)) {
-        (Some(plain), Some(capped)) => Some(if capped.0 < plain.0 { capped } else { plain }),
-        (plain, capped) => plain.or(capped),
-    }
-}
-

@@ -1,0 +1,72 @@
+//! Pricing one bin under the master's duals: the greedy fill, the depth-first exact search, or
+//! HiGHS on the bin's knapsack, and the reduced cost of the pattern found. Column generation
+//! (`mod.rs`) chooses which per round.
+
+use std::time::Instant;
+
+use super::super::problem::Problem;
+use super::columns::{column_cost, pack, BinInfo, Column, NodeRules};
+use super::master::Master;
+use super::{exact, existing_host, prove};
+
+/// Search nodes the exact pricer may spend per bin before giving up on proving its answer.
+const EXACT_PRICING_NODES: usize = 20_000;
+
+/// How [`price`] packs a bin.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Pricing {
+    /// The greedy fill: fast, proves nothing.
+    Greedy,
+    /// The depth-first exact search within [`EXACT_PRICING_NODES`]; a bin it does not settle is
+    /// marked unsettled and answered with the best pattern found.
+    Exact,
+    /// HiGHS on the bin's knapsack, while the deadline allows (bins with a preload take the
+    /// exact search instead).
+    Proof(Instant),
+}
+
+/// The best pattern the pricer finds for one bin, with its reduced cost, when that is negative.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], pricing: Pricing, unsettled: &mut bool) -> Option<(f64, Column)> {
+    let values = master.pod_values(p, b, duals);
+    let existing_host = existing_host(p, rules, b);
+    let mut fill = |limit: &[u32]| -> Option<(f64, Column)> {
+        let counts = if let Pricing::Greedy = pricing {
+            pack(p, rules, b, &values, limit, &existing_host)
+        } else {
+            // only patterns that would price in matter: at least the bin's cost less its dual
+            let floor = if b.preload.is_empty() { b.cost - master.bin_dual(p, b, duals) } else { 0.0 };
+            // a preload's value is outside the knapsack HiGHS is given
+            let (counts, settled) = match pricing {
+                Pricing::Proof(until) if b.preload.is_empty() => match prove::until(p, rules, b, &values, limit, &existing_host, until) {
+                    Some(k) if k.upper <= floor + 1e-7 => (vec![], true),
+                    Some(k) => (k.best, k.proven),
+                    None => (vec![], false),
+                },
+                _ => exact::pack_best(p, rules, b, &values, limit, &existing_host, floor, EXACT_PRICING_NODES),
+            };
+            *unsettled |= !settled;
+            counts
+        };
+        if counts.is_empty() && b.preload.is_empty() {
+            return None;
+        }
+        let counts = if b.preload.is_empty() { counts } else { b.with_preload(&counts) };
+        let cost = column_cost(p, b, &counts);
+        let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
+        let rc = cost - master.bin_dual(p, b, duals) - gain;
+        (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
+    };
+    let best = fill(limit);
+    // the knapsack does not see preferred anti-affinity: also offer the pattern that keeps each
+    // such class to one pod, and take whichever prices better under the true cost
+    if !b.classes.iter().any(|&(k, _)| rules.prefers_alone[k] && limit[k] > 1) {
+        return best;
+    }
+    let single: Vec<u32> = limit.iter().enumerate().map(|(k, &l)| if rules.prefers_alone[k] { l.min(1) } else { l }).collect();
+    match (best, fill(&single)) {
+        (Some(plain), Some(capped)) => Some(if capped.0 < plain.0 { capped } else { plain }),
+        (plain, capped) => plain.or(capped),
+    }
+}
+
