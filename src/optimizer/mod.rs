@@ -479,11 +479,7 @@ fn seed_columns(p: &Problem, seed: &[SeedNode]) -> Vec<(milp::columns::Column, u
         if counts.is_empty() {
             continue;
         }
-        let labels = match bin {
-            Bin::Existing(e) => &p.existing[e].labels,
-            Bin::New { shape, offering } => &p.offering(shape, offering).labels,
-        };
-        let cost = pattern_cost(p, bin, labels, counts.iter().map(|(&k, &n)| (k, n)));
+        let cost = pattern_cost(p, bin, bin.labels(p), counts.iter().map(|(&k, &n)| (k, n)));
         out.push((Column { bin, counts: counts.into_iter().collect(), cost }, s.copies));
     }
     out

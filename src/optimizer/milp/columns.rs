@@ -37,14 +37,21 @@ pub struct BinInfo {
     pub preload: Vec<(usize, u32)>,
 }
 
-impl BinInfo {
+impl Bin {
     /// The node's labels, read from the problem: a bin per offering is thousands of bins, and a
     /// copy of each offering's labels took 10 MB of a 10,000-pod solve.
     pub fn labels<'p>(&self, p: &'p Problem) -> &'p crate::domain::Labels {
-        match self.bin {
+        match *self {
             Bin::Existing(e) => &p.existing[e].labels,
             Bin::New { shape, offering } => &p.offering(shape, offering).labels,
         }
+    }
+}
+
+impl BinInfo {
+    /// The node's labels (see [`Bin::labels`]).
+    pub fn labels<'p>(&self, p: &'p Problem) -> &'p crate::domain::Labels {
+        self.bin.labels(p)
     }
 
     /// `counts` with the preload added (classes ascending).

@@ -15,9 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::greedy;
 use super::super::problem::Problem;
-use super::super::state::State;
 use super::super::SolveSettings;
 use super::columns::{Bin, Column, NodeRules};
 use super::relax;
@@ -27,22 +25,14 @@ use super::relax;
 /// the problem (the full model's own LP is then as good), its LP fails or no time is left for it.
 pub fn candidate(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Option<Vec<(Column, u32)>> {
     let began = std::time::Instant::now();
-    let (relaxed, of_class) = relax::relax(p);
-    if !relax::worth_it(p, &relaxed) {
-        return None;
-    }
-    let mut merged = vec![0u32; relaxed.classes.len()];
-    for (k, &d) in demand.iter().enumerate() {
-        merged[of_class[k]] += d;
-    }
-    let todo: Vec<(usize, usize)> = merged.iter().enumerate().filter(|(_, &d)| d > 0).map(|(k, &d)| (k, d as usize)).collect();
-    let (seed, _) = greedy::seed(&relaxed, State::new(&relaxed), &todo);
+    let relaxed = relax::Relaxed::of(p, demand)?;
+    let seed = relaxed.seed();
     let left = seconds - began.elapsed().as_secs_f64();
     if left < 0.05 {
         return None;
     }
     let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(left), lower_bound: false, ..settings.clone() };
-    let generated = super::columns_and_bound(&relaxed, &settings, &seed, &merged, true).ok()?;
+    let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, true).ok()?;
     // the LP's copies rounded to the nearest: the replay's repair places what that leaves out (covering
     // every pod with the largest fractions bought 5.73 $/h of nodes for 1,000 pods of the diverse mix,
     // and replayed dearer)
@@ -55,7 +45,7 @@ pub fn candidate(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds:
             (n >= 1.0).then_some((c, n as u32))
         })
         .collect();
-    Some(lift(p, &of_class, demand, &chosen))
+    Some(lift(p, &relaxed.of_class, demand, &chosen))
 }
 
 /// A lifted node: its bin and (class, pods), classes ascending.
@@ -75,10 +65,7 @@ fn lift(p: &Problem, of_class: &[usize], demand: &[u32], chosen: &[(&Column, u32
     let mut left = demand.to_vec();
     let mut out: BTreeMap<Pattern, (f64, u32)> = BTreeMap::new();
     for (col, copies) in chosen {
-        let labels = match col.bin {
-            Bin::Existing(e) => &p.existing[e].labels,
-            Bin::New { shape, offering } => &p.offering(shape, offering).labels,
-        };
+        let labels = col.bin.labels(p);
         for _ in 0..*copies {
             let mut node: BTreeMap<usize, u32> = BTreeMap::new();
             let mut host = vec![0i64; rules.host_caps.len()];
@@ -161,7 +148,7 @@ mod tests {
         assert!(placed.iter().sum::<u32>() * 2 >= total, "only {} of {total} pods lifted", placed.iter().sum::<u32>());
         // what the rounding left out, and what the replay refuses, the repair places
         let (state, rejected) = super::super::replay(&p, &lifted);
-        let (state, left) = greedy::repair(&p, state, &rejected);
+        let (state, left) = crate::optimizer::greedy::repair(&p, state, &rejected);
         assert!(left.is_empty(), "{left:?}");
         assert_eq!((0..p.classes.len()).map(|k| state.placed_of(k) as u32).sum::<u32>(), total);
     }

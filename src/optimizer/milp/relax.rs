@@ -105,20 +105,43 @@ pub fn worth_it(p: &Problem, relaxed: &Problem) -> bool {
 /// The relaxed pattern LP's certified value for placing `demand[k]` pods of each class of `p`,
 /// within `seconds`: `Ok(None)` when column generation neither converged nor got Farley's ratio.
 pub fn lower_bound(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Result<Option<f64>, String> {
-    let (relaxed, of_class) = relax(p);
-    if !worth_it(p, &relaxed) {
-        return Ok(None);
-    }
-    let mut merged = vec![0u32; relaxed.classes.len()];
-    for (k, &d) in demand.iter().enumerate() {
-        merged[of_class[k]] += d;
-    }
-    let todo: Vec<(usize, usize)> = merged.iter().enumerate().filter(|(_, &d)| d > 0).map(|(k, &d)| (k, d as usize)).collect();
-    let (seed, _) = greedy::seed(&relaxed, State::new(&relaxed), &todo);
+    let Some(relaxed) = Relaxed::of(p, demand) else { return Ok(None) };
+    let seed = relaxed.seed();
     let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
-    let generated = super::columns_and_bound(&relaxed, &settings, &seed, &merged, false)?;
-    let pods: u32 = merged.iter().sum();
+    let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, false)?;
+    let pods: u32 = relaxed.demand.iter().sum();
     Ok(generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods))))
+}
+
+/// The relaxation of a problem set up for column generation: what the bound and the plan candidate
+/// (`lift.rs`) both start from.
+pub struct Relaxed {
+    pub problem: Problem,
+    /// Per class of the full problem, its class in the relaxation.
+    pub of_class: Vec<usize>,
+    /// Pods to place per relaxed class: the full problem's demand summed over merged classes.
+    pub demand: Vec<u32>,
+}
+
+impl Relaxed {
+    /// The relaxation of `p` for placing `demand[k]` pods of each class, when it is [`worth_it`].
+    pub fn of(p: &Problem, demand: &[u32]) -> Option<Relaxed> {
+        let (problem, of_class) = relax(p);
+        if !worth_it(p, &problem) {
+            return None;
+        }
+        let mut merged = vec![0u32; problem.classes.len()];
+        for (k, &d) in demand.iter().enumerate() {
+            merged[of_class[k]] += d;
+        }
+        Some(Relaxed { problem, of_class, demand: merged })
+    }
+
+    /// The greedy start column generation seeds its patterns from.
+    pub fn seed(&self) -> State<'_> {
+        let todo: Vec<(usize, usize)> = self.demand.iter().enumerate().filter(|(_, &d)| d > 0).map(|(k, &d)| (k, d as usize)).collect();
+        greedy::seed(&self.problem, State::new(&self.problem), &todo).0
+    }
 }
 
 /// What makes two classes alike once the rules between nodes are gone.
