@@ -39,3 +39,14 @@ pub(crate) fn tiny_catalog() -> Catalog {
     it.offerings.push(Offering { zone: "z1".into(), capacity_type: CapacityType::OnDemand, price: 0.05, available: true, price_estimated: false, interruption_band: None });
     Catalog { region: "test".into(), instance_types: vec![it], provenance: None }
 }
+
+/// One 8 vCPU, 32 GiB on-demand type at 0.3 in zones z1 and z2: every pod of the diverse mix fits,
+/// and neither zone is cheaper.
+pub(crate) fn two_zone_catalog() -> Catalog {
+    let mut it = InstanceType::new("eight.xlarge", 8, 32768, Arch::Amd64);
+    it.max_pods = Some(58);
+    for zone in ["z1", "z2"] {
+        it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.3, available: true, price_estimated: false, interruption_band: None });
+    }
+    Catalog { region: "test".into(), instance_types: vec![it], provenance: None }
+}

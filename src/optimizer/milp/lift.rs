@@ -1,17 +1,22 @@
-//! A plan candidate from the relaxation (`relax.rs`): its pattern LP, rounded, with each relaxed
-//! pod slot given back to a pod of the full problem.
+//! A plan candidate from the relaxation (`relax.rs`): its pattern LP, its patterns' copies bought
+//! and spread over zones by a small integer program (`zonal.rs`), and each relaxed pod slot given
+//! back to a pod of the full problem.
 //!
 //! On Karpenter's diverse mix at 1,000 pods the full model's 600 classes keep column generation
 //! far from converged when its share of a 10 s solve runs out (an LP of about 4.9 $/h), and its
 //! roundings replay at 5.8 $/h or more; the relaxation's 60-odd classes reach an LP of about
 //! 3.85 $/h within a second. Its patterns say which nodes to buy and how many pods of each request
-//! go on each; the lifting chooses the pods. A slot of a merged class goes to the member class with
-//! the most pods still unassigned, among those the node's own rules admit (hostname spread caps,
-//! anti-affinity conflicts) and whose zone-affinity group is not yet bound to another domain
-//! (ranking zone-affinity groups already bound to the node's domain first, and spreads short of
-//! their share of it, replayed dearer: 4.72-4.80 $/h against 4.57 from the same LP). The
-//! lifted patterns are then replayed like any other candidate: the replay checks every rule pod by
-//! pod, and the greedy repair places what it refuses or what the rounding left out.
+//! go on each; the zone program says how many copies of each and in which zone, and how many pods
+//! of each zone spread group a zone takes; the lifting chooses the pods. A slot of a merged class
+//! goes to a member class the node's own rules admit (hostname spread caps, anti-affinity
+//! conflicts) and the zones allow (its zone affinity's zone, its spread group's quota there):
+//! classes bound to zones first, then the one with the most pods still unassigned. The lifted
+//! patterns are then replayed like any other candidate: the replay checks every rule pod by pod,
+//! and the greedy repair places what it refuses or what the lifting left out.
+//!
+//! Without the zone program (the LP's copies rounded to the nearest, in the LP's zones) the
+//! candidate replayed at 5.2-5.3 $/h at 1,000 pods, the repair placing the zone-spread pods the
+//! replay refused; with the copies rounded but moved between zones, at about 4.6.
 
 use std::collections::BTreeMap;
 
@@ -19,10 +24,12 @@ use super::super::problem::Problem;
 use super::super::SolveSettings;
 use super::columns::{Bin, Column, NodeRules};
 use super::relax;
+use super::zonal::{self, Zoned};
 
 /// The candidate for placing `demand[k]` pods of each class of `p`, from a relaxation, its greedy
-/// start and its column generation within `seconds` in all; None when the relaxation does not shrink
-/// the problem (the full model's own LP is then as good), its LP fails or no time is left for it.
+/// start, its column generation and the zones for its nodes within `seconds` in all; None when the
+/// relaxation does not shrink the problem (the full model's own LP is then as good), its LP fails or
+/// no time is left for it.
 pub fn candidate(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Option<Vec<(Column, u32)>> {
     let began = std::time::Instant::now();
     let relaxed = relax::Relaxed::of(p, demand)?;
@@ -31,28 +38,25 @@ pub fn candidate(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds:
     if left < 0.05 {
         return None;
     }
-    let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(left), lower_bound: false, ..settings.clone() };
+    let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(left * COLUMN_SHARE), lower_bound: false, ..settings.clone() };
     let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, true).ok()?;
-    // the LP's copies rounded to the nearest: the replay's repair places what that leaves out (covering
-    // every pod with the largest fractions bought 5.73 $/h of nodes for 1,000 pods of the diverse mix,
-    // and replayed dearer)
-    let chosen: Vec<(&Column, u32)> = generated
-        .columns
-        .iter()
-        .zip(&generated.lp_values)
-        .filter_map(|(c, &v)| {
-            let n = (v + 0.5).floor();
-            (n >= 1.0).then_some((c, n as u32))
-        })
-        .collect();
-    Some(lift(p, &relaxed.of_class, demand, &chosen))
+    // every pattern the LP uses: the zone program decides how many copies to buy (see zonal.rs)
+    let chosen: Vec<(&Column, f64)> = generated.columns.iter().zip(&generated.lp_values).filter(|(_, &v)| v > 1e-6).map(|(c, &v)| (c, v)).collect();
+    let for_zones = (seconds - began.elapsed().as_secs_f64()).max(MIN_ZONE_SECONDS);
+    let zoned = zonal::assign(p, &relaxed.problem, &relaxed.of_class, demand, &chosen, &generated.pod_prices, for_zones)?;
+    Some(lift(p, &relaxed.of_class, demand, &zoned, &chosen))
 }
+
+/// The share of the candidate's time its column generation gets; the zones get the rest.
+const COLUMN_SHARE: f64 = 0.75;
+/// The least time the zones' integer program gets, seconds.
+const MIN_ZONE_SECONDS: f64 = 0.05;
 
 /// A lifted node: its bin and (class, pods), classes ascending.
 type Pattern = (Bin, Vec<(usize, u32)>);
 
-/// The relaxed patterns with their slots given to classes of `p` (see the module doc).
-fn lift(p: &Problem, of_class: &[usize], demand: &[u32], chosen: &[(&Column, u32)]) -> Vec<(Column, u32)> {
+/// The zoned patterns with their slots given to classes of `p` (see the module doc).
+fn lift(p: &Problem, of_class: &[usize], demand: &[u32], zoned: &Zoned, chosen: &[(&Column, f64)]) -> Vec<(Column, u32)> {
     let rules = NodeRules::build(p);
     let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (k, &r) in of_class.iter().enumerate() {
@@ -60,58 +64,45 @@ fn lift(p: &Problem, of_class: &[usize], demand: &[u32], chosen: &[(&Column, u32
             members.entry(r).or_default().push(k);
         }
     }
-    let affinity_of = zone_affinity_rules(p);
-    let mut bound_to: BTreeMap<usize, String> = BTreeMap::new();
     let mut left = demand.to_vec();
+    let mut quota = zoned.quota.clone();
     let mut out: BTreeMap<Pattern, (f64, u32)> = BTreeMap::new();
-    for (col, copies) in chosen {
-        let labels = col.bin.labels(p);
-        for _ in 0..*copies {
-            let mut node: BTreeMap<usize, u32> = BTreeMap::new();
+    for node in &zoned.nodes {
+        let zone = zonal::zone_of(p, &node.bin);
+        let col = chosen[node.pattern].0;
+        for _ in 0..node.copies {
+            let mut here: BTreeMap<usize, u32> = BTreeMap::new();
             let mut host = vec![0i64; rules.host_caps.len()];
             for &(rk, n) in &col.counts {
                 for _ in 0..n {
-                    let admits = |k: usize, node: &BTreeMap<usize, u32>, host: &[i64]| {
+                    let admits = |k: usize, here: &BTreeMap<usize, u32>, host: &[i64], quota: &BTreeMap<(usize, String), u32>| {
                         left[k] > 0
-                            && node.get(&k).copied().unwrap_or(0) < rules.per_node_cap[k]
+                            && zoned.admits(k, &zone, quota)
+                            && here.get(&k).copied().unwrap_or(0) < rules.per_node_cap[k]
                             && rules.host_groups_of[k].iter().all(|&h| host[h] < rules.host_caps[h].1)
-                            && rules.conflicts_of[k].iter().all(|j| !node.contains_key(j))
-                            && affinity_of[k].iter().all(|(ri, key)| bound_to.get(ri).is_none_or(|d| labels.get(key) == Some(d)))
+                            && rules.conflicts_of[k].iter().all(|j| !here.contains_key(j))
                     };
-                    let Some(&k) = members.get(&rk).into_iter().flatten().filter(|&&k| admits(k, &node, &host)).max_by_key(|&&k| (left[k], std::cmp::Reverse(k))) else {
+                    // classes bound to zones first: the free ones fit anywhere later
+                    let rank = |&&k: &&usize| (zoned.is_zonal(k), left[k], std::cmp::Reverse(k));
+                    let Some(&k) = members.get(&rk).into_iter().flatten().filter(|&&k| admits(k, &here, &host, &quota)).max_by_key(rank) else {
                         continue;
                     };
-                    *node.entry(k).or_default() += 1;
+                    *here.entry(k).or_default() += 1;
                     left[k] -= 1;
+                    if let Some(q) = zoned.group_of[k].and_then(|g| quota.get_mut(&(g, zone.clone()))) {
+                        *q -= 1;
+                    }
                     for &h in &rules.host_groups_of[k] {
                         host[h] += 1;
                     }
-                    for (ri, key) in &affinity_of[k] {
-                        if let Some(d) = labels.get(key) {
-                            bound_to.entry(*ri).or_insert_with(|| d.clone());
-                        }
-                    }
                 }
             }
-            if !node.is_empty() {
-                out.entry((col.bin, node.into_iter().collect())).or_insert((col.cost, 0)).1 += 1;
+            if !here.is_empty() {
+                out.entry((node.bin, here.into_iter().collect())).or_insert((node.cost, 0)).1 += 1;
             }
         }
     }
     out.into_iter().map(|((bin, counts), (cost, n))| (Column { bin, counts, cost }, n)).collect()
-}
-
-/// Per class: the zone-like required self-affinity rules it belongs to, with their keys.
-fn zone_affinity_rules(p: &Problem) -> Vec<Vec<(usize, String)>> {
-    let mut out = vec![Vec::new(); p.classes.len()];
-    for (ri, r) in p.topology.affinities.iter().enumerate() {
-        if !r.anti && !r.is_host() && r.self_selecting() && r.running.is_empty() {
-            for &m in &r.members {
-                out[m].push((ri, r.key.clone()));
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

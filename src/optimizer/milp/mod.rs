@@ -18,6 +18,7 @@ mod pricing;
 mod prove;
 pub mod relax;
 mod replay;
+mod zonal;
 mod zonefix;
 
 pub use bins::{bins, bins_for};

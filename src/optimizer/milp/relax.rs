@@ -170,17 +170,7 @@ fn unruled(c: &PodClass) -> PodClass {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{Arch, CapacityType, Catalog, InstanceType, Offering};
-
-    /// One 8 vCPU, 32 GiB on-demand type in two zones: every pod of the diverse mix fits.
-    fn two_zones() -> Catalog {
-        let mut it = InstanceType::new("eight.xlarge", 8, 32768, Arch::Amd64);
-        it.max_pods = Some(58);
-        for zone in ["z1", "z2"] {
-            it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.3, available: true, price_estimated: false, interruption_band: None });
-        }
-        Catalog { region: "test".into(), instance_types: vec![it], provenance: None }
-    }
+    use crate::optimizer::fixtures::two_zone_catalog as two_zones;
 
     #[test]
     fn classes_tied_only_by_rules_between_nodes_merge_and_anti_affinity_cliques_stay() {
