@@ -13,8 +13,8 @@
 //!   [`EXTRA_COPIES`] more than the LP's value rounded up, each in the cheapest offering of that
 //!   zone every relaxed class in it accepts (some instance types are not offered in every zone).
 //!   Copies are integers; the pods each zone takes are continuous, one column per relaxed class,
-//!   zone and signature (free, a zone spread group, or a set of allowed zones), so that it solves
-//!   in a few tenths of a second. Rows: the pods of a relaxed class in a zone fit its slots there;
+//!   zone and signature (free, a zone spread group, or a set of allowed zones), so that HiGHS has a
+//!   good answer within a few tenths of a second. Rows: the pods of a relaxed class in a zone fit its slots there;
 //!   a zone spread group's counts (running pods included) differ by at most the skew between any
 //!   two eligible zones (or stay within it where `minDomains` forces the minimum to zero).
 //! - It minimises the nodes' cost less a reward per pod placed: [`REWARD_PER_DUAL`] times the
