@@ -308,8 +308,9 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[
     }
 }
 
-/// The relaxation's candidate (`milp::lift`), from a column generation of [`RELAXED_PRIMAL_SHARE`]
-/// of the time limit; None when the relaxation would not shrink the problem or its LP fails.
+/// The relaxation's candidate (`milp::lift`): its column generation and zone program within
+/// [`RELAXED_PRIMAL_SHARE`] of the time limit; None when the relaxation would not shrink the problem,
+/// its LP fails or the zone program finds no answer.
 ///
 /// It is not tried when that share is under [`MIN_RELAXED_PRIMAL_SECONDS`] or under what building
 /// the problem and its greedy start took (the relaxation and its own greedy start cost about as
@@ -329,7 +330,7 @@ fn relaxed_candidate(p: &Problem, settings: &SolveSettings, start: Instant, dema
     lifted
 }
 
-/// The share of the time limit the relaxation's column generation gets for a plan candidate.
+/// The share of the time limit the relaxation's candidate gets (column generation and zones).
 const RELAXED_PRIMAL_SHARE: f64 = 0.1;
 /// Below this many seconds for it, the relaxation's candidate is not tried.
 const MIN_RELAXED_PRIMAL_SECONDS: f64 = 0.5;
