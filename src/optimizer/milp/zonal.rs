@@ -21,8 +21,9 @@
 //!   relaxed LP's dual of the pod's relaxed class (a pod the greedy repair places cost about twice
 //!   its LP share in our runs), and at least [`MIN_REWARD`].
 //!
-//! What comes out is the copies per zone and, per zone spread group, a quota per zone (its counts
-//! rounded). The lifting fills each node's slots within them; the replay checks every rule pod by
+//! What comes out is the copies per zone; per zone spread group, a quota per zone (its counts
+//! rounded); and per zone, the pods of each signature and relaxed class it put there, which the
+//! lifting serves first. The lifting fills each node's slots within them; the replay checks every rule pod by
 //! pod, and the repair places what is left. Hostname spread is left to the lifting's per-node caps:
 //! with a node per anti-affinity pod, a zone's nodes far outnumber a group's pods on that mix.
 //!
@@ -67,6 +68,11 @@ pub struct Zoned {
     pub group_of: Vec<Option<usize>>,
     /// (group, zone): how many of the group's pods that zone takes.
     pub quota: BTreeMap<(usize, String), u32>,
+    /// Per class: its signature (its group and allowed zones), the classes the program does not
+    /// tell apart.
+    pub signature_of: Vec<usize>,
+    /// Per zone, (signature, relaxed class): how many such pods the program put there.
+    pub planned: BTreeMap<String, BTreeMap<(usize, usize), f64>>,
 }
 
 impl Zoned {
@@ -107,6 +113,12 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
         let r = of_class[k];
         pods.entry(((group_of[k], allowed[k].as_ref()), r)).or_insert((0, (REWARD_PER_DUAL * duals[r]).max(MIN_REWARD))).0 += d;
     }
+    let mut signatures: BTreeMap<Signature, usize> = BTreeMap::new();
+    let signature_of: Vec<usize> = (0..p.classes.len()).map(|k| {
+        let next = signatures.len();
+        *signatures.entry((group_of[k], allowed[k].as_ref())).or_insert(next)
+    }).collect();
+    let mut by_signature: Vec<(String, (usize, usize), Col)> = Vec::new();
     let mut takes: BTreeMap<(usize, &str), Vec<Col>> = BTreeMap::new(); // (relaxed class, zone)
     let mut in_group: BTreeMap<(usize, &str), Vec<Col>> = BTreeMap::new(); // (group, zone)
     for (&((group, zones_ok), r), &(d, reward)) in &pods {
@@ -115,6 +127,7 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
             let c = pb.continuous(-reward, f64::from(d));
             row.push((c, 1.0));
             takes.entry((r, z)).or_default().push(c);
+            by_signature.push((z.to_string(), (signatures[&(group, zones_ok)], r), c));
             if let Some(g) = group {
                 in_group.entry((g, z)).or_default().push(c);
             }
@@ -139,7 +152,11 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
     }
     // a group's quota in a zone: its pods there over all relaxed classes, rounded
     let quota = in_group.iter().map(|(&(g, z), cols)| ((g, z.to_string()), cols.iter().map(|&c| values[c]).sum::<f64>().round().max(0.0) as u32)).collect();
-    Some(Zoned { nodes, allowed, group_of, quota })
+    let mut planned: BTreeMap<String, BTreeMap<(usize, usize), f64>> = BTreeMap::new();
+    for (z, key, c) in by_signature {
+        *planned.entry(z).or_default().entry(key).or_default() += values[c];
+    }
+    Some(Zoned { nodes, allowed, group_of, quota, signature_of, planned })
 }
 
 /// What the program tells classes apart by: their zone spread group and their allowed zones.
