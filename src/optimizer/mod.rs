@@ -319,8 +319,9 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[
 /// The relaxation's own greedy start costs about what the full one did (0.06 s at 1,000 pods of
 /// the diverse mix, 0.4 s at 5,000, 0.9-1.3 s at 10,000) and comes out of the candidate's time,
 /// and the larger problems' column generation and zone program need more time too. With a flat
-/// tenth of 10 s the zone program got 0.22 s at 5,000 pods and its answer left 1,770 pods to the
-/// repair, and at 10,000 pods building took longer than the tenth, so the candidate was not tried.
+/// tenth of 10 s (and stop 34's lifting) the zone program got 0.22 s at 5,000 pods and the replay
+/// left 1,770 pods to the repair, and at 10,000 pods building took longer than the tenth, so the
+/// candidate was not tried.
 /// Counting only what building took beyond a twentieth of the limit, 5,000 pods were planned at
 /// 24.08 and 32.03 $/h in two runs, against 21.64 with all of it.
 ///
