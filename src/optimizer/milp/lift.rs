@@ -121,19 +121,13 @@ fn lift(p: &Problem, of_class: &[usize], demand: &[u32], zoned: &Zoned, chosen: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::labels::ZONE;
 
     #[test]
     fn a_slot_goes_to_the_spread_group_the_zone_program_put_there() {
         let p = Problem::build(&crate::workload::diverse(1000, 3), &crate::optimizer::fixtures::two_zone_catalog());
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let (relaxed, of_class) = relax::relax(&p);
-        let mut group_of = vec![None; p.classes.len()];
-        for (g, s) in p.topology.spreads.iter().enumerate().filter(|(_, s)| s.hard && s.key == ZONE) {
-            for &m in &s.members {
-                group_of[m].get_or_insert(g);
-            }
-        }
+        let (_, group_of) = zonal::spread_groups(&p);
         // two classes of different spread groups merged into one relaxed class; `planned` is the one
         // the old order (most pods left, then the lower index) would not have picked
         let spread: Vec<usize> = (0..p.classes.len()).filter(|&k| group_of[k].is_some()).collect();
