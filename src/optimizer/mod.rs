@@ -154,6 +154,7 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
     settings.validate()?;
     let start = Instant::now();
     let p = Problem::build_with(snapshot, catalog, shapes);
+    let built = start.elapsed();
     let todo = p.class_demands();
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), classes = p.classes.len(), shapes = p.shapes.len(), "problem built");
@@ -181,7 +182,7 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
                 (aggregated, relaxed)
             })
         });
-        let decided = decide(&p, settings, start, seed, greedy_state, greedy_left, &demand, &bins);
+        let decided = decide(&p, settings, (start, built), seed, greedy_state, greedy_left, &demand, &bins);
         (decided, handle.map(|h| h.join().unwrap_or_else(|_| (Err("bound thread panicked".into()), Ok(None)))))
     });
     let Decided { state, left, status, model, vars, rows, mut notes, lp_bound } = decided;
@@ -262,7 +263,7 @@ struct Decided<'p> {
 /// Runs the chosen strategy: greedy's answer as is, or the MILP's candidates replayed through every
 /// rule with the cheapest kept (greedy's plan among them).
 #[allow(clippy::too_many_arguments)]
-fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32], bins: &[milp::columns::BinInfo]) -> Decided<'p> {
+fn decide<'p>(p: &'p Problem, settings: &SolveSettings, (start, built): (Instant, Duration), seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32], bins: &[milp::columns::BinInfo]) -> Decided<'p> {
     let plain = |state, left, status: &str, notes| Decided { state, left, status: status.to_string(), model: None, vars: 0, rows: 0, notes, lp_bound: None };
     match settings.strategy {
         Strategy::Greedy => plain(greedy_state, greedy_left, "greedy", vec![]),
@@ -285,13 +286,14 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, start: Instant, seed: &[
                     if !seed.is_empty() {
                         answer.candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
                     }
-                    let (state, left, origin, replay) = best_candidate(p, settings, start, &answer.candidates, greedy_state, greedy_left, &mut notes);
+                    let until = finish_by(settings, built);
+                    let (state, left, origin, replay) = best_candidate(p, settings, (start, until), &answer.candidates, greedy_state, greedy_left, &mut notes);
                     notes.push(format!("plan from {origin}"));
                     // HiGHS's integer solve can run far past its limit in its root node (2.1 s over a
                     // 0.3 s limit on a neighbourhood of the scale-in benchmark): neighbourhoods use it only
                     // when it proved its answer over the whole problem in time
                     let integer = answer.status == "optimal";
-                    let (state, left) = search_neighbourhoods(p, settings, start, bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
+                    let (state, left) = search_neighbourhoods(p, settings, (start, until), bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
                     notes.push(format!("integer solve over the generated patterns: {}", answer.status));
                     let status = if answer.timed_out { "time-limit" } else { "feasible" };
                     Decided { state, left, status: status.into(), model: Some(model), vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
@@ -353,14 +355,16 @@ const MIN_RELAXED_PRIMAL_SECONDS: f64 = 0.5;
 /// slowest replay comes back with it.
 ///
 /// The first is always replayed. A later one is replayed when three times the slowest replay so far
-/// would still end within the time limit (a replay's repair grows with the pods it rejects: 0.6 s
-/// and 1.6 s for two candidates at 10,000 pods), or, past the limit, while the replays have cost at
+/// would still end by `deadline` ([`finish_by`]; a replay's repair grows with the pods it
+/// rejects: 0.6 s and 1.6 s for two candidates at 10,000 pods; with the whole limit as the deadline,
+/// a third candidate whose repair placed 1,970 pods ended the replays at 9.8-10.0 s of a 10 s limit
+/// and the extraction after them at 10.0-10.3 s), or, past the limit, while the replays have cost at
 /// most a fortieth of it: they are cheap next to the solve at a few hundred pods, and HiGHS's
 /// integer solve can overrun its limit in its root cut rounds.
 fn best_candidate<'p>(
     p: &'p Problem,
     settings: &SolveSettings,
-    start: Instant,
+    (start, deadline): (Instant, Duration),
     candidates: &[(String, Vec<(milp::columns::Column, u32)>)],
     greedy_state: State<'p>,
     greedy_left: Leftover,
@@ -371,7 +375,7 @@ fn best_candidate<'p>(
     let replays_from = Instant::now();
     let mut slowest = Duration::ZERO;
     for (i, (origin, chosen)) in candidates.iter().enumerate() {
-        let fits = start.elapsed() + 3 * slowest <= settings.time_limit || replays_from.elapsed() + 3 * slowest <= settings.time_limit / 40;
+        let fits = start.elapsed() + 3 * slowest <= deadline || replays_from.elapsed() + 3 * slowest <= settings.time_limit / 40;
         if i > 0 && !fits {
             notes.push(format!("time limit: {} candidate plans not replayed", candidates.len() - i));
             break;
@@ -390,7 +394,7 @@ fn best_candidate<'p>(
         }
         let s = score(p, &state, &left);
         let planned: f64 = chosen.iter().map(|(c, n)| c.cost * f64::from(*n)).sum();
-        tracing::debug!(origin, score = s, planned, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), "candidate replayed");
+        tracing::debug!(origin, score = s, planned, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), seconds = began.elapsed().as_secs_f64(), "candidate replayed");
         if s < best_score - 1e-9 {
             best_score = s;
             best = (state, left, origin.clone());
@@ -399,9 +403,20 @@ fn best_candidate<'p>(
     (best.0, best.1, best.2, slowest)
 }
 
-/// The share of the time limit the neighbourhood search may run to; the rest is for extracting the
-/// plan and its fallbacks.
+/// The share of the time limit the replays and the neighbourhood search may run to, less
+/// [`EXTRACT_PER_BUILD`] times what building the problem took; the rest is for extracting the plan
+/// and its fallbacks.
 const SEARCH_UNTIL: f64 = 0.95;
+/// Extracting a plan with its fallbacks took 1.6-2.1 times what building its problem did at 10,000
+/// pods of the diverse mix (0.22-0.30 s against 0.14-0.19 s, with 0.1 s more to free the problem):
+/// with a flat twentieth of 10 s kept for it, a neighbourhood step that ended at 9.6 s put the
+/// solve at 9.94 s and `joiner bench`'s clock at 10.02.
+const EXTRACT_PER_BUILD: f64 = 2.5;
+
+/// When the replays and the neighbourhood search must be done, counted from the solve's start.
+fn finish_by(settings: &SolveSettings, built: Duration) -> Duration {
+    settings.time_limit.mul_f64(SEARCH_UNTIL).saturating_sub(built.mul_f64(EXTRACT_PER_BUILD))
+}
 
 /// Re-plans the plan's most wasteful nodes while time is left, unless the pattern LP already proves
 /// the plan within the gap target.
@@ -409,7 +424,7 @@ const SEARCH_UNTIL: f64 = 0.95;
 fn search_neighbourhoods<'p>(
     p: &'p Problem,
     settings: &SolveSettings,
-    start: Instant,
+    (start, until): (Instant, Duration),
     bins: &[milp::columns::BinInfo],
     (state, left): (State<'p>, Leftover),
     (replay, integer): (Duration, bool),
@@ -421,7 +436,6 @@ fn search_neighbourhoods<'p>(
     if lp_bound.is_some_and(|b| before <= b * (1.0 + settings.gap) + 1e-6 * (1.0 + b.abs())) {
         return (state, left);
     }
-    let until = settings.time_limit.mul_f64(SEARCH_UNTIL);
     // the first search runs here, any others on threads of their own (none for a single search)
     let found = std::thread::scope(|scope| {
         let n = settings.searches as usize;
