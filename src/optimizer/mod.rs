@@ -408,7 +408,7 @@ fn best_candidate<'p>(
 /// and its fallbacks.
 const SEARCH_UNTIL: f64 = 0.95;
 /// Extracting a plan with its fallbacks took 1.6-2.1 times what building its problem did at 10,000
-/// pods of the diverse mix (0.22-0.30 s against 0.14-0.19 s, with 0.1 s more to free the problem):
+/// pods of the diverse mix (0.22-0.30 s against 0.14-0.19 s, and `joiner bench` spent 0.08 s more):
 /// with a flat twentieth of 10 s kept for it, a neighbourhood step that ended at 9.6 s put the
 /// solve at 9.94 s and `joiner bench`'s clock at 10.02.
 const EXTRACT_PER_BUILD: f64 = 2.5;

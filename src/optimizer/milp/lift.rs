@@ -54,10 +54,10 @@ pub fn candidate(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds:
 }
 
 /// The share of the candidate's time its column generation gets; the zones get the rest. At 0.75
-/// the zone program stopped at its limit after 0.42-0.69 s at 10,000 pods of the diverse mix, and
-/// one run in four of the 10,000-pod benchmark (and one in three at 5,000) left 885 pods to the
-/// repair and planned at 59.3 $/h (29.2 at 5,000) instead of about 41 (21). At 0.6 the zones got
-/// 0.66-0.76 s and none of eight runs at 10,000 and 5,000 pods did so: a small sample.
+/// the zone program stopped at its limit after 0.32-0.69 s at 10,000 pods of the diverse mix, and 5
+/// of 21 runs of the benchmark at 10,000 and 5,000 pods planned at 59.3 $/h (29.2-29.4 at 5,000)
+/// instead of about 41 (21.5), the candidate leaving 885 pods to the repair in the two logged ones.
+/// At 0.6 the zones got 0.62-0.84 s and none of 17 runs did so (docs/optimizer.md, section 4).
 const COLUMN_SHARE: f64 = 0.6;
 /// The least time the zones' integer program gets, seconds.
 const MIN_ZONE_SECONDS: f64 = 0.05;
