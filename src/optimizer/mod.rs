@@ -154,7 +154,8 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
     settings.validate()?;
     let start = Instant::now();
     let p = Problem::build_with(snapshot, catalog, shapes);
-    let built = start.elapsed();
+    // what building took predicts what extracting the plan will (see EXTRACT_PER_BUILD)
+    let until = finish_by(settings, start.elapsed());
     let todo = p.class_demands();
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), classes = p.classes.len(), shapes = p.shapes.len(), "problem built");
@@ -182,7 +183,7 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
                 (aggregated, relaxed)
             })
         });
-        let decided = decide(&p, settings, (start, built), seed, greedy_state, greedy_left, &demand, &bins);
+        let decided = decide(&p, settings, (start, until), seed, greedy_state, greedy_left, &demand, &bins);
         (decided, handle.map(|h| h.join().unwrap_or_else(|_| (Err("bound thread panicked".into()), Ok(None)))))
     });
     let Decided { state, left, status, model, vars, rows, mut notes, lp_bound } = decided;
@@ -263,7 +264,7 @@ struct Decided<'p> {
 /// Runs the chosen strategy: greedy's answer as is, or the MILP's candidates replayed through every
 /// rule with the cheapest kept (greedy's plan among them).
 #[allow(clippy::too_many_arguments)]
-fn decide<'p>(p: &'p Problem, settings: &SolveSettings, (start, built): (Instant, Duration), seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32], bins: &[milp::columns::BinInfo]) -> Decided<'p> {
+fn decide<'p>(p: &'p Problem, settings: &SolveSettings, (start, until): (Instant, Duration), seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32], bins: &[milp::columns::BinInfo]) -> Decided<'p> {
     let plain = |state, left, status: &str, notes| Decided { state, left, status: status.to_string(), model: None, vars: 0, rows: 0, notes, lp_bound: None };
     match settings.strategy {
         Strategy::Greedy => plain(greedy_state, greedy_left, "greedy", vec![]),
@@ -286,7 +287,6 @@ fn decide<'p>(p: &'p Problem, settings: &SolveSettings, (start, built): (Instant
                     if !seed.is_empty() {
                         answer.candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
                     }
-                    let until = finish_by(settings, built);
                     let (state, left, origin, replay) = best_candidate(p, settings, (start, until), &answer.candidates, greedy_state, greedy_left, &mut notes);
                     notes.push(format!("plan from {origin}"));
                     // HiGHS's integer solve can run far past its limit in its root node (2.1 s over a
@@ -358,9 +358,9 @@ const MIN_RELAXED_PRIMAL_SECONDS: f64 = 0.5;
 /// would still end by `deadline` ([`finish_by`]; a replay's repair grows with the pods it
 /// rejects: 0.6 s and 1.6 s for two candidates at 10,000 pods; with the whole limit as the deadline,
 /// a third candidate whose repair placed 1,970 pods ended the replays at 9.8-10.0 s of a 10 s limit
-/// and the extraction after them at 10.0-10.3 s), or, past the limit, while the replays have cost at
-/// most a fortieth of it: they are cheap next to the solve at a few hundred pods, and HiGHS's
-/// integer solve can overrun its limit in its root cut rounds.
+/// and the extraction after them at 10.0-10.3 s), or, past the deadline, while the replays have
+/// cost at most a fortieth of the limit: they are cheap next to the solve at a few hundred pods, and
+/// HiGHS's integer solve can overrun its limit in its root cut rounds.
 fn best_candidate<'p>(
     p: &'p Problem,
     settings: &SolveSettings,
