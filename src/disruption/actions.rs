@@ -369,7 +369,7 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
     // as for provisioning, only where the LP's value bounds plans (soft rules: see lp_bounds_plans)
     if left > 0.2 && milp::lp_bounds_plans(&p) {
         let (greedy_state, _) = greedy::seed(&p, State::new(&p), &p.class_demands());
-        if let Ok(milp::Generation { bound: Some(b), .. }) = milp::columns_and_bound(&p, &settings.solve(left, Strategy::Milp), &greedy_state, &demand, true) {
+        if let Ok(milp::Generation { bound: Some(b), .. }) = milp::columns_and_bound(&p, &settings.solve(left, Strategy::Milp), &greedy_state, &demand, milp::Unproven::Large) {
             let b = milp::safe_pattern_bound(b, p.total_pods() as f64);
             if b > best {
                 notes.push("lower bound from the pattern lp".into());

@@ -300,7 +300,7 @@ fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, se
     let demand: Vec<u32> = pg.classes.iter().map(|c| c.demand() as u32).collect();
     let (greedy_state, _) = greedy::seed(&pg, State::new(&pg), &pg.class_demands());
     let cg = SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs_f64(seconds.max(0.2)), ..settings.clone() };
-    let generated = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand, true)?;
+    let generated = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand, milp::Unproven::Large)?;
     // the same pods group into the same classes in both problems; map through a member's key, and
     // offerings through their pool, type, zone and capacity type: `catalog` may be narrower than ph's
     let in_h = ph.class_of_pods();

@@ -73,11 +73,12 @@ fn collect_bound(p: &Problem, rules: &NodeRules, b: &BinInfo, w: impl Fn(usize, 
 
 /// The most a pattern of `b` collects under `values`, or `floor` when none collects more, when the
 /// exact knapsack settles it, else HiGHS's bound on it (the `exact` of [`ratio`]).
-pub(super) fn exact_gain(p: &Problem, rules: &NodeRules, b: &BinInfo, values: &[f64], limit: &[u32], floor: f64) -> Option<f64> {
+/// HiGHS gets `seconds` on a bin the search leaves open.
+pub(super) fn exact_gain(p: &Problem, rules: &NodeRules, b: &BinInfo, values: &[f64], limit: &[u32], floor: f64, seconds: f64) -> Option<f64> {
     let host = super::existing_host(p, rules, b);
     let Some(counts) = super::exact::pack_exact(p, rules, b, values, limit, &host, floor, FARLEY_EXACT_NODES) else {
         // HiGHS's dual bound caps the bin even when it does not prove its optimum in time
-        return super::prove::solve(p, rules, b, values, limit, &host, std::time::Duration::from_secs_f64(super::prove::BIN_SECONDS)).map(|k| k.upper.max(floor));
+        return super::prove::solve(p, rules, b, values, limit, &host, std::time::Duration::from_secs_f64(seconds)).map(|k| k.upper.max(floor));
     };
     // the preload's value is counted by the caller with the bin's fixed part
     Some(counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum::<f64>().max(floor))

@@ -45,7 +45,7 @@ pub fn candidate(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds:
         return None;
     }
     let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(left * COLUMN_SHARE), lower_bound: false, ..settings.clone() };
-    let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, true).ok()?;
+    let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, super::Unproven::Large).ok()?;
     // every pattern the LP uses: the zone program decides how many copies to buy (see zonal.rs)
     let chosen: Vec<(&Column, f64)> = generated.columns.iter().zip(&generated.lp_values).filter(|(_, &v)| v > 1e-6).map(|(c, &v)| (c, v)).collect();
     let for_zones = (seconds - began.elapsed().as_secs_f64()).max(MIN_ZONE_SECONDS);

@@ -21,9 +21,10 @@ mod replay;
 mod zonal;
 mod zonefix;
 
-pub use bins::{bins, bins_for};
+pub use bins::{bins, bins_across_zones, bins_for};
 pub(crate) use bins::serves_superset;
 pub use replay::replay;
+pub use pricing::Unproven;
 use pricing::{price, Pricing};
 
 use std::collections::BTreeMap;
@@ -218,13 +219,18 @@ pub struct Generation {
 
 /// Column generation alone, for callers that only want the patterns and the LP (the disruption
 /// model, the disruption bound, the relaxation's bound and candidate). `unproven`: the exact
-/// pricer's best pattern on a bin it did not settle enters too (see [`Context`]).
-pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: bool) -> Result<Generation, String> {
+/// pricer's best pattern on a bin it did not settle may enter too (see [`Unproven`]).
+pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven) -> Result<Generation, String> {
+    columns_and_bound_on(p, settings, greedy, demand, unproven, bins(p))
+}
+
+/// [`columns_and_bound`] over the given bins (every offering a pattern may use).
+pub fn columns_and_bound_on(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven, all_bins: Vec<BinInfo>) -> Result<Generation, String> {
     if demand.iter().all(|&d| d == 0) {
         return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0) });
     }
     let start = Instant::now();
-    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins(p));
+    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, all_bins);
     let mut notes = Vec::new();
     let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven };
     let (cg, _) = generate(&ctx, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
@@ -252,7 +258,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // of column generation runs with each such group held to the zone the LP favours
     let fixable = !integer_solve && master.aux.iter().any(|a| matches!(a.kind, AuxKind::AffinityUse { .. }));
     let first_share = if fixable { cg_share * ZONE_FIX_FROM } else { cg_share };
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven: true };
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven: Unproven::Large };
     let (cg, lp) = generate(&ctx, &mut columns, budget * first_share, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
@@ -512,13 +518,14 @@ struct Context<'a> {
     bin_index: &'a BTreeMap<Bin, usize>,
     /// Pods to place per class: a pattern never holds more of a class than this.
     demand: &'a [u32],
-    /// Whether the exact pricer's best pattern on a bin it did not settle enters the LP (when it
-    /// holds at least [`UNPROVEN_MIN_PODS`] pods). The disruption bound and selection take them: on
+    /// Which of the exact pricer's best patterns on bins it did not settle enter the LP. The
+    /// disruption bound and selection take those of [`pricing::UNPROVEN_MIN_PODS`] pods or more: on
     /// large nodes the greedy fill stalls and these patterns are what moves the LP (without them
     /// the selection's LP stopped at $28.10/h on the scale-in benchmark, above the $25.95-26.51/h
     /// plans the re-solve found for the same removals), and an LP that overprices new capacity
-    /// makes the selection keep nodes it should empty.
-    unproven: bool,
+    /// makes the selection keep nodes it should empty. The relaxed bound takes every one, and
+    /// [`Unproven::Any`] also gives HiGHS's proof pass and Farley's ratio more of its time.
+    unproven: Unproven,
 }
 
 /// The rounds of column generation on `model`, whose columns are the aux variables then `columns`.
@@ -534,7 +541,8 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
     let mut slowest_lp = 0.0f64;
     let mut cursor = 0;
     // what HiGHS may still spend proving bins open (see PROOF_SHARE)
-    let mut proof_left = settings.time_limit.as_secs_f64() * PROOF_SHARE;
+    let bound_only = unproven == Unproven::Any;
+    let mut proof_left = settings.time_limit.as_secs_f64() * if bound_only { PROOF_SHARE_BOUND_ONLY } else { PROOF_SHARE };
     let per_round = columns_per_round(p.classes.len());
     loop {
         iterations += 1;
@@ -590,7 +598,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                 let mut open = false;
                 if let Some((rc, col)) = price(p, rules, master, b, &duals, demand, Pricing::Exact, &mut open) {
                     let pods: u32 = col.counts.iter().map(|&(_, n)| n).sum();
-                    if (!open || (unproven && pods >= UNPROVEN_MIN_PODS)) && !seen.contains(&(col.bin, col.counts.clone())) {
+                    if (!open || unproven.admits(pods)) && !seen.contains(&(col.bin, col.counts.clone())) {
                         found.push((rc, col));
                     }
                 }
@@ -603,17 +611,33 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                 let pass_start = Instant::now();
                 let until = (pass_start + std::time::Duration::from_secs_f64(proof_left)).min(start + std::time::Duration::from_secs_f64(seconds));
                 let mut improving = Vec::new();
-                let settled = unsettled_bins.iter().all(|b| {
-                    let mut open = false;
-                    improving.extend(price(p, rules, master, b, &duals, demand, Pricing::Proof(until), &mut open));
-                    !open
-                });
+                let settled = if bound_only {
+                    // every open bin is asked: the ones HiGHS settles without an improving pattern
+                    // leave Farley's ratio, and every improving pattern it finds moves the LP
+                    let before = unsettled_bins.len();
+                    unsettled_bins.retain(|b| {
+                        let mut open = false;
+                        let gain = price(p, rules, master, b, &duals, demand, Pricing::Proof(until), &mut open);
+                        let keep = open || gain.is_some();
+                        improving.extend(gain);
+                        keep
+                    });
+                    tracing::debug!(open = before, left = unsettled_bins.len(), improving = improving.len(), "highs proof pass");
+                    unsettled_bins.is_empty()
+                } else {
+                    unsettled_bins.iter().all(|b| {
+                        let mut open = false;
+                        improving.extend(price(p, rules, master, b, &duals, demand, Pricing::Proof(until), &mut open));
+                        !open
+                    })
+                };
                 proof_left -= pass_start.elapsed().as_secs_f64();
                 if settled && improving.is_empty() {
                     notes.push(format!("highs settled the {} bins the exact search left open", unsettled_bins.len()));
                     unsettled_bins.clear();
-                } else if settled && unsettled_bins.len() <= PROOF_FEW_BINS {
-                    // proven improving patterns on a handful of bins: the LP goes on with them
+                } else if bound_only || (settled && unsettled_bins.len() <= PROOF_FEW_BINS) {
+                    // proven improving patterns on a handful of bins (any number, when the LP only
+                    // bounds): the LP goes on with them
                     found.extend(improving.into_iter().filter(|(_, c)| !seen.contains(&(c.bin, c.counts.clone()))));
                 }
             }
@@ -626,7 +650,9 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         found.truncate(per_round);
         let stalled = history.len() > STALL_ROUNDS && history[history.len() - 1 - STALL_ROUNDS] - objective <= STALL_TOLERANCE * objective.abs();
         // a round costs about what the last one did: stop when the next would end past the share
-        let out_of_time = start.elapsed().as_secs_f64() + round_start.elapsed().as_secs_f64() > seconds;
+        // an LP that only bounds keeps Farley's share for the ratio
+        let share = if bound_only { seconds * (1.0 - FARLEY_SHARE) } else { seconds };
+        let out_of_time = start.elapsed().as_secs_f64() + round_start.elapsed().as_secs_f64() > share;
         if found.is_empty() || stalled || out_of_time {
             if !found.is_empty() {
                 notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
@@ -637,7 +663,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
             // time (a generation that found nothing ended on its own, however long its last round
             // took), and it gets a tenth of the time limit
             let limit = settings.time_limit.as_secs_f64();
-            let cut_short = out_of_time && !found.is_empty();
+            let cut_short = out_of_time && !found.is_empty() && !bound_only;
             let farley = relaxation && settings.lower_bound && lp_bounds_plans(p) && !cut_short && start.elapsed().as_secs_f64() < limit * (1.0 - FARLEY_SHARE);
             let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit * FARLEY_SHARE);
             let open_bins = unsettled_bins.len();
@@ -652,7 +678,9 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                 } else {
                     (bins.iter().collect(), 1.0)
                 };
-                farley::ratio(p, rules, master, open, &duals, demand, deadline, |b, values, floor| farley::exact_gain(p, rules, b, values, demand, floor)).map(|r| objective / r.max(settled))
+                // an LP that only bounds gives each open bin's knapsack a share of Farley's time
+                let bin_seconds = if bound_only { (limit * FARLEY_SHARE / open.len().max(1) as f64).clamp(prove::BIN_SECONDS, FARLEY_BIN_SECONDS) } else { prove::BIN_SECONDS };
+                farley::ratio(p, rules, master, open, &duals, demand, deadline, |b, values, floor| farley::exact_gain(p, rules, b, values, demand, floor, bin_seconds)).map(|r| objective / r.max(settled))
             } else {
                 None
             };
@@ -725,13 +753,6 @@ pub(super) fn existing_host(p: &Problem, rules: &NodeRules, b: &BinInfo) -> Vec<
 const FARLEY_SHARE: f64 = 0.1;
 
 
-/// An unsettled bin's best pattern enters the LP only when it holds at least this many pods. On
-/// large nodes (hundreds of pods of a few classes) the search rarely settles and the greedy fill
-/// stalls, so these patterns are what moves the LP; on small ones they only kept generation going
-/// past the point where the integer solve had its time (100 pods of the benchmark mix: plans of
-/// $0.3748-0.3890/h against a steady $0.3764/h without them).
-const UNPROVEN_MIN_PODS: u32 = 20;
-
 /// The share of the time limit HiGHS may spend, over one column generation, proving the bins the
 /// exact search left open (see docs/optimizer.md, section 3).
 const PROOF_SHARE: f64 = 0.1;
@@ -741,3 +762,10 @@ const PROOF_SHARE: f64 = 0.1;
 /// of the benchmark mix, 23 open bins, they kept generation going (0.6 s a pass) until its share of
 /// the clock was gone, and the plans were dearer (0.3786-0.3898 $/h against a steady 0.3764).
 const PROOF_FEW_BINS: usize = 8;
+
+/// The most HiGHS may spend on one open bin's knapsack for Farley's ratio of an LP that only bounds.
+const FARLEY_BIN_SECONDS: f64 = 1.0;
+
+/// [`PROOF_SHARE`] for an LP that only bounds ([`Unproven::Any`]): there the proof pass is what
+/// certifies, and no integer solve waits for the time.
+const PROOF_SHARE_BOUND_ONLY: f64 = 0.5;

@@ -108,7 +108,7 @@ pub fn lower_bound(p: &Problem, demand: &[u32], settings: &SolveSettings, second
     let Some(relaxed) = Relaxed::of(p, demand) else { return Ok(None) };
     let seed = relaxed.seed();
     let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
-    let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, false)?;
+    let generated = super::columns_and_bound_on(&relaxed.problem, &settings, &seed, &relaxed.demand, super::Unproven::Any, super::bins_across_zones(&relaxed.problem))?;
     let pods: u32 = relaxed.demand.iter().sum();
     Ok(generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods))))
 }
