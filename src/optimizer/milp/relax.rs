@@ -10,7 +10,10 @@
 //! offerings, existing nodes and node-level terms) become one. Required hostname anti-affinity is
 //! kept, with its classes as they are: it is what forces one node per pod of a clique. The relaxed
 //! problem has a few dozen classes, column generation converges on it, and its value is certified
-//! by exact pricing (or bounded by Farley's ratio) as in the full model.
+//! by exact pricing (or bounded by Farley's ratio) as in the full model. As nothing but the bound
+//! waits for it, it runs in a mode of its own ([`super::Unproven::Any`]): every improving pattern
+//! the exact search or HiGHS finds enters, HiGHS is asked about every bin the search leaves open,
+//! and offerings that differ only in zone are one bin ([`super::bins_across_zones`]).
 //!
 //! Dropping rows and nonnegative penalties only lowers the optimum, and a plan of the full problem
 //! is a plan of the relaxation with the same node costs, so the relaxed pattern LP bounds every plan
