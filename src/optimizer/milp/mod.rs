@@ -609,12 +609,12 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
             // HiGHS on the bins the search left open: the first it cannot settle ends the pass
             if relaxation && settings.lower_bound && lp_bounds_plans(p) && found.is_empty() && !unsettled_bins.is_empty() && proof_left > 0.0 {
                 let pass_start = Instant::now();
+                let asked = unsettled_bins.len();
                 let until = (pass_start + std::time::Duration::from_secs_f64(proof_left)).min(start + std::time::Duration::from_secs_f64(seconds));
                 let mut improving = Vec::new();
                 let settled = if bound_only {
                     // every open bin is asked: the ones HiGHS settles without an improving pattern
                     // leave Farley's ratio, and every improving pattern it finds moves the LP
-                    let before = unsettled_bins.len();
                     unsettled_bins.retain(|b| {
                         let mut open = false;
                         let gain = price(p, rules, master, b, &duals, demand, Pricing::Proof(until), &mut open);
@@ -622,7 +622,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                         improving.extend(gain);
                         keep
                     });
-                    tracing::debug!(open = before, left = unsettled_bins.len(), improving = improving.len(), "highs proof pass");
+                    tracing::debug!(open = asked, left = unsettled_bins.len(), improving = improving.len(), "highs proof pass");
                     unsettled_bins.is_empty()
                 } else {
                     unsettled_bins.iter().all(|b| {
@@ -633,7 +633,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                 };
                 proof_left -= pass_start.elapsed().as_secs_f64();
                 if settled && improving.is_empty() {
-                    notes.push(format!("highs settled the {} bins the exact search left open", unsettled_bins.len()));
+                    notes.push(format!("highs settled the {asked} bins the exact search left open"));
                     unsettled_bins.clear();
                 } else if bound_only || (settled && unsettled_bins.len() <= PROOF_FEW_BINS) {
                     // proven improving patterns on a handful of bins (any number, when the LP only

@@ -81,8 +81,6 @@ pub(super) const UNPROVEN_MIN_PODS: u32 = 20;
 /// LP (every one of them prices in: each is a valid pattern with negative reduced cost).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unproven {
-    /// None: only settled bins' patterns enter.
-    Never,
     /// Those of at least [`UNPROVEN_MIN_PODS`] pods, where the greedy fill stalls on large nodes.
     Large,
     /// All of them: for an LP that only bounds (no integer solve follows), where an improving
@@ -93,7 +91,6 @@ pub enum Unproven {
 impl Unproven {
     pub(super) fn admits(self, pods: u32) -> bool {
         match self {
-            Unproven::Never => false,
             Unproven::Large => pods >= UNPROVEN_MIN_PODS,
             Unproven::Any => true,
         }
