@@ -130,6 +130,12 @@ pub struct ShapeCache {
 type Built = (Vec<String>, Arc<Vec<Shape>>);
 
 impl ShapeCache {
+    /// A cache that already holds `shapes`, built for the resource names `dims`: a problem built
+    /// with it for the same pods' requests shares them, and so the indices of their offerings.
+    pub fn holding(dims: &[String], shapes: Arc<Vec<Shape>>) -> ShapeCache {
+        ShapeCache { built: std::sync::Mutex::new(Some((dims.to_vec(), shapes))) }
+    }
+
     fn get(&self, dims: &[String], build: impl FnOnce() -> Vec<Shape>) -> Arc<Vec<Shape>> {
         let mut built = self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match &*built {
