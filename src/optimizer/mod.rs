@@ -274,11 +274,7 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => {
-            // the pinned relaxation when zone rules allow it (see `pin`), the plain one otherwise
-            let lifted = match pinned_candidate(p, inputs, settings, start) {
-                Some(pinned) => Some(("zone-pinned-lp", pinned)),
-                None => relaxed_candidate(p, settings, start, demand).map(|c| ("relaxed-lp", c)),
-            };
+            let lifted = relaxed_candidate(p, inputs, settings, start, demand);
             match milp::solve(p, &milp_settings(settings, start), &greedy_state, demand, bins.to_vec(), true) {
                 Ok((mut answer, model)) => {
                     let mut notes = std::mem::take(&mut answer.notes);
@@ -318,10 +314,15 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
     }
 }
 
+/// A lifted candidate: its origin and its patterns with their copies.
+type Lifted = (&'static str, Vec<(milp::columns::Column, u32)>);
+
 /// The relaxation's candidate (`milp::lift`): its column generation and zone program within
 /// [`RELAXED_PRIMAL_SHARE`] of the time limit plus what building the problem and its greedy start
 /// took, at most [`MAX_RELAXED_PRIMAL_SHARE`]; None when the relaxation would not shrink the
-/// problem, its LP fails or the zone program finds no answer.
+/// problem, its LP fails or the zone program finds no answer. Where zone rules allow, the
+/// relaxation is that of the problem with its zone rules turned into pins (`pin`), and the plain
+/// one is tried only when that finds no pin or fails in the first half of the time.
 ///
 /// The relaxation's own greedy start costs about what the full one did (0.06 s at 1,000 pods of
 /// the diverse mix, 0.4 s at 5,000, 0.9-1.3 s at 10,000) and comes out of the candidate's time,
@@ -336,34 +337,31 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
 /// price plans (soft spreads, preferred pod terms), which the relaxation drops: in one run each,
 /// 1,000 pods of the diverse mix at `--time-limit 1` and of the preferred mix at 10 s were planned
 /// dearer with it (objective 6.80 against 6.50, and 5.70 against 5.42) than without.
-fn relaxed_candidate(p: &Problem, settings: &SolveSettings, start: Instant, demand: &[u32]) -> Option<Vec<(milp::columns::Column, u32)>> {
+fn relaxed_candidate(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, start: Instant, demand: &[u32]) -> Option<Lifted> {
     let limit = settings.time_limit.as_secs_f64();
     if limit * RELAXED_PRIMAL_SHARE < MIN_RELAXED_PRIMAL_SECONDS || !milp::lp_bounds_plans(p) {
         return None;
     }
     let seconds = (limit * RELAXED_PRIMAL_SHARE + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
     let began = Instant::now();
-    let lifted = milp::lift::candidate(p, demand, settings, seconds);
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidate");
-    lifted
-}
-
-/// The relaxation's candidate with zone rules turned into pins (`pin`), on the same terms as
-/// [`relaxed_candidate`].
-fn pinned_candidate(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, start: Instant) -> Option<Vec<(milp::columns::Column, u32)>> {
-    let limit = settings.time_limit.as_secs_f64();
-    if limit * RELAXED_PRIMAL_SHARE < MIN_RELAXED_PRIMAL_SECONDS || !milp::lp_bounds_plans(p) || limit < PINNED_SECONDS_PER_POD * p.total_pods() as f64 {
+    if limit >= PINNED_SECONDS_PER_POD * p.total_pods() as f64 {
+        let pinned = pin::candidate(snapshot, catalog, p, settings, seconds);
+        tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidate");
+        if let Some(pinned) = pinned {
+            return Some(("zone-pinned-lp", pinned));
+        }
+    }
+    // a pinned candidate that failed late leaves too little for the plain one
+    let left = seconds - began.elapsed().as_secs_f64();
+    if left < seconds / 2.0 {
         return None;
     }
-    let seconds = (limit * RELAXED_PRIMAL_SHARE + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
-    let began = Instant::now();
-    let pinned = pin::candidate(snapshot, catalog, p, settings, seconds);
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidate");
-    pinned
+    let lifted = milp::lift::candidate(p, demand, settings, left);
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidate");
+    lifted.map(|c| ("relaxed-lp", c))
 }
 
-/// The least time limit per pending pod for which the pinned candidate is tried instead of the
-/// plain one. Its relaxation has more classes (a pinned class splits by zone), so its column
+/// The least time limit per pending pod for which the pinned candidate is tried first. Its relaxation has more classes (a pinned class splits by zone), so its column
 /// generation and zone program need more of the candidate's time: on the diverse mix at 10 s it
 /// planned 1,000 pods at 4.02-4.14 $/h (objective) against 4.28-4.29 for the plain candidate, but
 /// 5,000 at 22.10 against 22.04, its lifting leaving 766 pods to the repair, and at 10,000 it ran
