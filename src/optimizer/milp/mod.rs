@@ -417,7 +417,7 @@ const MIP_SHARE: f64 = 0.9;
 const CG_SHARE_WITH_MIP: f64 = 0.6;
 
 /// Above this many pod classes with demand the integer solve over the patterns is skipped.
-const MAX_CLASSES_FOR_INTEGER_SOLVE: usize = 300;
+pub(crate) const MAX_CLASSES_FOR_INTEGER_SOLVE: usize = 300;
 
 /// (status, objective, column values) of an integer solve.
 type IntegerSolve = (&'static str, Option<f64>, Option<Vec<f64>>);
