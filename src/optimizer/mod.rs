@@ -363,11 +363,11 @@ fn relaxed_candidate(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catal
     lifted.map(|c| ("relaxed-lp", c))
 }
 
-/// The least time limit per pending pod for which the pinned candidate is tried first. Its relaxation has more classes (a pinned class splits by zone), so its column
-/// generation and zone program need more of the candidate's time: on the diverse mix at 10 s it
-/// planned 1,000 pods at 4.02-4.14 $/h (objective) against 4.28-4.29 for the plain candidate, but
-/// 5,000 at 22.10 against 22.04, its lifting leaving 766 pods to the repair, and at 10,000 it ran
-/// out of time and left the plain candidate too little (42.29 against 41.93).
+/// The least time limit per pending pod for which the pinned candidate is tried first. Its
+/// relaxation has more classes (a pinned class splits by zone), so its column generation and zone
+/// program need more time: on the diverse mix at 10 s, with a tenth of it, 1,000 pods were planned
+/// at objective 4.02-4.14 against 4.28-4.29 with the plain candidate, but 5,000 at 22.10 against
+/// 22.04 (its lifting left 766 pods to the repair), and at 10,000 it did not finish in its time.
 const PINNED_SECONDS_PER_POD: f64 = 0.004;
 
 /// The share of the time limit the relaxation's candidate gets (column generation and zones),

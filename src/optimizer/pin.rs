@@ -3,7 +3,7 @@
 //! The relaxation's candidate (`milp::lift`) drops zone spread and zone affinity, prices patterns
 //! for the pods' requests alone, and only then spreads its nodes over zones (`milp::zonal`) and
 //! hands each slot to a pod. Slots and zones rarely meet exactly: on 1,000 pods of the diverse mix
-//! the replay refused or never got 55-93 pods (300 at 5,000), mostly zone spread pods, and the
+//! the replay refused or never got 74-93 pods (299 at 5,000), mostly zone spread pods, and the
 //! greedy repair placed them at about twice their LP share.
 //!
 //! Here the zones come first. A zone spread group gets counts per eligible zone, filled one pod at
