@@ -197,13 +197,12 @@ fn cost(p: &Problem, state: &State<'_>, i: usize) -> f64 {
 fn pro_rata(p: &Problem, shape: usize, zone: &str, alloc: &[i64], free: &[i64]) -> f64 {
     let used: Vec<i64> = alloc.iter().zip(free).map(|(a, f)| a - f).collect();
     let pool = p.shapes[shape].pool;
-    let share = |room: &[i64]| used.iter().zip(room).filter(|(u, _)| **u > 0).map(|(u, r)| if *r > 0 { *u as f64 / *r as f64 } else { f64::INFINITY }).fold(0.0, f64::max);
     p.shapes
         .iter()
         .filter(|s| s.pool == pool)
         .flat_map(|s| s.offerings.iter())
         .filter(|o| o.zone == zone)
-        .map(|o| o.cost * share(&o.alloc))
+        .map(|o| o.cost * super::problem::room_share(&used, &o.alloc))
         .fold(f64::INFINITY, f64::min)
 }
 

@@ -26,8 +26,9 @@ use crate::catalog::Catalog;
 use crate::domain::labels::{Operator, Requirement, ZONE};
 use crate::domain::ClusterSnapshot;
 
-use super::milp::columns::{Bin, Column};
-use super::problem::{Problem, ShapeCache};
+use super::milp::columns::Column;
+use super::milp::lift::Tally;
+use super::problem::{room_share, Problem, ShapeCache};
 use super::topology::{AffinityRule, SpreadGroup};
 use super::SolveSettings;
 
@@ -134,8 +135,7 @@ fn zone_costs(p: &Problem, k: usize) -> BTreeMap<&str, f64> {
     let mut best: BTreeMap<&str, f64> = BTreeMap::new();
     for &(s, o) in &c.offerings {
         let off = p.offering(s, o);
-        let share = c.req.iter().zip(&off.alloc).filter(|(q, _)| **q > 0).map(|(&q, &a)| q as f64 / a.max(1) as f64).fold(0.0, f64::max);
-        let v = off.cost * share;
+        let v = off.cost * room_share(&c.req, &off.alloc);
         best.entry(off.zone.as_str()).and_modify(|b| *b = b.min(v)).or_insert(v);
     }
     for &e in &c.existing {
@@ -218,15 +218,12 @@ fn pinned(snapshot: &ClusterSnapshot, pins: &Pins) -> ClusterSnapshot {
     s
 }
 
-/// A node's bin and its pods per class, classes ascending.
-type Pattern = (Bin, Vec<(usize, u32)>);
-
 /// `q`'s patterns as patterns of `p`: each slot of a class of `q` goes to the class of `p` of its
 /// next pod not yet handed out.
 fn hand_back(p: &Problem, q: &Problem, lifted: &[(Column, u32)]) -> Vec<(Column, u32)> {
     let class_of = p.class_of_pods();
     let mut pods: Vec<VecDeque<usize>> = q.classes.iter().map(|c| c.pods.iter().filter_map(|pod| class_of.get(pod.as_str()).copied()).collect()).collect();
-    let mut out: BTreeMap<Pattern, (f64, u32)> = BTreeMap::new();
+    let mut out = Tally::default();
     for (col, copies) in lifted {
         for _ in 0..*copies {
             let mut here: BTreeMap<usize, u32> = BTreeMap::new();
@@ -235,12 +232,10 @@ fn hand_back(p: &Problem, q: &Problem, lifted: &[(Column, u32)]) -> Vec<(Column,
                     *here.entry(j).or_default() += 1;
                 }
             }
-            if !here.is_empty() {
-                out.entry((col.bin, here.into_iter().collect())).or_insert((col.cost, 0)).1 += 1;
-            }
+            out.add(col.bin, here, col.cost);
         }
     }
-    out.into_iter().map(|((bin, counts), (cost, n))| (Column { bin, counts, cost }, n)).collect()
+    out.into_columns()
 }
 
 #[cfg(test)]

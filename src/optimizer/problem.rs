@@ -540,6 +540,12 @@ fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
     classes
 }
 
+/// The largest fraction of `room` that `used` takes in any resource it uses: the share of a node
+/// it occupies, infinite where it uses what the room lacks.
+pub(crate) fn room_share(used: &[i64], room: &[i64]) -> f64 {
+    used.iter().zip(room).filter(|(u, _)| **u > 0).map(|(u, r)| if *r > 0 { *u as f64 / *r as f64 } else { f64::INFINITY }).fold(0.0, f64::max)
+}
+
 pub fn fits(req: &[i64], free: &[i64]) -> bool {
     req.iter().zip(free).all(|(r, f)| *r <= 0 || r <= f)
 }

@@ -65,6 +65,23 @@ const MIN_ZONE_SECONDS: f64 = 0.05;
 /// A lifted node: its bin and (class, pods), classes ascending.
 type Pattern = (Bin, Vec<(usize, u32)>);
 
+/// Lifted nodes counted into patterns with their copies (alike nodes are one pattern).
+#[derive(Default)]
+pub(crate) struct Tally(BTreeMap<Pattern, (f64, u32)>);
+
+impl Tally {
+    /// One more node on `bin` at `cost` holding `pods` per class; an empty one is not bought.
+    pub(crate) fn add(&mut self, bin: Bin, pods: BTreeMap<usize, u32>, cost: f64) {
+        if !pods.is_empty() {
+            self.0.entry((bin, pods.into_iter().collect())).or_insert((cost, 0)).1 += 1;
+        }
+    }
+
+    pub(crate) fn into_columns(self) -> Vec<(Column, u32)> {
+        self.0.into_iter().map(|((bin, counts), (cost, n))| (Column { bin, counts, cost }, n)).collect()
+    }
+}
+
 /// The zoned patterns with their slots given to classes of `p` (see the module doc).
 fn lift(p: &Problem, of_class: &[usize], demand: &[u32], zoned: &Zoned, chosen: &[(&Column, f64)]) -> Vec<(Column, u32)> {
     let rules = NodeRules::build(p);
@@ -77,7 +94,7 @@ fn lift(p: &Problem, of_class: &[usize], demand: &[u32], zoned: &Zoned, chosen: 
     let mut left = demand.to_vec();
     let mut quota = zoned.quota.clone();
     let mut planned = zoned.planned.clone();
-    let mut out: BTreeMap<Pattern, (f64, u32)> = BTreeMap::new();
+    let mut out = Tally::default();
     for node in &zoned.nodes {
         let zone = zonal::zone_of(p, &node.bin);
         let col = chosen[node.pattern].0;
@@ -114,12 +131,10 @@ fn lift(p: &Problem, of_class: &[usize], demand: &[u32], zoned: &Zoned, chosen: 
                     }
                 }
             }
-            if !here.is_empty() {
-                out.entry((node.bin, here.into_iter().collect())).or_insert((node.cost, 0)).1 += 1;
-            }
+            out.add(node.bin, here, node.cost);
         }
     }
-    out.into_iter().map(|((bin, counts), (cost, n))| (Column { bin, counts, cost }, n)).collect()
+    out.into_columns()
 }
 
 #[cfg(test)]

@@ -606,7 +606,8 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                     unsettled_bins.push(b);
                 }
             }
-            // HiGHS on the bins the search left open: the first it cannot settle ends the pass
+            // HiGHS on the bins the search left open: the first it cannot settle ends the pass, but
+            // in the bound's own mode every open bin is asked
             if relaxation && settings.lower_bound && lp_bounds_plans(p) && found.is_empty() && !unsettled_bins.is_empty() && proof_left > 0.0 {
                 let pass_start = Instant::now();
                 let asked = unsettled_bins.len();
