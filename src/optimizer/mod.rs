@@ -274,16 +274,16 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => {
-            let lifted = relaxed_candidate(p, inputs, settings, start, demand);
+            let lifted = relaxed_candidates(p, inputs, settings, start, demand);
             match milp::solve(p, &milp_settings(settings, start), &greedy_state, demand, bins.to_vec(), true) {
                 Ok((mut answer, model)) => {
                     let mut notes = std::mem::take(&mut answer.notes);
                     // after the MILP's best guess, which wins a tie, when the MILP finished; first when
                     // the clock cut it short: the first candidate is always replayed, and at 10,000 pods
                     // of the diverse mix the MILP's guess took 0.9 s to replay and left no time for it
-                    if let Some((origin, lifted)) = lifted {
-                        let at = if answer.timed_out { 0 } else { 1 };
-                        answer.candidates.insert(answer.candidates.len().min(at), (origin.to_string(), lifted));
+                    let at = if answer.timed_out { 0 } else { 1 };
+                    for (i, (origin, lifted)) in lifted.into_iter().enumerate() {
+                        answer.candidates.insert(answer.candidates.len().min(at + i), (origin.to_string(), lifted));
                     }
                     if !seed.is_empty() {
                         answer.candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
@@ -317,10 +317,16 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
 /// A lifted candidate: its origin and its patterns with their copies.
 type Lifted = (&'static str, Vec<(milp::columns::Column, u32)>);
 
-/// The relaxation's candidate (`milp::lift`): its column generation and zone program within
+/// The relaxation's candidates named after their origin (`origin` for the zone program's, and
+/// `covered` for the LP rounded and covered).
+fn named(found: milp::lift::Candidates, origin: &'static str, covered: &'static str) -> Vec<Lifted> {
+    found.named().map(|(rounding, c)| (if rounding == "cover" { covered } else { origin }, c)).collect()
+}
+
+/// The relaxation's candidates (`milp::lift`): its column generation and zone program within
 /// [`RELAXED_PRIMAL_SHARE`] of the time limit plus what building the problem and its greedy start
-/// took, at most [`MAX_RELAXED_PRIMAL_SHARE`]; None when the relaxation would not shrink the
-/// problem, its LP fails or the zone program finds no answer. Where zone rules allow, the
+/// took, at most [`MAX_RELAXED_PRIMAL_SHARE`]; none when the relaxation would not shrink the
+/// problem, its LP fails or neither rounding finds an answer. Where zone rules allow, the
 /// relaxation is that of the problem with its zone rules turned into pins (`pin`), and the plain
 /// one is tried only when that finds no pin or fails in the first half of the time.
 ///
@@ -337,30 +343,30 @@ type Lifted = (&'static str, Vec<(milp::columns::Column, u32)>);
 /// price plans (soft spreads, preferred pod terms), which the relaxation drops: in one run each,
 /// 1,000 pods of the diverse mix at `--time-limit 1` and of the preferred mix at 10 s were planned
 /// dearer with it (objective 6.80 against 6.50, and 5.70 against 5.42) than without.
-fn relaxed_candidate(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, start: Instant, demand: &[u32]) -> Option<Lifted> {
+fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, start: Instant, demand: &[u32]) -> Vec<Lifted> {
     let limit = settings.time_limit.as_secs_f64();
     if limit * RELAXED_PRIMAL_SHARE < MIN_RELAXED_PRIMAL_SECONDS || !milp::lp_bounds_plans(p) {
-        return None;
+        return vec![];
     }
     let within = |share: f64| (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
     let seconds = within(RELAXED_PRIMAL_SHARE);
     let began = Instant::now();
     if limit >= PINNED_SECONDS_PER_POD * p.total_pods() as f64 {
         let share = if p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE { PINNED_PRIMAL_SHARE } else { RELAXED_PRIMAL_SHARE };
-        let pinned = pin::candidate(snapshot, catalog, p, settings, within(share));
-        tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidate");
+        let pinned = pin::candidates(snapshot, catalog, p, settings, within(share));
+        tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidates");
         if let Some(pinned) = pinned {
-            return Some(("zone-pinned-lp", pinned));
+            return named(pinned, "zone-pinned-lp", "zone-pinned-lp-cover");
         }
     }
     // a pinned candidate that failed late leaves too little for the plain one
     let left = seconds - began.elapsed().as_secs_f64();
     if left < seconds / 2.0 {
-        return None;
+        return vec![];
     }
-    let lifted = milp::lift::candidate(p, demand, settings, left);
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidate");
-    lifted.map(|c| ("relaxed-lp", c))
+    let lifted = milp::lift::candidates(p, demand, settings, left);
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidates");
+    lifted.map_or_else(Vec::new, |c| named(c, "relaxed-lp", "relaxed-lp-cover"))
 }
 
 /// The least time limit per pending pod for which the pinned candidate is tried first. Its
@@ -368,7 +374,11 @@ fn relaxed_candidate(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catal
 /// program need more time: on the diverse mix at 10 s, with a tenth of it, 1,000 pods were planned
 /// at objective 4.02-4.14 against 4.28-4.29 with the plain candidate, but 5,000 at 22.10 against
 /// 22.04 (its lifting left 766 pods to the repair), and at 10,000 it did not finish in its time.
-const PINNED_SECONDS_PER_POD: f64 = 0.004;
+/// With three tenths and the covered rounding (`milp::lift::Candidates`), 5,000 pods at 10 s are
+/// planned cheaper pinned (see docs/optimizer.md, section 4), but at 10,000 the attempt still
+/// failed after 3.7-4.0 s, leaving no candidate from the relaxation: plans at 59.0-60.2 $/h
+/// against 41.7. Hence 1.5 ms, which admits 5,000 pods from 7.5 s and 10,000 from 15 s.
+const PINNED_SECONDS_PER_POD: f64 = 0.0015;
 
 /// The share of the time limit the relaxation's candidate gets (column generation and zones),
 /// besides its greedy start.

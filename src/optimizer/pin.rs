@@ -27,7 +27,7 @@ use crate::domain::labels::{Operator, Requirement, ZONE};
 use crate::domain::ClusterSnapshot;
 
 use super::milp::columns::Column;
-use super::milp::lift::Tally;
+use super::milp::lift::{Candidates, Tally};
 use super::problem::{room_share, Problem, ShapeCache};
 use super::topology::{AffinityRule, SpreadGroup};
 use super::SolveSettings;
@@ -38,10 +38,10 @@ type Pins = BTreeMap<String, String>;
 /// Per class: the cheapest share of a node it costs in each zone it may use.
 type ZoneCosts<'p> = Vec<BTreeMap<&'p str, f64>>;
 
-/// The relaxation's candidate for `snapshot` with its zone rules turned into pins, as patterns of
+/// The relaxation's candidates for `snapshot` with its zone rules turned into pins, as patterns of
 /// `p` (built from the same snapshot and catalog); None when no group can be pinned, the pinned
 /// problem does not share `p`'s shapes or its relaxation gives no candidate in `seconds`.
-pub fn candidate(snapshot: &ClusterSnapshot, catalog: &Catalog, p: &Problem, settings: &SolveSettings, seconds: f64) -> Option<Vec<(Column, u32)>> {
+pub fn candidates(snapshot: &ClusterSnapshot, catalog: &Catalog, p: &Problem, settings: &SolveSettings, seconds: f64) -> Option<Candidates> {
     let began = std::time::Instant::now();
     let pins = pins(p);
     if pins.is_empty() {
@@ -53,9 +53,10 @@ pub fn candidate(snapshot: &ClusterSnapshot, catalog: &Catalog, p: &Problem, set
         return None;
     }
     let demand: Vec<u32> = q.classes.iter().map(|c| c.demand() as u32).collect();
-    let lifted = super::milp::lift::candidate(&q, &demand, settings, seconds - began.elapsed().as_secs_f64())?;
-    tracing::debug!(pinned = pins.len(), seconds = began.elapsed().as_secs_f64(), "zone-pinned candidate");
-    Some(hand_back(p, &q, &lifted))
+    let lifted = super::milp::lift::candidates(&q, &demand, settings, seconds - began.elapsed().as_secs_f64())?;
+    tracing::debug!(pinned = pins.len(), seconds = began.elapsed().as_secs_f64(), "zone-pinned candidates");
+    let back = |c: Option<Vec<(Column, u32)>>| c.map(|c| hand_back(p, &q, &c));
+    Some(Candidates { zones: back(lifted.zones), cover: back(lifted.cover) })
 }
 
 /// What a zone rule ties together: spread groups and self-affinity groups are pinned, anything else
@@ -313,22 +314,29 @@ mod tests {
     }
 
     #[test]
-    fn the_pinned_candidate_hands_back_each_lifted_pod_once_and_the_repair_completes_it() {
+    fn the_pinned_candidates_hand_back_each_lifted_pod_once_and_the_repair_completes_them() {
         let snapshot = crate::workload::diverse(200, 7);
         let catalog = three_zones();
         let p = Problem::build(&snapshot, &catalog);
-        let lifted = candidate(&snapshot, &catalog, &p, &SolveSettings::default(), 2.0).expect("the mix's zone groups can all be pinned");
+        let found = candidates(&snapshot, &catalog, &p, &SolveSettings::default(), 2.0).expect("the mix's zone groups can all be pinned");
+        assert!(found.zones.is_some(), "the zone program answers");
+        for (_, lifted) in found.named() {
+            handed_back_once_and_completed(&p, &lifted);
+        }
+    }
+
+    fn handed_back_once_and_completed(p: &Problem, lifted: &[(Column, u32)]) {
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let mut placed = vec![0u32; p.classes.len()];
-        for (c, copies) in &lifted {
+        for (c, copies) in lifted {
             for &(k, n) in &c.counts {
                 placed[k] += n * copies;
             }
         }
         assert!(placed.iter().zip(&demand).all(|(got, want)| got <= want), "{placed:?} against {demand:?}");
         assert!(placed.iter().sum::<u32>() * 4 >= demand.iter().sum::<u32>() * 3, "only {} of {} pods lifted", placed.iter().sum::<u32>(), demand.iter().sum::<u32>());
-        let (state, rejected) = super::super::milp::replay(&p, &lifted);
-        let (state, left) = super::super::greedy::repair(&p, state, &rejected);
+        let (state, rejected) = super::super::milp::replay(p, lifted);
+        let (state, left) = super::super::greedy::repair(p, state, &rejected);
         assert!(left.is_empty(), "{left:?}");
         assert_eq!((0..p.classes.len()).map(|k| state.placed_of(k) as u32).sum::<u32>(), demand.iter().sum::<u32>());
     }

@@ -46,6 +46,12 @@ pub fn nodes_of(columns: &[Column], values: &[f64], offset: usize, round: fn(f64
 /// Rounds the LP down, then covers the residual demand with the generated patterns, best value per
 /// unit cost first (value of a pod = its demand row's dual, or what a node of its own costs).
 pub fn round_and_cover(columns: &[Column], lp: &[f64], offset: usize, demand: &[u32], pod_value: &[f64]) -> Vec<(Column, u32)> {
+    let counts = cover_counts(columns, lp, offset, demand, pod_value);
+    columns.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(c, n)| (c.clone(), n)).collect()
+}
+
+/// [`round_and_cover`]'s copies of each pattern, in the order of `columns`.
+pub fn cover_counts(columns: &[Column], lp: &[f64], offset: usize, demand: &[u32], pod_value: &[f64]) -> Vec<u32> {
     let mut counts: Vec<u32> = (0..columns.len()).map(|j| round_down(lp.get(offset + j).copied().unwrap_or(0.0)) as u32).collect();
     let mut residual: Vec<i64> = demand.iter().map(|&d| i64::from(d)).collect();
     for (j, c) in columns.iter().enumerate() {
@@ -72,7 +78,7 @@ pub fn round_and_cover(columns: &[Column], lp: &[f64], offset: usize, demand: &[
             residual[k] -= i64::from(n);
         }
     }
-    columns.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(c, n)| (c.clone(), n)).collect()
+    counts
 }
 
 /// What a dive committed, and what it leaves.

@@ -74,6 +74,8 @@ pub struct Zoned {
     pub signature_of: Vec<usize>,
     /// Per zone, (signature, relaxed class): how many such pods the program put there.
     pub planned: BTreeMap<String, BTreeMap<(usize, usize), f64>>,
+    /// Whether HiGHS proved the copies the cheapest (within its gap) before its limit.
+    pub proven: bool,
 }
 
 impl Zoned {
@@ -82,10 +84,24 @@ impl Zoned {
         self.allowed[k].as_ref().is_none_or(|a| a.contains(zone)) && self.group_of[k].is_none_or(|g| quota.get(&(g, zone.to_string())).is_some_and(|&q| q > 0))
     }
 
+    /// Copies of patterns bought where no zone rule is left to settle (`chosen` with whole copies):
+    /// each in its own offering's zone, every class free to go anywhere its offerings allow.
+    pub fn bought(p: &Problem, chosen: &[(&Column, f64)]) -> Zoned {
+        let nodes = chosen.iter().enumerate().map(|(i, (c, n))| Node { bin: c.bin, pattern: i, copies: n.round() as u32, cost: c.cost }).collect();
+        let n = p.classes.len();
+        Zoned { nodes, allowed: vec![None; n], group_of: vec![None; n], quota: BTreeMap::new(), signature_of: vec![0; n], planned: BTreeMap::new(), proven: false }
+    }
+
     /// Whether the class is bound by a zone rule (the lifting serves those first).
     pub fn is_zonal(&self, k: usize) -> bool {
         self.allowed[k].is_some() || self.group_of[k].is_some()
     }
+}
+
+/// Whether `p` has no rule the zone program settles (hard zone spread, required zone affinity), as
+/// when its zones were pinned first (`pin.rs`).
+pub fn zoneless(p: &Problem) -> bool {
+    spread_groups(p).0.is_empty() && !p.topology.affinities.iter().any(|r| !r.anti && !r.is_host())
 }
 
 /// Copies and zones for the patterns `chosen` of `relaxed` with their LP values (see the module
@@ -141,7 +157,7 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
     for (g, group) in groups.iter().enumerate() {
         spread_rows(group, &zones, |z| in_group.get(&(g, z)).cloned().unwrap_or_default(), &mut pb);
     }
-    let values = pb.solve(seconds)?;
+    let (values, proven) = pb.solve(seconds)?;
     let mut nodes = Vec::new();
     for (j, (opts, cols)) in options.iter().zip(&w).enumerate() {
         for (&(bin, _, cost), &c) in opts.iter().zip(cols) {
@@ -157,7 +173,7 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
     for (z, key, c) in by_signature {
         *planned.entry(z).or_default().entry(key).or_default() += values[c];
     }
-    Some(Zoned { nodes, allowed, group_of, quota, signature_of, planned })
+    Some(Zoned { nodes, allowed, group_of, quota, signature_of, planned, proven })
 }
 
 /// What the program tells classes apart by: their zone spread group and their allowed zones.
@@ -322,8 +338,9 @@ impl Program {
         self.problem.add_row(lower..=upper, row);
     }
 
-    /// HiGHS's best point within `seconds`, as column values; None without a feasible one.
-    fn solve(self, seconds: f64) -> Option<Vec<f64>> {
+    /// HiGHS's best point within `seconds`, as column values, and whether it proved it (within
+    /// the gap); None without a feasible one.
+    fn solve(self, seconds: f64) -> Option<(Vec<f64>, bool)> {
         let mut model = self.problem.optimise(Sense::Minimise);
         model.make_quiet();
         model.set_option("threads", 1);
@@ -334,7 +351,8 @@ impl Program {
         let solved = model.try_solve().ok()?;
         let feasible = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
         tracing::debug!(status = ?solved.status(), feasible, seconds = began.elapsed().as_secs_f64(), objective = solved.objective_value(), columns = self.cols.len(), "zones for the relaxed candidate");
-        (feasible && solved.status() != HighsModelStatus::Infeasible).then(|| solved.get_solution().columns().to_vec())
+        let proven = solved.status() == HighsModelStatus::Optimal;
+        (feasible && solved.status() != HighsModelStatus::Infeasible).then(|| (solved.get_solution().columns().to_vec(), proven))
     }
 }
 
@@ -348,7 +366,10 @@ mod tests {
     fn zone_spread_pods_get_nodes_in_every_zone_and_the_replay_keeps_them_all() {
         let p = Problem::build(&crate::workload::diverse(100, 3), &two_zones());
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-        let lifted = super::super::lift::candidate(&p, &demand, &SolveSettings::default(), 2.0).expect("the relaxation merges the mix's classes");
+        let found = super::super::lift::candidates(&p, &demand, &SolveSettings::default(), 2.0).expect("the relaxation merges the mix's classes");
+        // zone spread is left for the program to settle: no cover
+        assert!(found.cover.is_none() && !zoneless(&p));
+        let lifted = found.zones.expect("the zone program answers");
         let zones: BTreeSet<String> = lifted.iter().map(|(c, _)| zone_of(&p, &c.bin)).collect();
         assert_eq!(zones.len(), 2, "{zones:?}");
         let spread: BTreeSet<usize> = p.topology.spreads.iter().filter(|g| g.hard && g.key == ZONE).flat_map(|g| g.members.iter().copied()).collect();
