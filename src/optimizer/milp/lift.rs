@@ -37,11 +37,11 @@ use super::zonal::{self, Zoned};
 /// answer in time, its LP's copies rounded down with the rest covered by whole patterns
 /// (`primal::cover_counts`). Both are replayed and the cheaper plan is kept.
 ///
-/// On Karpenter's diverse mix with pinned zones at 10 s, at 5,000 pods the zone program stops at
-/// its limit and the cover's candidate replayed at 21.31 $/h against 21.87-21.94 (four runs). At
-/// 1,000 pods the program proves its answer; when the cover ran there too it won 2 of 3 runs by at
-/// most 0.13, and the neighbourhood search then improved those plans less (objective 3.97 and 4.01,
-/// against 3.98 in the run the program's won).
+/// On Karpenter's diverse mix with pinned zones at 10 s, at 5,000 pods the zone program often stops
+/// at its limit, and the cover's candidate then replayed at 21.31 $/h against 21.87-21.94 (four
+/// runs). At 1,000 pods the program mostly proves its answer; when the cover ran there too it won 2
+/// of 3 runs by at most 0.13, and the neighbourhood search then improved those plans less
+/// (objective 3.97 and 4.01, against 3.98 in the run the program's won).
 pub struct Candidates {
     pub zones: Option<Vec<(Column, u32)>>,
     pub cover: Option<Vec<(Column, u32)>>,
