@@ -317,12 +317,6 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
 /// A lifted candidate: its origin and its patterns with their copies.
 type Lifted = (&'static str, Vec<(milp::columns::Column, u32)>);
 
-/// The relaxation's candidates named after their origin (`origin` for the zone program's, and
-/// `covered` for the LP rounded and covered).
-fn named(found: milp::lift::Candidates, origin: &'static str, covered: &'static str) -> Vec<Lifted> {
-    found.named().map(|(rounding, c)| (if rounding == "cover" { covered } else { origin }, c)).collect()
-}
-
 /// The relaxation's candidates (`milp::lift`): its column generation and zone program within
 /// [`RELAXED_PRIMAL_SHARE`] of the time limit plus what building the problem and its greedy start
 /// took, at most [`MAX_RELAXED_PRIMAL_SHARE`]; none when the relaxation would not shrink the
@@ -356,7 +350,7 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
         let pinned = pin::candidates(snapshot, catalog, p, settings, within(share));
         tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidates");
         if let Some(pinned) = pinned {
-            return named(pinned, "zone-pinned-lp", "zone-pinned-lp-cover");
+            return pinned.named("zone-pinned-lp", "zone-pinned-lp-cover");
         }
     }
     // a pinned candidate that failed late leaves too little for the plain one
@@ -366,7 +360,7 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
     }
     let lifted = milp::lift::candidates(p, demand, settings, left);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidates");
-    lifted.map_or_else(Vec::new, |c| named(c, "relaxed-lp", "relaxed-lp-cover"))
+    lifted.map_or_else(Vec::new, |c| c.named("relaxed-lp", "relaxed-lp-cover"))
 }
 
 /// The least time limit per pending pod for which the pinned candidate is tried first. Its

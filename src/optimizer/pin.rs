@@ -320,7 +320,7 @@ mod tests {
         let p = Problem::build(&snapshot, &catalog);
         let found = candidates(&snapshot, &catalog, &p, &SolveSettings::default(), 2.0).expect("the mix's zone groups can all be pinned");
         assert!(found.zones.is_some(), "the zone program answers");
-        for (_, lifted) in found.named() {
+        for (_, lifted) in found.named("zones", "cover") {
             handed_back_once_and_completed(&p, &lifted);
         }
     }

@@ -48,9 +48,9 @@ pub struct Candidates {
 }
 
 impl Candidates {
-    /// Each candidate there is, with the name of its rounding.
-    pub fn named(self) -> impl Iterator<Item = (&'static str, Vec<(Column, u32)>)> {
-        [("zones", self.zones), ("cover", self.cover)].into_iter().filter_map(|(name, c)| c.map(|c| (name, c)))
+    /// Each candidate there is, the zone program's first, named `zones` or `cover` after its rounding.
+    pub fn named(self, zones: &'static str, cover: &'static str) -> Vec<(&'static str, Vec<(Column, u32)>)> {
+        [(zones, self.zones), (cover, self.cover)].into_iter().filter_map(|(name, c)| c.map(|c| (name, c))).collect()
     }
 }
 
