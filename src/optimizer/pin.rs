@@ -52,6 +52,7 @@ pub fn candidates(snapshot: &ClusterSnapshot, catalog: &Catalog, p: &Problem, se
     if !Arc::ptr_eq(&q.shapes, &p.shapes) || q.existing.len() != p.existing.len() {
         return None;
     }
+    tracing::debug!(seconds = began.elapsed().as_secs_f64(), classes = q.classes.len(), "pinned problem built");
     let demand: Vec<u32> = q.classes.iter().map(|c| c.demand() as u32).collect();
     let lifted = super::milp::lift::candidates(&q, &demand, settings, seconds - began.elapsed().as_secs_f64())?;
     tracing::debug!(pinned = pins.len(), seconds = began.elapsed().as_secs_f64(), "zone-pinned candidates");

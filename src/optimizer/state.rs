@@ -292,8 +292,8 @@ impl<'p> State<'p> {
             let own = i64::from(g.members.binary_search(&k).is_ok());
             if g.is_host() {
                 // a new hostname can always be created, so the global minimum is zero
-                let here: i64 = n.count_of(&g.members)
-                    + g.existing.get(n.hostname()).copied().unwrap_or(0);
+                let existing = if g.existing.is_empty() { 0 } else { g.existing.get(n.hostname()).copied().unwrap_or(0) };
+                let here: i64 = n.count_of(&g.members) + existing;
                 return here + own <= g.max_skew;
             }
             let Some(d) = n.labels.get(&g.key) else { return false };
@@ -306,12 +306,14 @@ impl<'p> State<'p> {
     fn affinity_ok(&self, k: usize, n: &NodeState) -> bool {
         self.rules.own_affinities[k].iter().map(|&ri| (ri, &self.p.topology.affinities[ri])).all(|(ri, r)| {
             let counts = &self.affinity_counts[ri];
-            let domain = if r.is_host() { Some(n.hostname()) } else { n.labels.get(&r.key).map(String::as_str) };
-            let Some(d) = domain else { return r.anti };
             // a hostname is one node: count its members from the node itself, not a map of every host
+            // (and look the hostname up only where members run: string keys were a fifth of the
+            // greedy start's time on 10,000 pods)
             let here = if r.is_host() {
-                r.running.get(d).copied().unwrap_or(0) + n.count_of(&r.members)
+                let running = if r.running.is_empty() { 0 } else { r.running.get(n.hostname()).copied().unwrap_or(0) };
+                running + n.count_of(&r.members)
             } else {
+                let Some(d) = n.labels.get(&r.key) else { return r.anti };
                 counts.get(d).copied().unwrap_or(0)
             };
             if r.anti {
