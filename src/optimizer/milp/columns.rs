@@ -168,7 +168,7 @@ fn shared_caps(p: &Problem, host_caps: &[(Vec<usize>, i64, usize)], cliques: &st
 }
 
 /// The share of the bin's scarcest resource one pod of these requests takes (the knapsacks' size).
-pub(super) fn room_share(req: &[i64], room: &[i64]) -> f64 {
+pub(super) fn knapsack_size(req: &[i64], room: &[i64]) -> f64 {
     req.iter().zip(room).map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 }).fold(1e-6, f64::max)
 }
 
@@ -183,7 +183,7 @@ pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit:
             if w <= 1e-9 || limit[k] == 0 {
                 return None;
             }
-            let size = room_share(&p.classes[k].req, &bin.room);
+            let size = knapsack_size(&p.classes[k].req, &bin.room);
             Some((k, w, size))
         })
         .collect();

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use super::super::problem::Problem;
-use super::columns::{room_share, BinInfo, NodeRules};
+use super::columns::{knapsack_size, BinInfo, NodeRules};
 use super::lagrange;
 
 /// One search item: classes (class, value, how many at most), best value first, sharing `req`.
@@ -48,7 +48,7 @@ pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], 
 #[allow(clippy::too_many_arguments)]
 pub fn pack_best(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], floor: f64, max_nodes: usize) -> (Vec<(usize, u32)>, bool) {
     let mut items = entries(p, rules, bin, value, limit);
-    let density = |e: &Entry<'_>| e.best() / room_share(e.req, &bin.room);
+    let density = |e: &Entry<'_>| e.best() / knapsack_size(e.req, &bin.room);
     items.sort_by(|a, b| density(b).total_cmp(&density(a)).then(a.classes[0].0.cmp(&b.classes[0].0)));
     let dims = bin.room.len();
     // suffix maxima of value per unit of each resource: room_d times that bounds what is left

@@ -33,9 +33,10 @@ use super::{primal, relax};
 use super::zonal::{self, Zoned};
 
 /// The relaxation's candidates: its zone program's, and where no zone rule is left for that
-/// program to settle (a problem whose zones were pinned first, `pin.rs`) and it did not prove its
-/// answer in time, its LP's copies rounded down with the rest covered by whole patterns
-/// (`primal::cover_counts`). Both are replayed and the cheaper plan is kept.
+/// program to settle (a problem whose zones were pinned first, `pin.rs`) and either it did not
+/// prove its answer in time or the time limit is under [`COVER_SECONDS_PER_POD`] per pod, its LP's
+/// copies rounded down with the rest covered by whole patterns (`primal::cover_counts`). Both are
+/// replayed and the cheaper plan is kept.
 ///
 /// On Karpenter's diverse mix with pinned zones at 10 s, at 5,000 pods the zone program often stops
 /// at its limit, and the cover's candidate then replayed at 21.31 $/h against 21.87-21.94 (four
@@ -60,34 +61,42 @@ impl Candidates {
 /// no time is left for it.
 pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Option<Candidates> {
     let began = std::time::Instant::now();
+    let short = settings.time_limit.as_secs_f64() < COVER_SECONDS_PER_POD * p.total_pods() as f64;
     let relaxed = relax::Relaxed::of(p, demand)?;
     let seed = relaxed.seed();
+    tracing::debug!(seconds = began.elapsed().as_secs_f64(), classes = relaxed.problem.classes.len(), "relaxation and its greedy seed built");
     let left = seconds - began.elapsed().as_secs_f64();
     if left < 0.05 {
         return None;
     }
     let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(left * COLUMN_SHARE), lower_bound: false, ..settings.clone() };
     let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, super::Unproven::Large).ok()?;
+    tracing::debug!(seconds = began.elapsed().as_secs_f64(), columns = generated.columns.len(), "relaxation's columns generated");
     // every pattern the LP uses: the zone program decides how many copies to buy (see zonal.rs)
     let chosen: Vec<(&Column, f64)> = generated.columns.iter().zip(&generated.lp_values).filter(|(_, &v)| v > 1e-6).map(|(c, &v)| (c, v)).collect();
     let for_zones = (seconds - began.elapsed().as_secs_f64()).max(MIN_ZONE_SECONDS);
     let zoned = zonal::assign(p, &relaxed.problem, &relaxed.of_class, demand, &chosen, &generated.pod_prices, for_zones);
     let proven = zoned.as_ref().is_some_and(|z| z.proven);
     let zones = zoned.map(|zoned| lift(p, &relaxed.of_class, demand, &zoned, &chosen));
-    let cover = (zonal::zoneless(p) && !proven).then(|| covered(p, &relaxed, demand, &generated));
+    let cover = (zonal::zoneless(p) && (short || !proven)).then(|| covered(p, &relaxed, demand, &generated));
     (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover })
 }
 
 /// The relaxed LP's copies rounded down, the rest covered by whole patterns, and lifted.
 fn covered(p: &Problem, relaxed: &relax::Relaxed, demand: &[u32], generated: &super::Generation) -> Vec<(Column, u32)> {
-    let values: Vec<f64> = generated.pod_prices.iter().map(|v| v.max(MIN_POD_VALUE)).collect();
+    let values: Vec<f64> = generated.pod_prices.iter().map(|v| v.max(primal::MIN_POD_VALUE)).collect();
     let counts = primal::cover_counts(&generated.columns, &generated.lp_values, 0, &relaxed.demand, &values);
     let bought: Vec<(&Column, f64)> = generated.columns.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(c, n)| (c, f64::from(n))).collect();
     lift(p, &relaxed.of_class, demand, &Zoned::bought(p, &bought), &bought)
 }
 
-/// What the cover counts a pod worth at least, $/h: a class whose LP dual is zero still wants its pods placed.
-const MIN_POD_VALUE: f64 = 1e-6;
+/// Under this time limit per pod the cover is built even where the zone program proved its answer:
+/// the neighbourhood search then has too little time to improve whichever candidate the replay
+/// keeps. At 5,000 pods of the diverse mix and 10 s (2 ms per pod) it ran 3 steps and improved
+/// nothing, and a proven zone program's candidate was planned at 21.41 $/h where the cover's
+/// replayed at 20.70; at 1,000 pods (10 ms) the search improves plans, and less from the cover's
+/// start (see [`Candidates`]).
+const COVER_SECONDS_PER_POD: f64 = 0.005;
 
 /// The share of the candidate's time its column generation gets; the zones get the rest. At 0.75
 /// the zone program stopped at its limit after 0.32-0.69 s at 10,000 pods of the diverse mix, and 5

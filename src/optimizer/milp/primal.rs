@@ -27,8 +27,12 @@ pub fn rounded(p: &Problem, master: &Master, columns: &[Column], values: &[f64],
 /// What the cover counts a pod of each class worth: its demand row's dual, at most what a node of
 /// its own costs (`alone`), and never nothing.
 pub fn pod_values(p: &Problem, master: &Master, duals: &[f64], alone: &[f64]) -> Vec<f64> {
-    (0..p.classes.len()).map(|k| master.demand_dual(duals, k).max(0.0).min(alone[k]).max(1e-6)).collect()
+    (0..p.classes.len()).map(|k| master.demand_dual(duals, k).max(0.0).min(alone[k]).max(MIN_POD_VALUE)).collect()
 }
+
+/// What the cover counts a pod worth at least, $/h: a class whose LP dual is zero still wants its
+/// pods placed.
+pub(super) const MIN_POD_VALUE: f64 = 1e-6;
 
 /// The patterns an LP's values (aux variables first, from `offset` the patterns) give at least one
 /// node once rounded, with their node counts.
