@@ -54,11 +54,27 @@ fn a_highs_error_or_an_infeasible_model_falls_back_to_the_greedy_plan_on_every_s
             let expected = match fault {
                 SolverFault::Error => "highs error",
                 SolverFault::Infeasible => "Infeasible",
+                SolverFault::TimeLimit => unreachable!("not one of the faults tried"),
             };
             assert!(why.contains(expected), "{name} {fault:?}: {why}");
             assert_eq!(decisions(&plan), decisions(&greedy), "{name} {fault:?}: the fallback is not greedy's plan");
         }
     }
+}
+
+#[test]
+fn a_full_model_out_of_time_still_gets_the_relaxations_candidate() {
+    let catalog = Catalog::bundled("us-east-1").expect("bundled");
+    let snapshot = joiner::workload::diverse(1000, 42);
+    let plan = solve(&snapshot, &catalog, &settings(Strategy::Milp, Some(SolverFault::TimeLimit))).expect("solve");
+    assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
+    let notes = plan.solver.notes.join("; ");
+    assert!(notes.contains("reached before the first lp"), "{notes}");
+    assert!(notes.contains("plan from zone-pinned-lp") || notes.contains("plan from relaxed-lp"), "{notes}");
+    let greedy = solve(&snapshot, &catalog, &settings(Strategy::Greedy, None)).expect("greedy");
+    assert!(plan.objective < greedy.objective * 0.6, "{} against greedy's {}", plan.objective, greedy.objective);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.nodes.iter().map(|n| n.pods.len()).sum::<usize>(), 1000);
 }
 
 #[test]

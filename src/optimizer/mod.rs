@@ -76,6 +76,10 @@ pub enum SolverFault {
     Infeasible,
     /// Every HiGHS solve fails as `Highs_run` returning an error status does.
     Error,
+    /// The full provisioning model gets no time, so HiGHS stops at its limit before the first LP
+    /// is solved; the relaxation's solves keep theirs (a long solve whose model is too big for its
+    /// limit, with a plan candidate from the relaxation).
+    TimeLimit,
 }
 
 /// Failures of the optimizer layer. A solver failure is not one of them: it falls back to greedy.
@@ -299,8 +303,16 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
                     let status = if answer.timed_out { "time-limit" } else { "feasible" };
                     Decided { state, left, status: status.into(), model: Some(model), vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
                 }
-                Err(milp::MilpError::OutOfTime) => {
+                Err(milp::MilpError::OutOfTime) if lifted.is_empty() => {
                     plain(greedy_state, greedy_left, "time-limit", vec!["time limit: reached before the first lp over the seed patterns; the greedy start stands".into()])
+                }
+                // the relaxation's candidates stand on their own: replayed against the greedy start
+                Err(milp::MilpError::OutOfTime) => {
+                    let mut notes = vec!["time limit: reached before the first lp over the seed patterns".to_string()];
+                    let candidates: Vec<(String, Vec<(milp::columns::Column, u32)>)> = lifted.into_iter().map(|(o, c)| (o.to_string(), c)).collect();
+                    let (state, left, origin, _) = best_candidate(p, settings, (start, until), &candidates, greedy_state, greedy_left, &mut notes);
+                    notes.push(format!("plan from {origin}"));
+                    plain(state, left, "time-limit", notes)
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "milp failed; falling back to greedy");
@@ -334,13 +346,18 @@ type Lifted = (&'static str, Vec<(milp::columns::Column, u32)>);
 /// Counting only what building took beyond a twentieth of the limit, 5,000 pods were planned at
 /// 24.08 and 32.03 $/h in two runs, against 21.64 with all of it.
 ///
-/// It is not tried when the tenth is under [`MIN_RELAXED_PRIMAL_SECONDS`], nor where preferences
-/// price plans (soft spreads, preferred pod terms), which the relaxation drops: in one run each,
-/// 1,000 pods of the diverse mix at `--time-limit 1` and of the preferred mix at 10 s were planned
-/// dearer with it (objective 6.80 against 6.50, and 5.70 against 5.42) than without.
+/// It is not tried when the tenth is under [`MIN_RELAXED_PRIMAL_SECONDS`] or
+/// [`RELAXED_SECONDS_PER_POD`] per pod, nor where preferences price plans (soft spreads, preferred
+/// pod terms), which the relaxation drops: in one run, 1,000 pods of the preferred mix at 10 s were
+/// planned dearer with it (objective 5.70 against 5.42) than without. Short limits used to need half
+/// a second for it, and at `--time-limit 1` 1,000 pods of the diverse mix were once planned dearer
+/// with it (6.80 against 6.50); since stop 40's faster greedy start a tenth of a second pays there:
+/// objective 4.33 against 6.50 at 1 s, and 21.81 against 32.23 at 5,000 pods and 2 s, 42.30
+/// against 64.66 at 10,000 and 4 s (`joiner bench`, one run each, same binary with and without).
 fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, start: Instant, demand: &[u32]) -> Vec<Lifted> {
     let limit = settings.time_limit.as_secs_f64();
-    if limit * RELAXED_PRIMAL_SHARE < MIN_RELAXED_PRIMAL_SECONDS || !milp::lp_bounds_plans(p) {
+    let least = MIN_RELAXED_PRIMAL_SECONDS.max(RELAXED_SECONDS_PER_POD * p.total_pods() as f64);
+    if limit * RELAXED_PRIMAL_SHARE < least || !milp::lp_bounds_plans(p) {
         return vec![];
     }
     let within = |share: f64| (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
@@ -387,7 +404,12 @@ const PINNED_PRIMAL_SHARE: f64 = 0.3;
 /// The most of the time limit the relaxation's candidate gets, greedy start included.
 const MAX_RELAXED_PRIMAL_SHARE: f64 = 0.35;
 /// Below this many seconds for it, the relaxation's candidate is not tried.
-const MIN_RELAXED_PRIMAL_SECONDS: f64 = 0.5;
+const MIN_RELAXED_PRIMAL_SECONDS: f64 = 0.02;
+/// Nor when that tenth is under this many seconds per pending pod: at 5,000 pods of the diverse mix and 1.5 s (30 µs
+/// per pod) its zone program got 0.1 s and left 1,669 pods to the repair, and the full model, left
+/// with less time, did no better than the greedy start (51.94 $/h against 32.35 without the
+/// candidate). From 40 µs it pays (see [`relaxed_candidates`]).
+const RELAXED_SECONDS_PER_POD: f64 = 4e-5;
 
 /// Replays the candidates (best guess first) and keeps the cheapest, greedy's plan included; the
 /// slowest replay comes back with it.

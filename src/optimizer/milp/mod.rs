@@ -153,7 +153,9 @@ pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f6
     model.make_quiet();
     model.set_option("threads", settings.threads.max(1) as i32);
     model.set_option("random_seed", 0);
-    model.set_option("time_limit", seconds.max(0.05));
+    // an injected time limit fault gives the model no time at all (see `SolverFault::TimeLimit`)
+    let least = if settings.fault == Some(SolverFault::TimeLimit) { 0.0 } else { 0.05 };
+    model.set_option("time_limit", seconds.max(least));
     if settings.fault == Some(SolverFault::Infeasible) {
         model.add_row(1.0..=1.0, std::iter::empty());
     }
@@ -243,6 +245,8 @@ pub fn columns_and_bound_on(p: &Problem, settings: &SolveSettings, greedy: &Stat
 /// Column generation then, when `integer` allows it, the integer solve, over `bins` (this problem's
 /// [`bins`], or a narrowing of them).
 pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>, integer: bool) -> Result<(MilpAnswer, Model_), MilpError> {
+    let no_time = SolveSettings { time_limit: std::time::Duration::ZERO, ..settings.clone() };
+    let settings = if settings.fault == Some(SolverFault::TimeLimit) { &no_time } else { settings };
     let start = Instant::now();
     let budget = settings.time_limit.as_secs_f64();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins);
