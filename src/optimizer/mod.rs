@@ -405,10 +405,10 @@ const PINNED_PRIMAL_SHARE: f64 = 0.3;
 const MAX_RELAXED_PRIMAL_SHARE: f64 = 0.35;
 /// Below this many seconds for it, the relaxation's candidate is not tried.
 const MIN_RELAXED_PRIMAL_SECONDS: f64 = 0.02;
-/// Nor when that tenth is under this many seconds per pending pod: at 5,000 pods of the diverse mix and 1.5 s (30 µs
-/// per pod) its zone program got 0.1 s and left 1,669 pods to the repair, and the full model, left
-/// with less time, did no better than the greedy start (51.94 $/h against 32.35 without the
-/// candidate). From 40 µs it pays (see [`relaxed_candidates`]).
+/// Nor when that tenth is under this many seconds per pending pod: at 5,000 pods of the diverse
+/// mix and 1.5 s (30 µs per pod) its zone program got 0.1 s and left 1,669 pods to the repair, and
+/// the full model, left with less time, did no better than the greedy start (51.94 $/h against
+/// 32.35 without the candidate). From 40 µs it pays (see [`relaxed_candidates`]).
 const RELAXED_SECONDS_PER_POD: f64 = 4e-5;
 
 /// Replays the candidates (best guess first) and keeps the cheapest, greedy's plan included; the
