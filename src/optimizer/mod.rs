@@ -337,8 +337,9 @@ type Lifted = (&'static str, Vec<(milp::columns::Column, u32)>);
 /// one is tried only when that finds no pin or fails in the first half of the time.
 ///
 /// The relaxation's own greedy start cost about what the full one did (0.06 s at 1,000 pods of
-/// the diverse mix, 0.4 s at 5,000, 0.9-1.3 s at 10,000; 0.03, 0.16 pinned and 0.46 s since the
-/// packing's refusals are remembered, `greedy::Claim`) and comes out of the candidate's time,
+/// the diverse mix, 0.4 s at 5,000, 0.9-1.3 s at 10,000; since the packing's refusals are
+/// remembered, `greedy::Claim`, 0.03 s and 0.16 s pinned at 1,000 and 5,000 pods and 0.46 s plain
+/// at 10,000) and comes out of the candidate's time,
 /// and the larger problems' column generation and zone program need more time too. With a flat
 /// tenth of 10 s (and stop 34's lifting) the zone program got 0.22 s at 5,000 pods and the replay
 /// left 1,770 pods to the repair, and at 10,000 pods building took longer than the tenth, so the
