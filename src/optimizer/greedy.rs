@@ -453,7 +453,7 @@ impl<'p> Greedy<'p> {
 
     /// [`State::offers`] through the menus' bits.
     fn offers(&self, k: usize, c: (usize, usize)) -> bool {
-        self.domains.on_menu(k, c) || self.state.held.as_ref().and_then(|h| h.offerings.as_deref()).is_some_and(|w| w.binary_search(&c).is_ok())
+        self.domains.on_menu(k, c) || self.state.held_widens(c)
     }
 
     /// Whether offering `(s, o)` meets the node terms and soft taints the current rung holds.

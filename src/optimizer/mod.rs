@@ -286,8 +286,8 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
                     // the clock cut it short: the first candidate is always replayed, and at 10,000 pods
                     // of the diverse mix the MILP's guess took 0.9 s to replay and left no time for it
                     let at = if answer.timed_out { 0 } else { 1 };
-                    for (i, (origin, lifted)) in lifted.into_iter().enumerate() {
-                        answer.candidates.insert(answer.candidates.len().min(at + i), (origin.to_string(), lifted));
+                    for (i, candidate) in lifted.into_iter().enumerate() {
+                        answer.candidates.insert(answer.candidates.len().min(at + i), candidate);
                     }
                     if !seed.is_empty() {
                         answer.candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
@@ -309,8 +309,7 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
                 // the relaxation's candidates stand on their own: replayed against the greedy start
                 Err(milp::MilpError::OutOfTime) => {
                     let mut notes = vec!["time limit: reached before the first lp over the seed patterns".to_string()];
-                    let candidates: Vec<(String, Vec<(milp::columns::Column, u32)>)> = lifted.into_iter().map(|(o, c)| (o.to_string(), c)).collect();
-                    let (state, left, origin, _) = best_candidate(p, settings, (start, until), &candidates, greedy_state, greedy_left, &mut notes);
+                    let (state, left, origin, _) = best_candidate(p, settings, (start, until), &lifted, greedy_state, greedy_left, &mut notes);
                     notes.push(format!("plan from {origin}"));
                     plain(state, left, "time-limit", notes)
                 }
@@ -327,7 +326,7 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
 }
 
 /// A lifted candidate: its origin and its patterns with their copies.
-type Lifted = (&'static str, Vec<(milp::columns::Column, u32)>);
+type Lifted = (String, Vec<(milp::columns::Column, u32)>);
 
 /// The relaxation's candidates (`milp::lift`): its column generation and zone program within
 /// [`RELAXED_PRIMAL_SHARE`] of the time limit plus what building the problem and its greedy start
@@ -426,7 +425,7 @@ fn best_candidate<'p>(
     p: &'p Problem,
     settings: &SolveSettings,
     (start, deadline): (Instant, Duration),
-    candidates: &[(String, Vec<(milp::columns::Column, u32)>)],
+    candidates: &[Lifted],
     greedy_state: State<'p>,
     greedy_left: Leftover,
     notes: &mut Vec<String>,

@@ -221,7 +221,12 @@ impl<'p> State<'p> {
 
     /// Whether class `k` may launch offering `o`: its menu, or the wider list a held rung brings.
     pub fn offers(&self, k: usize, o: (usize, usize)) -> bool {
-        self.p.classes[k].offerings.binary_search(&o).is_ok() || self.held.as_ref().and_then(|h| h.offerings.as_deref()).is_some_and(|w| w.binary_search(&o).is_ok())
+        self.p.classes[k].offerings.binary_search(&o).is_ok() || self.held_widens(o)
+    }
+
+    /// Whether the held rung's wider list of offerings has `o`.
+    pub fn held_widens(&self, o: (usize, usize)) -> bool {
+        self.held.as_ref().and_then(|h| h.offerings.as_deref()).is_some_and(|w| w.binary_search(&o).is_ok())
     }
 
     /// Checks every rule for one more pod of class `k` on `node`.

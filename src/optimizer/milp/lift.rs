@@ -50,8 +50,8 @@ pub struct Candidates {
 
 impl Candidates {
     /// Each candidate there is, the zone program's first, named `zones` or `cover` after its rounding.
-    pub fn named(self, zones: &'static str, cover: &'static str) -> Vec<(&'static str, Vec<(Column, u32)>)> {
-        [(zones, self.zones), (cover, self.cover)].into_iter().filter_map(|(name, c)| c.map(|c| (name, c))).collect()
+    pub fn named(self, zones: &str, cover: &str) -> Vec<(String, Vec<(Column, u32)>)> {
+        [(zones, self.zones), (cover, self.cover)].into_iter().filter_map(|(name, c)| c.map(|c| (name.to_string(), c))).collect()
     }
 }
 
