@@ -143,7 +143,7 @@ mod tests {
         let full = Problem::build(&crate::workload::diverse(50, 5), &two_zone_catalog());
         assert_eq!(bins(&full).len(), 2, "one bin per zone");
         assert_eq!(bins_across_zones(&full).len(), 2, "zone rules keep the zones apart");
-        let relaxed = super::super::relax::relax(&full).0;
+        let relaxed = super::super::relax::relax(&full, false).0;
         let (all, merged) = (bins(&relaxed), bins_across_zones(&relaxed));
         assert_eq!(all.len(), 2);
         assert_eq!(merged.len(), 1, "one bin for both zones");

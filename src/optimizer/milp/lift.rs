@@ -1,6 +1,9 @@
 //! A plan candidate from the relaxation (`relax.rs`): its pattern LP, its patterns' copies bought
 //! and spread over zones by a small integer program (`zonal.rs`), and each relaxed pod slot given
-//! back to a pod of the full problem.
+//! back to a pod of the full problem. Where no zone rule is left (zones pinned first, `pin.rs`) and
+//! there is time for it, the copies are bought instead by HiGHS's integer program over the relaxed
+//! patterns (`restricted.rs`), which places every pod, over a relaxation that keeps the hostname
+//! spreads' per-node caps.
 //!
 //! On Karpenter's diverse mix at 1,000 pods the full model's 600 classes keep column generation
 //! far from converged when its share of a 10 s solve runs out (an LP of about 4.9 $/h), and its
@@ -29,14 +32,24 @@ use std::collections::BTreeMap;
 use super::super::problem::Problem;
 use super::super::SolveSettings;
 use super::columns::{Bin, Column, NodeRules};
-use super::{primal, relax};
+use super::{primal, relax, restricted};
 use super::zonal::{self, Zoned};
 
 /// The relaxation's candidates: its zone program's, and where no zone rule is left for that
 /// program to settle (a problem whose zones were pinned first, `pin.rs`) and either it did not
 /// prove its answer in time or the time limit is under [`COVER_SECONDS_PER_POD`] per pod, its LP's
 /// copies rounded down with the rest covered by whole patterns (`primal::cover_counts`). Both are
-/// replayed and the cheaper plan is kept.
+/// replayed and the cheaper plan is kept. Where no zone rule is left and the candidate has
+/// [`MIN_INTEGER_SECONDS`] after its column generation, the first is the restricted master's
+/// integer program's (started from the cover) instead of the zone program's; the cover is kept
+/// under the same conditions, with "proved" meaning the integer program's proof.
+///
+/// The zone program values each pod it leaves out at twice its LP dual, and at 1,000 pods of the
+/// diverse mix (zones pinned, 10 s) it left 43 for the greedy repair, whose nodes took its candidate
+/// from 3.797 $/h planned to 4.038 replayed; the integer program planned 3.843 with every pod placed
+/// and replayed at 3.996, the lifting leaving 24-25 hostname spread pods without a slot.
+/// With the relaxation's per-node caps (`relax::capped_spreads`) it planned 3.844 and replayed at
+/// 3.872 (10 pods repaired).
 ///
 /// On Karpenter's diverse mix with pinned zones at 10 s, at 5,000 pods the zone program often stops
 /// at its limit, and the cover's candidate then replayed at 21.31 $/h against 21.87-21.94 (four
@@ -62,7 +75,10 @@ impl Candidates {
 pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Option<Candidates> {
     let began = std::time::Instant::now();
     let short = settings.time_limit.as_secs_f64() < COVER_SECONDS_PER_POD * p.total_pods() as f64;
-    let relaxed = relax::Relaxed::of(p, demand)?;
+    // with no zone rule left and time for it, the integer program buys the copies (see `restricted`),
+    // over patterns that keep the hostname spreads' per-node caps (`relax::capped_spreads`)
+    let integer = zonal::zoneless(p) && seconds * (1.0 - COLUMN_SHARE) >= MIN_INTEGER_SECONDS;
+    let relaxed = relax::Relaxed::of(p, demand, integer)?;
     let seed = relaxed.seed();
     tracing::debug!(seconds = began.elapsed().as_secs_f64(), classes = relaxed.problem.classes.len(), "relaxation and its greedy seed built");
     let left = seconds - began.elapsed().as_secs_f64();
@@ -75,19 +91,40 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
     // every pattern the LP uses: the zone program decides how many copies to buy (see zonal.rs)
     let chosen: Vec<(&Column, f64)> = generated.columns.iter().zip(&generated.lp_values).filter(|(_, &v)| v > 1e-6).map(|(c, &v)| (c, v)).collect();
     let for_zones = (seconds - began.elapsed().as_secs_f64()).max(MIN_ZONE_SECONDS);
+    if integer {
+        // nothing for the zone program to settle but the copies: the integer program buys them
+        // with every pod placed, from the cover
+        let cover = cover_counts(&relaxed.demand, &generated);
+        let bought = restricted::copies(&relaxed.problem, &relaxed.demand, &generated, &cover, &settings, for_zones);
+        let proven = bought.as_ref().is_some_and(|b| b.proven);
+        let zones = bought.map(|b| lifted(p, &relaxed, demand, &generated, &b.copies));
+        let cover = (short || !proven).then(|| lifted(p, &relaxed, demand, &generated, &cover));
+        return (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover });
+    }
     let zoned = zonal::assign(p, &relaxed.problem, &relaxed.of_class, demand, &chosen, &generated.pod_prices, for_zones);
     let proven = zoned.as_ref().is_some_and(|z| z.proven);
     let zones = zoned.map(|zoned| lift(p, &relaxed.of_class, demand, &zoned, &chosen));
-    let cover = (zonal::zoneless(p) && (short || !proven)).then(|| covered(p, &relaxed, demand, &generated));
+    let cover = (zonal::zoneless(p) && (short || !proven)).then(|| lifted(p, &relaxed, demand, &generated, &cover_counts(&relaxed.demand, &generated)));
     (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover })
 }
 
-/// The relaxed LP's copies rounded down, the rest covered by whole patterns, and lifted.
-fn covered(p: &Problem, relaxed: &relax::Relaxed, demand: &[u32], generated: &super::Generation) -> Vec<(Column, u32)> {
+/// The relaxed LP's copies rounded down and the rest covered by whole patterns, best value per
+/// dollar first: copies per pattern of `generated`.
+fn cover_counts(demand: &[u32], generated: &super::Generation) -> Vec<u32> {
     let values: Vec<f64> = generated.pod_prices.iter().map(|v| v.max(primal::MIN_POD_VALUE)).collect();
-    let counts = primal::cover_counts(&generated.columns, &generated.lp_values, 0, &relaxed.demand, &values);
-    let bought: Vec<(&Column, f64)> = generated.columns.iter().zip(counts).filter(|(_, n)| *n > 0).map(|(c, n)| (c, f64::from(n))).collect();
+    primal::cover_counts(&generated.columns, &generated.lp_values, 0, demand, &values)
+}
+
+/// `copies` of `generated`'s patterns, lifted to the classes of `p`.
+fn lifted(p: &Problem, relaxed: &relax::Relaxed, demand: &[u32], generated: &super::Generation, copies: &[u32]) -> Vec<(Column, u32)> {
+    let bought: Vec<(&Column, f64)> = generated.columns.iter().zip(copies).filter(|(_, &n)| n > 0).map(|(c, &n)| (c, f64::from(n))).collect();
     lift(p, &relaxed.of_class, demand, &Zoned::bought(p, &bought), &bought)
+}
+
+/// The relaxed LP's copies rounded down, the rest covered by whole patterns, and lifted.
+#[cfg(test)]
+fn covered(p: &Problem, relaxed: &relax::Relaxed, demand: &[u32], generated: &super::Generation) -> Vec<(Column, u32)> {
+    lifted(p, relaxed, demand, generated, &cover_counts(&relaxed.demand, generated))
 }
 
 /// Under this time limit per pod the cover is built even where the zone program proved its answer:
@@ -104,6 +141,11 @@ const COVER_SECONDS_PER_POD: f64 = 0.005;
 /// instead of about 41 (21.5), the candidate leaving 885 pods to the repair in the two logged ones.
 /// At 0.6 the zones got 0.62-0.84 s and none of 17 runs did so (docs/optimizer.md, section 4).
 const COLUMN_SHARE: f64 = 0.6;
+/// The least time the restricted master's integer program must have (the candidate's time after
+/// its column generation) for the zoneless relaxation to use it instead of the zone program. At
+/// 100 pods of the diverse mix and a 0.5 s limit it had 0.05 s and handed back its start, the cover
+/// (0.4063 $/h planned, against 0.3874 from the zone program and the repair).
+const MIN_INTEGER_SECONDS: f64 = 0.25;
 /// The least time the zones' integer program gets, seconds.
 const MIN_ZONE_SECONDS: f64 = 0.05;
 
@@ -190,7 +232,7 @@ mod tests {
     fn a_slot_goes_to_the_spread_group_the_zone_program_put_there() {
         let p = Problem::build(&crate::workload::diverse(1000, 3), &crate::optimizer::fixtures::two_zone_catalog());
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-        let (relaxed, of_class) = relax::relax(&p);
+        let (relaxed, of_class) = relax::relax(&p, true);
         let (_, group_of) = zonal::spread_groups(&p);
         // two classes of different spread groups merged into one relaxed class; `planned` is the one
         // the old order (most pods left, then the lower index) would not have picked
@@ -261,7 +303,7 @@ mod tests {
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         assert!(zonal::zoneless(&p));
         // (its classes differ only in their Deployment's label, so `Relaxed::of` would not bother)
-        let (problem, of_class) = relax::relax(&p);
+        let (problem, of_class) = relax::relax(&p, true);
         let mut merged = vec![0u32; problem.classes.len()];
         for (k, &d) in demand.iter().enumerate() {
             merged[of_class[k]] += d;

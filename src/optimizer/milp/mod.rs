@@ -18,6 +18,7 @@ mod pricing;
 mod prove;
 pub mod relax;
 mod replay;
+mod restricted;
 mod zonal;
 mod zonefix;
 
