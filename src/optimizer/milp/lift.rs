@@ -88,23 +88,25 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
     let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(left * COLUMN_SHARE), lower_bound: false, ..settings.clone() };
     let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, super::Unproven::Large).ok()?;
     tracing::debug!(seconds = began.elapsed().as_secs_f64(), columns = generated.columns.len(), "relaxation's columns generated");
-    // every pattern the LP uses: the zone program decides how many copies to buy (see zonal.rs)
-    let chosen: Vec<(&Column, f64)> = generated.columns.iter().zip(&generated.lp_values).filter(|(_, &v)| v > 1e-6).map(|(c, &v)| (c, v)).collect();
     let for_zones = (seconds - began.elapsed().as_secs_f64()).max(MIN_ZONE_SECONDS);
-    if integer {
+    let (zones, proven, start) = if integer {
         // nothing for the zone program to settle but the copies: the integer program buys them
         // with every pod placed, from the cover
-        let cover = cover_counts(&relaxed.demand, &generated);
-        let bought = restricted::copies(&relaxed.problem, &relaxed.demand, &generated, &cover, &settings, for_zones);
+        let start = cover_counts(&relaxed.demand, &generated);
+        let bought = restricted::copies(&relaxed.problem, &relaxed.demand, &generated, &start, &settings, for_zones);
         let proven = bought.as_ref().is_some_and(|b| b.proven);
-        let zones = bought.map(|b| lifted(p, &relaxed, demand, &generated, &b.copies));
-        let cover = (short || !proven).then(|| lifted(p, &relaxed, demand, &generated, &cover));
-        return (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover });
-    }
-    let zoned = zonal::assign(p, &relaxed.problem, &relaxed.of_class, demand, &chosen, &generated.pod_prices, for_zones);
-    let proven = zoned.as_ref().is_some_and(|z| z.proven);
-    let zones = zoned.map(|zoned| lift(p, &relaxed.of_class, demand, &zoned, &chosen));
-    let cover = (zonal::zoneless(p) && (short || !proven)).then(|| lifted(p, &relaxed, demand, &generated, &cover_counts(&relaxed.demand, &generated)));
+        (bought.map(|b| lifted(p, &relaxed, demand, &generated, &b.copies)), proven, Some(start))
+    } else {
+        // every pattern the LP uses: the zone program decides how many copies to buy (see zonal.rs)
+        let chosen: Vec<(&Column, f64)> = generated.columns.iter().zip(&generated.lp_values).filter(|(_, &v)| v > 1e-6).map(|(c, &v)| (c, v)).collect();
+        let zoned = zonal::assign(p, &relaxed.problem, &relaxed.of_class, demand, &chosen, &generated.pod_prices, for_zones);
+        let proven = zoned.as_ref().is_some_and(|z| z.proven);
+        (zoned.map(|zoned| lift(p, &relaxed.of_class, demand, &zoned, &chosen)), proven, None)
+    };
+    let cover = (zonal::zoneless(p) && (short || !proven)).then(|| {
+        let copies = start.unwrap_or_else(|| cover_counts(&relaxed.demand, &generated));
+        lifted(p, &relaxed, demand, &generated, &copies)
+    });
     (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover })
 }
 

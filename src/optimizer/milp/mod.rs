@@ -410,11 +410,11 @@ fn mip_columns(p: &Problem, master: &Master, bins: &[BinInfo], bin_index: &BTree
 }
 
 /// Up to this many patterns, the integer solve sees them all.
-const MIP_ALL_COLUMNS: usize = 1_000;
+pub(super) const MIP_ALL_COLUMNS: usize = 1_000;
 
 /// Patterns whose reduced cost in the last LP is within this share of their cost enter the integer
 /// solve (with those the LP uses and the seeds).
-const MIP_REDUCED_COST: f64 = 0.05;
+pub(super) const MIP_REDUCED_COST: f64 = 0.05;
 
 /// The integer solve ends by this share of the time limit.
 const MIP_SHARE: f64 = 0.9;

@@ -4,7 +4,7 @@
 //! to settle (a problem whose zones were pinned first, `pin.rs`): the zone program it replaces
 //! there may leave pods unplaced (each valued at twice its LP dual), which the greedy repair then
 //! places a few to a node, dearly. Patterns are picked as for the full model's integer solve: those
-//! the LP uses, those the start uses, and those within [`NEAR`] of pricing in.
+//! the LP uses, those the start uses, and those nearly pricing in ([`kept`]).
 
 use std::collections::BTreeMap;
 
@@ -14,7 +14,7 @@ use super::super::problem::Problem;
 use super::super::SolveSettings;
 use super::columns::Bin;
 use super::master::{AuxKind, Master};
-use super::{bins, build_lp, configure, run, Generation};
+use super::{bins, build_lp, configure, run, Generation, MIP_ALL_COLUMNS, MIP_REDUCED_COST};
 
 /// What the integer program bought: copies per pattern of the generation, and whether HiGHS
 /// proved them optimal (within the gap target) over the patterns it saw.
@@ -70,15 +70,10 @@ pub fn copies(p: &Problem, demand: &[u32], generated: &Generation, start: &[u32]
     Some(Bought { copies, proven })
 }
 
-/// Patterns within this share of their cost of pricing in (under the LP's pod prices) are offered
-/// to the integer program with those the LP or the start uses.
-const NEAR: f64 = 0.05;
-/// At most this many patterns go to the integer program: HiGHS's presolve and root cut rounds do not
-/// watch the clock, and grow with the columns (see the full model's `MIP_ALL_COLUMNS`).
-const MAX_PATTERNS: usize = 1_000;
-
 /// Indices of the patterns the program sees: those the LP or the start uses, then the rest by
-/// reduced cost relative to cost, while within [`NEAR`] and [`MAX_PATTERNS`].
+/// reduced cost (under the LP's pod prices) relative to cost, while within the full model's
+/// [`MIP_REDUCED_COST`] and, all told, its [`MIP_ALL_COLUMNS`] (HiGHS's presolve and root cut
+/// rounds do not watch the clock, and grow with the columns).
 fn kept(generated: &Generation, start: &[u32]) -> Vec<usize> {
     let reduced = |i: usize| {
         let c = &generated.columns[i];
@@ -88,9 +83,9 @@ fn kept(generated: &Generation, start: &[u32]) -> Vec<usize> {
     let n = generated.columns.len();
     let used = |i: usize| start[i] > 0 || generated.lp_values.get(i).is_some_and(|&v| v > 1e-9);
     let mut kept: Vec<usize> = (0..n).filter(|&i| used(i)).collect();
-    let mut near: Vec<(f64, usize)> = (0..n).filter(|&i| !used(i)).map(|i| (reduced(i), i)).filter(|&(r, _)| r <= NEAR).collect();
+    let mut near: Vec<(f64, usize)> = (0..n).filter(|&i| !used(i)).map(|i| (reduced(i), i)).filter(|&(r, _)| r <= MIP_REDUCED_COST).collect();
     near.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let room = MAX_PATTERNS.saturating_sub(kept.len());
+    let room = MIP_ALL_COLUMNS.saturating_sub(kept.len());
     kept.extend(near.into_iter().take(room).map(|(_, i)| i));
     kept.sort_unstable();
     kept
