@@ -279,20 +279,21 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
         // for replay and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => {
             let lifted = relaxed_candidates(p, inputs, settings, start, demand);
-            match milp::solve(p, &milp_settings(settings, start), &greedy_state, demand, bins.to_vec(), true) {
+            match milp::solve(p, &milp_settings(settings, (start, until)), &greedy_state, demand, bins.to_vec(), true) {
                 Ok((mut answer, model)) => {
                     let mut notes = std::mem::take(&mut answer.notes);
                     // after the MILP's best guess, which wins a tie, when the MILP finished; first when
                     // the clock cut it short: the first candidate is always replayed, and at 10,000 pods
                     // of the diverse mix the MILP's guess took 0.9 s to replay and left no time for it
                     let at = if answer.timed_out { 0 } else { 1 };
+                    let always = at + lifted.len() + usize::from(!seed.is_empty());
                     for (i, candidate) in lifted.into_iter().enumerate() {
                         answer.candidates.insert(answer.candidates.len().min(at + i), candidate);
                     }
                     if !seed.is_empty() {
                         answer.candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
                     }
-                    let (state, left, origin, replay) = best_candidate(p, settings, (start, until), &answer.candidates, greedy_state, greedy_left, &mut notes);
+                    let (state, left, origin, replay) = best_candidate(p, settings, (start, until), (&answer.candidates, always), greedy_state, greedy_left, &mut notes);
                     notes.push(format!("plan from {origin}"));
                     // HiGHS's integer solve can run far past its limit in its root node (2.1 s over a
                     // 0.3 s limit on a neighbourhood of the scale-in benchmark): neighbourhoods use it only
@@ -309,7 +310,7 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
                 // the relaxation's candidates stand on their own: replayed against the greedy start
                 Err(milp::MilpError::OutOfTime) => {
                     let mut notes = vec!["time limit: reached before the first lp over the seed patterns".to_string()];
-                    let (state, left, origin, _) = best_candidate(p, settings, (start, until), &lifted, greedy_state, greedy_left, &mut notes);
+                    let (state, left, origin, _) = best_candidate(p, settings, (start, until), (&lifted, lifted.len()), greedy_state, greedy_left, &mut notes);
                     notes.push(format!("plan from {origin}"));
                     plain(state, left, "time-limit", notes)
                 }
@@ -354,6 +355,13 @@ type Lifted = (String, Vec<(milp::columns::Column, u32)>);
 /// with it (6.80 against 6.50); since stop 40's faster greedy start a tenth of a second pays there:
 /// objective 4.33 against 6.50 at 1 s, and 21.81 against 32.23 at 5,000 pods and 2 s, 42.30
 /// against 64.66 at 10,000 and 4 s (`joiner bench`, one run each, same binary with and without).
+///
+/// The pinned candidate used to need 1.5 ms per pod (4 ms before stop 41): at 10,000 pods and 10 s
+/// it failed after 3.7-4.0 s and left no candidate from the relaxation. Since stop 41 (its integer
+/// program, `milp::restricted`) and stop 42 (both relaxation candidates replayed) it wins wherever
+/// the relaxation is tried on the diverse mix: objective 40.56 against 42.29 at 10,000 pods and
+/// 10 s, 41.91 against 42.74 at 4 s, 21.52 against 21.95 at 5,000 and 2 s, 4.24 against 4.33 at
+/// 1,000 and 1 s (one run each, same binary with and without the threshold).
 fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, start: Instant, demand: &[u32]) -> Vec<Lifted> {
     let limit = settings.time_limit.as_secs_f64();
     let least = MIN_RELAXED_PRIMAL_SECONDS.max(RELAXED_SECONDS_PER_POD * p.total_pods() as f64);
@@ -363,13 +371,11 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
     let within = |share: f64| (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
     let seconds = within(RELAXED_PRIMAL_SHARE);
     let began = Instant::now();
-    if limit >= PINNED_SECONDS_PER_POD * p.total_pods() as f64 {
-        let share = if p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE { PINNED_PRIMAL_SHARE } else { RELAXED_PRIMAL_SHARE };
-        let pinned = pin::candidates(snapshot, catalog, p, settings, within(share));
-        tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidates");
-        if let Some(pinned) = pinned {
-            return pinned.named("zone-pinned-lp", "zone-pinned-lp-cover");
-        }
+    let share = if p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE { PINNED_PRIMAL_SHARE } else { RELAXED_PRIMAL_SHARE };
+    let pinned = pin::candidates(snapshot, catalog, p, settings, within(share));
+    tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidates");
+    if let Some(pinned) = pinned {
+        return pinned.named("zone-pinned-lp", "zone-pinned-lp-cover");
     }
     // a pinned candidate that failed late leaves too little for the plain one
     let left = seconds - began.elapsed().as_secs_f64();
@@ -380,17 +386,6 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidates");
     lifted.map_or_else(Vec::new, |c| c.named("relaxed-lp", "relaxed-lp-cover"))
 }
-
-/// The least time limit per pending pod for which the pinned candidate is tried first. Its
-/// relaxation has more classes (a pinned class splits by zone), so its column generation and zone
-/// program need more time: on the diverse mix at 10 s, with a tenth of it, 1,000 pods were planned
-/// at objective 4.02-4.14 against 4.28-4.29 with the plain candidate, but 5,000 at 22.10 against
-/// 22.04 (its lifting left 766 pods to the repair), and at 10,000 it did not finish in its time.
-/// With three tenths and the covered rounding (`milp::lift::Candidates`), 5,000 pods at 10 s are
-/// planned cheaper pinned (see docs/optimizer.md, section 4), but at 10,000 the attempt still
-/// failed after 3.7-4.0 s, leaving no candidate from the relaxation: plans at 59.0-60.2 $/h
-/// against 41.7. Hence 1.5 ms, which admits 5,000 pods from 7.5 s and 10,000 from 15 s.
-const PINNED_SECONDS_PER_POD: f64 = 0.0015;
 
 /// The share of the time limit the relaxation's candidate gets (column generation and zones),
 /// besides its greedy start.
@@ -414,7 +409,11 @@ const RELAXED_SECONDS_PER_POD: f64 = 4e-5;
 /// Replays the candidates (best guess first) and keeps the cheapest, greedy's plan included; the
 /// slowest replay comes back with it.
 ///
-/// The first is always replayed. A later one is replayed when three times the slowest replay so far
+/// The first `always` (at least one) are always replayed: the seed, the MILP's best guess when it
+/// finished, and the relaxation's candidates, whose zone program's answer and cover win in turn (at
+/// 1,000 pods of the diverse mix and 1 s, zones pinned, the cover replayed at 4.24 $/h against 4.28,
+/// at 100 pods and 0.5 s the zone program's at 0.387 against 0.406) and whose replays are cheap
+/// next to the solve (0.02 s at 1,000 pods, 0.18 s at 10,000). A later one is replayed when three times the slowest replay so far
 /// would still end by `deadline` ([`finish_by`]; a replay's repair grows with the pods it
 /// rejects: 0.6 s and 1.6 s for two candidates at 10,000 pods; with the whole limit as the deadline,
 /// a third candidate whose repair placed 1,970 pods ended the replays at 9.8-10.0 s of a 10 s limit
@@ -425,7 +424,7 @@ fn best_candidate<'p>(
     p: &'p Problem,
     settings: &SolveSettings,
     (start, deadline): (Instant, Duration),
-    candidates: &[Lifted],
+    (candidates, always): (&[Lifted], usize),
     greedy_state: State<'p>,
     greedy_left: Leftover,
     notes: &mut Vec<String>,
@@ -436,7 +435,7 @@ fn best_candidate<'p>(
     let mut slowest = Duration::ZERO;
     for (i, (origin, chosen)) in candidates.iter().enumerate() {
         let fits = start.elapsed() + 3 * slowest <= deadline || replays_from.elapsed() + 3 * slowest <= settings.time_limit / 40;
-        if i > 0 && !fits {
+        if i >= always.max(1) && !fits {
             notes.push(format!("time limit: {} candidate plans not replayed", candidates.len() - i));
             break;
         }
@@ -525,11 +524,14 @@ fn search_neighbourhoods<'p>(
     (found.state, found.left)
 }
 
-/// The share of the time left that the MILP gets; the replays and the neighbourhood search have the rest.
+/// The share of the time left until the replays must end ([`finish_by`]) that the MILP gets; the
+/// replays and the neighbourhood search have the rest. Counted to the time limit instead, the MILP
+/// left the replays too little at short limits: 5,000 pods of the diverse mix at 2 s took 2.05-2.12 s,
+/// against 1.85 s this way for the same plan.
 const MILP_SHARE: f64 = 0.7;
 
-fn milp_settings(settings: &SolveSettings, start: Instant) -> SolveSettings {
-    let left = settings.time_limit.saturating_sub(start.elapsed()).mul_f64(MILP_SHARE);
+fn milp_settings(settings: &SolveSettings, (start, until): (Instant, Duration)) -> SolveSettings {
+    let left = until.saturating_sub(start.elapsed()).mul_f64(MILP_SHARE);
     SolveSettings { time_limit: left.max(Duration::from_millis(100)), ..settings.clone() }
 }
 
