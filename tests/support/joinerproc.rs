@@ -15,7 +15,10 @@ pub const SYSTEM_NS: &str = "joiner";
 /// A running `joiner controller`; killed on drop. Its log is kept for failure messages.
 pub struct Joiner {
     child: Child,
-    metrics_port: u16,
+    /// Read from the log once the controller serves: it binds port 0, so no other process can take
+    /// a port between the test picking it and the controller binding it (CI once failed on
+    /// "cannot listen on 127.0.0.1:41983: Address already in use").
+    metrics_port: std::sync::OnceLock<u16>,
     log: PathBuf,
 }
 
@@ -38,7 +41,6 @@ impl Joiner {
     pub fn start_with_defaults(server: &ApiServer, dir: &tempdir::Dir, identity: &str, extra: &[&str], envs: &[(&str, &str)]) -> Joiner {
         let kubeconfig = dir.path().join("kubeconfig");
         server.write_kubeconfig_as(&kubeconfig, identity).expect("kubeconfig written");
-        let (metrics_port, health_port) = (free_port(), free_port());
         let log = dir.path().join(format!("{identity}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let mut args: Vec<String> =
@@ -46,14 +48,26 @@ impl Joiner {
         args.extend(["--kubeconfig".into(), kubeconfig.display().to_string()]);
         // E2E_LOG=debug,kube=info,... shows the controller's decisions in failure messages
         args.extend(["--log-level".into(), std::env::var("E2E_LOG").unwrap_or_else(|_| "info,highs=error".into())]);
-        args.extend(["--metrics-port".into(), metrics_port.to_string(), "--health-probe-port".into(), health_port.to_string()]);
+        args.extend(["--metrics-port", "0", "--health-probe-port", "0"].map(String::from));
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(env!("CARGO_BIN_EXE_joiner")).args(&args).envs(envs.iter().copied()).stdout(Stdio::null()).stderr(file).spawn().expect("joiner starts");
-        Joiner { child, metrics_port, log }
+        Joiner { child, metrics_port: std::sync::OnceLock::new(), log }
     }
 
+    /// The metrics port the controller bound, once its "serving" line is in the log.
+    fn metrics_port(&self) -> Option<u16> {
+        if let Some(&port) = self.metrics_port.get() {
+            return Some(port);
+        }
+        let log = self.log();
+        let port = log.lines().filter(|l| l.contains(" serving ")).find_map(|l| l.split_once("metrics=127.0.0.1:").and_then(|(_, rest)| rest.split(' ').next()?.parse().ok()))?;
+        Some(*self.metrics_port.get_or_init(|| port))
+    }
+
+    /// The /metrics text; empty until the controller serves.
     pub async fn metrics(&self) -> String {
-        http_get(self.metrics_port, "/metrics").await.unwrap_or_default()
+        let Some(port) = self.metrics_port() else { return String::new() };
+        http_get(port, "/metrics").await.unwrap_or_default()
     }
 
     /// The value of one sample line of /metrics (0 when absent).
@@ -107,10 +121,6 @@ pub mod tempdir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<String> {
