@@ -1,10 +1,10 @@
 //! A real EC2/SSM/SQS emulator for the AWS provider's tests: `moto_server` (PyPI `moto[server]`,
-//! installed into `.venv` by scripts/setup.sh) started on a free loopback port, one per test, and
+//! installed into `.venv` by scripts/setup.sh) started on a loopback port it picks itself, one per test, and
 //! killed on drop. `$JOINER_MOTO` names the executable (scripts/test.sh sets it); a missing one fails
 //! the test rather than skipping it. See ../shared/notes/moto-ec2.md for what moto does not emulate.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,32 +26,48 @@ fn executable() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/moto_server")
 }
 
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    l.local_addr().expect("local address").port()
+/// The port moto announces on stderr ("Running on http://127.0.0.1:PORT"), sent once; stderr is
+/// drained until moto exits, so that its request log never fills the pipe.
+fn announced_port(stderr: std::process::ChildStderr) -> std::sync::mpsc::Receiver<u16> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(port) = line.split_once("Running on http://127.0.0.1:").and_then(|(_, rest)| rest.trim().parse::<u16>().ok()) {
+                let _ = tx.send(port);
+            }
+        }
+    });
+    rx
 }
 
 impl Moto {
     /// Starts moto with instance-type validation on (so an unknown type fails like EC2's does) and
-    /// waits until it answers.
+    /// waits until it answers. moto binds port 0 itself and the port is read from its "Running on"
+    /// line: a port picked here and bound by the child later could be taken in between, and once a
+    /// second test's moto found the first one's port taken, the readiness check reached the first
+    /// one, and its first request was refused when that test ended (CI on b6fdba4).
     pub fn start() -> Moto {
         let exe = executable();
         for _ in 0..3 {
-            let port = free_port();
-            let child = Command::new(&exe)
-                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            let mut child = Command::new(&exe)
+                .args(["-H", "127.0.0.1", "-p", "0"])
                 .env("MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION", "true")
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {} ({e}); run scripts/setup.sh or set JOINER_MOTO", exe.display()));
+            let port = announced_port(child.stderr.take().expect("piped stderr"));
+            let Ok(port) = port.recv_timeout(Duration::from_secs(60)) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                continue;
+            };
             let mut moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}"), port };
             if moto.wait_ready(Duration::from_secs(60)) {
                 return moto;
             }
-            let _ = moto.child.kill();
         }
-        panic!("moto_server did not start on three ports");
+        panic!("moto_server did not start in three tries");
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> bool {
