@@ -45,7 +45,7 @@ impl Moto {
     /// waits until it answers. moto binds port 0 itself and the port is read from its "Running on"
     /// line: a port picked here and bound by the child later could be taken in between, and once a
     /// second test's moto found the first one's port taken, the readiness check reached the first
-    /// one, and its first request was refused when that test ended (CI on b6fdba4).
+    /// one, and its first request was refused when that test ended (CI on 5df3d72).
     pub fn start() -> Moto {
         let exe = executable();
         for _ in 0..3 {
