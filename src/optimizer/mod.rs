@@ -278,7 +278,7 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => {
-            let lifted = relaxed_candidates(p, inputs, settings, start, demand);
+            let lifted = relaxed_candidates(p, inputs, settings, (start, until), demand);
             match milp::solve(p, &milp_settings(settings, (start, until)), &greedy_state, demand, bins.to_vec(), true) {
                 Ok((mut answer, model)) => {
                     let mut notes = std::mem::take(&mut answer.notes);
@@ -331,7 +331,7 @@ type Lifted = (String, Vec<(milp::columns::Column, u32)>);
 
 /// The relaxation's candidates (`milp::lift`): its column generation and zone program within
 /// [`RELAXED_PRIMAL_SHARE`] of the time limit plus what building the problem and its greedy start
-/// took, at most [`MAX_RELAXED_PRIMAL_SHARE`]; none when the relaxation would not shrink the
+/// took, at most [`MAX_RELAXED_PRIMAL_SHARE`] (the pinned one longer, see [`PINNED_UNTIL`]); none when the relaxation would not shrink the
 /// problem, its LP fails or neither rounding finds an answer. Where zone rules allow, the
 /// relaxation is that of the problem with its zone rules turned into pins (`pin`), and the plain
 /// one is tried only when that finds no pin or fails in the first half of the time.
@@ -362,17 +362,21 @@ type Lifted = (String, Vec<(milp::columns::Column, u32)>);
 /// the relaxation is tried on the diverse mix: objective 40.56 against 42.29 at 10,000 pods and
 /// 10 s, 41.91 against 42.74 at 4 s, 21.52 against 21.95 at 5,000 and 2 s, 4.24 against 4.33 at
 /// 1,000 and 1 s (one run each, same binary with and without the threshold).
-fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, start: Instant, demand: &[u32]) -> Vec<Lifted> {
+fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, (start, until): (Instant, Duration), demand: &[u32]) -> Vec<Lifted> {
     let limit = settings.time_limit.as_secs_f64();
     let least = MIN_RELAXED_PRIMAL_SECONDS.max(RELAXED_SECONDS_PER_POD * p.total_pods() as f64);
     if limit * RELAXED_PRIMAL_SHARE < least || !milp::lp_bounds_plans(p) {
         return vec![];
     }
-    let within = |share: f64| (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
-    let seconds = within(RELAXED_PRIMAL_SHARE);
+    let seconds = (limit * RELAXED_PRIMAL_SHARE + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
     let began = Instant::now();
-    let share = if p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE { PINNED_PRIMAL_SHARE } else { RELAXED_PRIMAL_SHARE };
-    let pinned = pin::candidates(snapshot, catalog, p, settings, within(share));
+    let for_pinned = if p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE {
+        let floor = (limit * PINNED_PRIMAL_SHARE + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
+        (until.as_secs_f64() * PINNED_UNTIL - start.elapsed().as_secs_f64()).max(floor)
+    } else {
+        seconds
+    };
+    let pinned = pin::candidates(snapshot, catalog, p, settings, for_pinned);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidates");
     if let Some(pinned) = pinned {
         return pinned.named("zone-pinned-lp", "zone-pinned-lp-cover");
@@ -390,11 +394,31 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
 /// The share of the time limit the relaxation's candidate gets (column generation and zones),
 /// besides its greedy start.
 const RELAXED_PRIMAL_SHARE: f64 = 0.1;
-/// The same for the pinned candidate when the full model has too many classes for its integer solve
-/// (`milp::MAX_CLASSES_FOR_INTEGER_SOLVE`), whose candidates then never won in our runs: on the
-/// diverse mix at 1,000 pods and 10 s (three runs each, same session) it planned at objective
-/// 4.02-4.09 with a tenth, 3.99 with a fifth and 3.96-3.99 with three tenths. At 100 pods, where the
-/// integer solve runs, three tenths once planned dearer (0.3776 against 0.3764), so it keeps a tenth.
+/// When the full model has too many classes for its integer solve
+/// (`milp::MAX_CLASSES_FOR_INTEGER_SOLVE`), the pinned candidate runs until this share of the time
+/// the replays must end by ([`finish_by`]), counted from the solve's start, or for
+/// [`PINNED_PRIMAL_SHARE`] of the limit plus what building took (at most
+/// [`MAX_RELAXED_PRIMAL_SHARE`]) where that is longer, as at short limits. The full model's
+/// candidates never won there in our runs (at 1,000 pods of the diverse mix and 10 s its LP was
+/// still at 4.9-5.0 $/h after 2.5-3.4 s, and its roundings replayed at 5.8 or more), while the
+/// pinned candidate's column generation and integer program improve with time. On the diverse mix
+/// (`joiner solve`, one run each, same session), with stop 43's family caps (`milp::relax`) and
+/// three quarters of the deadline the objective was 3.8556 at 1,000 pods and 10 s against
+/// 3.9368-3.9491 with the caps and stop 42's three tenths and 3.8717 with neither; at 5,000 pods
+/// and 10 s 19.55 against 19.97 and 20.40; at 10,000 and 10 s 39.93 against 40.64 and 40.47; at
+/// 5,000 and 2 s 20.54 against 21.52 (both); at 10,000 and 4 s 40.70 against 41.23 and 41.75.
+/// From 0.8 on, 5,000 pods at 2 s took 2.10-2.19 s: after the pinned candidate the full model's
+/// master is built (0.23 s there) and the candidates replayed, however little time is left. At
+/// 0.7 and 0.75 the plans were alike (`joiner bench`, 1,000 pods at 10 s 3.8562 and 3.8556,
+/// 10,000 pods at 4 s 40.70 and 40.51), and 5,000 pods at 2 s took 1.99 s against 2.04 s. Without
+/// the floor of the old share, 1,000 pods at 0.5 s planned at 5.34 against 4.26: the deadline
+/// left the candidate 0.125 s, too little for its column generation.
+const PINNED_UNTIL: f64 = 0.7;
+/// The pinned candidate's share of the limit before stop 43, still its least (see [`PINNED_UNTIL`]).
+/// At stop 38, at 1,000 pods and 10 s, a tenth planned at 4.02-4.09, a fifth at 3.99 and three
+/// tenths at 3.96-3.99. At 100 pods, where the full model's integer solve runs, three tenths once
+/// planned dearer than a tenth (0.3776 against 0.3764), so the pinned candidate keeps the relaxed
+/// one's tenth there.
 const PINNED_PRIMAL_SHARE: f64 = 0.3;
 /// The most of the time limit the relaxation's candidate gets, greedy start included.
 const MAX_RELAXED_PRIMAL_SHARE: f64 = 0.35;

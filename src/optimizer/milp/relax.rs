@@ -31,7 +31,8 @@ use super::super::topology::{SpreadGroup, Topology};
 use super::super::SolveSettings;
 
 /// The relaxation of `p` and, per class of `p`, its class there. With `host_caps`, the classes
-/// hostname spreads count merge only among themselves and keep a per-node cap ([`capped_spreads`]).
+/// hostname spreads count merge only among themselves and keep a per-node cap ([`capped_spreads`]),
+/// and each family of them that spreads tie together one more ([`family_caps`]).
 pub fn relax(p: &Problem, host_caps: bool) -> (Problem, Vec<usize>) {
     let kept: Vec<_> = p.topology.affinities.iter().filter(|r| r.anti && r.key == HOSTNAME).cloned().collect();
     let mut pinned = vec![false; p.classes.len()];
@@ -189,18 +190,63 @@ fn capped_spreads(host: &[(Vec<usize>, i64)], of_class: &[usize]) -> Vec<SpreadG
             *caps.entry(r).or_default() += skew;
         }
     }
-    caps.into_iter()
-        .map(|(r, cap)| SpreadGroup {
-            owner: r,
-            members: vec![r],
-            key: HOSTNAME.to_string(),
-            max_skew: cap,
-            hard: true,
-            min_domains: None,
-            existing: BTreeMap::new(),
-            eligible: std::collections::BTreeSet::new(),
-        })
-        .collect()
+    let mut out: Vec<SpreadGroup> = caps.iter().map(|(&r, &cap)| host_cap(vec![r], cap)).collect();
+    out.extend(family_caps(host, of_class, &caps));
+    out
+}
+
+/// A hard hostname spread of `members` with skew `cap` and nothing running: at most `cap` of their
+/// pods per node.
+fn host_cap(members: Vec<usize>, cap: i64) -> SpreadGroup {
+    SpreadGroup {
+        owner: members[0],
+        members,
+        key: HOSTNAME.to_string(),
+        max_skew: cap,
+        hard: true,
+        min_domains: None,
+        existing: BTreeMap::new(),
+        eligible: std::collections::BTreeSet::new(),
+    }
+}
+
+/// One cap over each family of relaxed classes that hostname spreads tie together: a node holds at
+/// most max skew pods of each spread, and every pod of the family's classes is counted by one of
+/// its spreads, so at most their sum of the family. The per-class caps alone let a node hold the
+/// sum over classes, which a spread whose pods differ in requests (several relaxed classes) never
+/// allows.
+fn family_caps(host: &[(Vec<usize>, i64)], of_class: &[usize], caps: &BTreeMap<usize, i64>) -> Vec<SpreadGroup> {
+    let mut root: BTreeMap<usize, usize> = caps.keys().map(|&r| (r, r)).collect();
+    fn find(root: &mut BTreeMap<usize, usize>, mut r: usize) -> usize {
+        while root[&r] != r {
+            let up = root[&root[&r]];
+            root.insert(r, up);
+            r = up;
+        }
+        r
+    }
+    for (members, _) in host {
+        let mut merged = members.iter().map(|&m| of_class[m]);
+        let Some(first) = merged.next() else { continue };
+        for r in merged {
+            let (a, b) = (find(&mut root, first), find(&mut root, r));
+            if a != b {
+                root.insert(a.max(b), a.min(b));
+            }
+        }
+    }
+    let mut families: BTreeMap<usize, (Vec<usize>, i64, i64)> = BTreeMap::new(); // root -> (classes, cap, sum of class caps)
+    for (&r, &cap) in caps {
+        let f = families.entry(find(&mut root, r)).or_default();
+        f.0.push(r);
+        f.2 += cap;
+    }
+    for (members, skew) in host {
+        if let Some(f) = members.first().map(|&m| find(&mut root, of_class[m])).and_then(|r| families.get_mut(&r)) {
+            f.1 += skew;
+        }
+    }
+    families.into_values().filter(|(classes, cap, sum)| classes.len() > 1 && cap < sum).map(|(classes, cap, _)| host_cap(classes, cap)).collect()
 }
 
 /// `c` with the rules between pods cleared (only the topology reads them; cleared for clarity in dumps).
@@ -254,17 +300,48 @@ mod tests {
             // a capped class never shares its relaxed class with an uncapped one
             assert!((0..p.classes.len()).filter(|&j| of_class[j] == of_class[k]).all(|j| capped(j) == capped(k)));
         }
-        for g in &r.topology.spreads {
+        for g in r.topology.spreads.iter().filter(|g| g.members.len() == 1) {
             // one pod per node of each Deployment whose pods the class merges (the mix's skew is 1)
             let deployments = host.iter().filter(|(m, _)| m.iter().any(|&k| of_class[k] == g.owner)).count();
             assert_eq!(g.max_skew, deployments as i64, "relaxed class {}", g.owner);
             assert!(g.hard && g.is_host() && g.members == [g.owner]);
         }
-        assert_eq!(r.topology.spreads.len(), (0..p.classes.len()).filter(|&k| capped(k)).map(|k| of_class[k]).collect::<std::collections::BTreeSet<_>>().len());
+        assert_eq!(r.topology.spreads.iter().filter(|g| g.members.len() == 1).count(), (0..p.classes.len()).filter(|&k| capped(k)).map(|k| of_class[k]).collect::<std::collections::BTreeSet<_>>().len());
         // the knapsack's rules see the cap
         let rules = super::super::columns::NodeRules::build(&r);
-        for g in &r.topology.spreads {
+        for g in r.topology.spreads.iter().filter(|g| g.members.len() == 1) {
             assert_eq!(rules.per_node_cap[g.owner], g.max_skew as u32);
+        }
+    }
+
+    #[test]
+    fn a_family_of_classes_tied_by_hostname_spreads_gets_the_sum_of_their_skews_and_every_plan_keeps_it() {
+        let p = Problem::build(&crate::workload::diverse(300, 5), &two_zones());
+        let (r, of_class) = relax(&p, true);
+        let host = host_spreads(&p);
+        let single: BTreeMap<usize, i64> = r.topology.spreads.iter().filter(|g| g.members.len() == 1).map(|g| (g.owner, g.max_skew)).collect();
+        let families: Vec<&SpreadGroup> = r.topology.spreads.iter().filter(|g| g.members.len() > 1).collect();
+        assert!(!families.is_empty(), "the mix's Deployments have pods of several requests");
+        for f in &families {
+            // every spread lies wholly in or out of the family, and the cap is its spreads' skews
+            let mut skews = 0;
+            for (members, skew) in &host {
+                let inside = members.iter().filter(|&&k| f.members.contains(&of_class[k])).count();
+                assert!(inside == 0 || inside == members.len(), "a spread straddles family {:?}", f.members);
+                skews += if inside > 0 { *skew } else { 0 };
+            }
+            assert_eq!(f.max_skew, skews);
+            assert!(f.max_skew < f.members.iter().map(|m| single[m]).sum::<i64>(), "a family cap no tighter than its classes' is left out");
+            assert!(f.hard && f.is_host());
+        }
+        // a plan of the full problem, which keeps each spread's cap, keeps the family's
+        let (state, left) = greedy::place_all(&p, State::new(&p), &p.class_demands());
+        assert!(left.is_empty());
+        for node in &state.nodes {
+            for f in &families {
+                let held: usize = node.placed.iter().filter(|(&k, _)| f.members.contains(&of_class[k])).map(|(_, &n)| n).sum();
+                assert!(held as i64 <= f.max_skew, "{held} pods of family {:?} on {}", f.members, node.hostname());
+            }
         }
     }
 
