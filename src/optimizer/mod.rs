@@ -331,8 +331,9 @@ type Lifted = (String, Vec<(milp::columns::Column, u32)>);
 
 /// The relaxation's candidates (`milp::lift`): its column generation and zone program within
 /// [`RELAXED_PRIMAL_SHARE`] of the time limit plus what building the problem and its greedy start
-/// took, at most [`MAX_RELAXED_PRIMAL_SHARE`] (the pinned one longer, see [`PINNED_UNTIL`]); none when the relaxation would not shrink the
-/// problem, its LP fails or neither rounding finds an answer. Where zone rules allow, the
+/// took, at most [`MAX_RELAXED_PRIMAL_SHARE`] (the pinned one longer, see [`PINNED_UNTIL`]); none
+/// when the relaxation would not shrink the problem, its LP fails or neither rounding finds an
+/// answer. Where zone rules allow, the
 /// relaxation is that of the problem with its zone rules turned into pins (`pin`), and the plain
 /// one is tried only when that finds no pin or fails in the first half of the time.
 ///
@@ -412,7 +413,7 @@ const RELAXED_PRIMAL_SHARE: f64 = 0.1;
 /// 0.7 and 0.75 the plans were alike (`joiner bench`, 1,000 pods at 10 s 3.8562 and 3.8556,
 /// 10,000 pods at 4 s 40.70 and 40.51), and 5,000 pods at 2 s took 1.99 s against 2.04 s. Without
 /// the floor of the old share, 1,000 pods at 0.5 s planned at 5.34 against 4.26: the deadline
-/// left the candidate 0.125 s, too little for its column generation.
+/// left the candidate about 0.12 s (0.75 of a 0.3 s deadline less 0.1 s of building).
 const PINNED_UNTIL: f64 = 0.7;
 /// The pinned candidate's share of the limit before stop 43, still its least (see [`PINNED_UNTIL`]).
 /// At stop 38, at 1,000 pods and 10 s, a tenth planned at 4.02-4.09, a fifth at 3.99 and three
