@@ -17,6 +17,7 @@ mod pin;
 pub mod plan;
 pub mod preferred;
 pub mod problem;
+mod sets;
 pub mod state;
 pub mod topology;
 

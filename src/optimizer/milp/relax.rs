@@ -26,6 +26,7 @@ use crate::domain::labels::HOSTNAME;
 
 use super::super::greedy;
 use super::super::problem::{PodClass, Problem};
+use super::super::sets::DisjointSets;
 use super::super::state::State;
 use super::super::topology::{SpreadGroup, Topology};
 use super::super::SolveSettings;
@@ -216,33 +217,22 @@ fn host_cap(members: Vec<usize>, cap: i64) -> SpreadGroup {
 /// sum over classes, which a spread whose pods differ in requests (several relaxed classes) never
 /// allows.
 fn family_caps(host: &[(Vec<usize>, i64)], of_class: &[usize], caps: &BTreeMap<usize, i64>) -> Vec<SpreadGroup> {
-    let mut root: BTreeMap<usize, usize> = caps.keys().map(|&r| (r, r)).collect();
-    fn find(root: &mut BTreeMap<usize, usize>, mut r: usize) -> usize {
-        while root[&r] != r {
-            let up = root[&root[&r]];
-            root.insert(r, up);
-            r = up;
-        }
-        r
-    }
+    let mut sets = DisjointSets::new(of_class.iter().max().map_or(0, |&m| m + 1));
     for (members, _) in host {
-        let mut merged = members.iter().map(|&m| of_class[m]);
-        let Some(first) = merged.next() else { continue };
-        for r in merged {
-            let (a, b) = (find(&mut root, first), find(&mut root, r));
-            if a != b {
-                root.insert(a.max(b), a.min(b));
+        if let Some((&first, rest)) = members.split_first() {
+            for &m in rest {
+                sets.join(of_class[first], of_class[m]);
             }
         }
     }
     let mut families: BTreeMap<usize, (Vec<usize>, i64, i64)> = BTreeMap::new(); // root -> (classes, cap, sum of class caps)
     for (&r, &cap) in caps {
-        let f = families.entry(find(&mut root, r)).or_default();
+        let f = families.entry(sets.root(r)).or_default();
         f.0.push(r);
         f.2 += cap;
     }
     for (members, skew) in host {
-        if let Some(f) = members.first().map(|&m| find(&mut root, of_class[m])).and_then(|r| families.get_mut(&r)) {
+        if let Some(f) = members.first().and_then(|&m| families.get_mut(&sets.root(of_class[m]))) {
             f.1 += skew;
         }
     }

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::problem::Problem;
+use super::super::sets::DisjointSets;
 use super::super::state::State;
 use super::columns::{Bin, Column};
 
@@ -98,27 +99,17 @@ impl Links {
     /// Classes joined by a shared spread group or affinity rule, each list ascending, in order of
     /// their smallest class.
     fn components(&self) -> Vec<Vec<usize>> {
-        let mut parent: Vec<usize> = (0..self.n).collect();
-        fn root(parent: &mut [usize], mut x: usize) -> usize {
-            while parent[x] != x {
-                parent[x] = parent[parent[x]];
-                x = parent[x];
-            }
-            x
-        }
+        let mut sets = DisjointSets::new(self.n);
         let mut first_of: BTreeMap<(bool, usize), usize> = BTreeMap::new();
         for k in 0..self.n {
             let keys = self.spreads[k].iter().map(|&g| (false, g)).chain(self.affinity[k].iter().map(|&r| (true, r)));
             for key in keys {
-                let other = *first_of.entry(key).or_insert(k);
-                let (a, b) = (root(&mut parent, k), root(&mut parent, other));
-                parent[a.max(b)] = a.min(b);
+                sets.join(k, *first_of.entry(key).or_insert(k));
             }
         }
         let mut out: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for k in 0..self.n {
-            let r = root(&mut parent, k);
-            out.entry(r).or_default().push(k);
+            out.entry(sets.root(k)).or_default().push(k);
         }
         out.into_values().collect()
     }
