@@ -334,9 +334,9 @@ type Lifted = (String, Vec<(milp::columns::Column, u32)>);
 /// [`RELAXED_PRIMAL_SHARE`] of the time limit plus what building the problem and its greedy start
 /// took, at most [`MAX_RELAXED_PRIMAL_SHARE`] (the pinned one longer, see [`PINNED_UNTIL`]); none
 /// when the relaxation would not shrink the problem, its LP fails or neither rounding finds an
-/// answer. Where zone rules allow, the
-/// relaxation is that of the problem with its zone rules turned into pins (`pin`), and the plain
-/// one is tried only when that finds no pin or fails in the first half of the time.
+/// answer. Where zone rules allow, the relaxation is that of the problem with its zone rules turned
+/// into pins (`pin`), and the plain one is tried only when that finds no pin or fails in the first
+/// half of the time.
 ///
 /// The relaxation's own greedy start cost about what the full one did (0.06 s at 1,000 pods of
 /// the diverse mix, 0.4 s at 5,000, 0.9-1.3 s at 10,000; since the packing's refusals are
@@ -370,11 +370,11 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
     if limit * RELAXED_PRIMAL_SHARE < least || !milp::lp_bounds_plans(p) {
         return vec![];
     }
-    let seconds = (limit * RELAXED_PRIMAL_SHARE + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
+    let within = |share: f64| (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
+    let seconds = within(RELAXED_PRIMAL_SHARE);
     let began = Instant::now();
     let for_pinned = if p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE {
-        let floor = (limit * PINNED_PRIMAL_SHARE + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
-        (until.as_secs_f64() * PINNED_UNTIL - start.elapsed().as_secs_f64()).max(floor)
+        (until.as_secs_f64() * PINNED_UNTIL - start.elapsed().as_secs_f64()).max(within(PINNED_PRIMAL_SHARE))
     } else {
         seconds
     };

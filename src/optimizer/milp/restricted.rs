@@ -14,7 +14,7 @@ use highs::{HighsModelStatus, Sense};
 
 use super::super::problem::Problem;
 use super::super::SolveSettings;
-use super::columns::Bin;
+use super::columns::{Bin, BinInfo, Column};
 use super::master::{AuxKind, Master};
 use super::{bins, build_lp, configure, run, Generation, MIP_ALL_COLUMNS, MIP_REDUCED_COST};
 
@@ -38,7 +38,8 @@ pub fn copies(p: &Problem, demand: &[u32], generated: &Generation, start: &[u32]
     let cost = |copies: &[u32]| generated.columns.iter().zip(copies).map(|(c, &n)| c.cost * f64::from(n)).sum::<f64>();
     let columns: Vec<_> = kept.iter().map(|&i| generated.columns[i].clone()).collect();
     let at: Vec<u32> = kept.iter().map(|&i| start[i]).collect();
-    let (bought, proven) = integer(p, demand, &columns, &at, settings, seconds * WHOLE_SHARE)?;
+    let bins = bins(p);
+    let (bought, proven) = integer(p, &bins, demand, &columns, &at, settings, seconds * WHOLE_SHARE)?;
     let mut copies = vec![0u32; generated.columns.len()];
     for (j, &i) in kept.iter().enumerate() {
         copies[i] = bought[j];
@@ -47,7 +48,7 @@ pub fn copies(p: &Problem, demand: &[u32], generated: &Generation, start: &[u32]
     if proven {
         return Some(Bought { copies, proven });
     }
-    match residual(p, demand, generated, &kept, settings, seconds - began.elapsed().as_secs_f64()) {
+    match residual(p, &bins, demand, generated, (&kept, &columns), settings, seconds - began.elapsed().as_secs_f64()) {
         Some(fixed) if cost(&fixed) < cost(&copies) - 1e-9 => {
             tracing::debug!(cost = cost(&fixed), "restricted master's residual program");
             Some(Bought { copies: fixed, proven: false })
@@ -66,7 +67,7 @@ const WHOLE_SHARE: f64 = 0.6;
 /// program's copies run to dozens per pattern and HiGHS stays far from its bound (at 10,000 pods
 /// of the diverse mix, zones pinned, 39.84 $/h after 3.2 s against an LP of 38.68), while the pods
 /// the rounding leaves are a few hundred.
-fn residual(p: &Problem, demand: &[u32], generated: &Generation, kept: &[usize], settings: &SolveSettings, seconds: f64) -> Option<Vec<u32>> {
+fn residual(p: &Problem, bins: &[BinInfo], demand: &[u32], generated: &Generation, (kept, columns): (&[usize], &[Column]), settings: &SolveSettings, seconds: f64) -> Option<Vec<u32>> {
     if p.pools.iter().any(|pool| pool.remaining.is_some()) {
         return None;
     }
@@ -84,10 +85,9 @@ fn residual(p: &Problem, demand: &[u32], generated: &Generation, kept: &[usize],
     if left.iter().all(|&l| l == 0) {
         return Some(floors);
     }
-    let columns: Vec<_> = kept.iter().map(|&i| generated.columns[i].clone()).collect();
     let values: Vec<f64> = generated.pod_prices.iter().map(|v| v.max(super::primal::MIN_POD_VALUE)).collect();
-    let start = super::primal::cover_counts(&columns, &[], 0, &left, &values);
-    let (bought, _) = integer(p, &left, &columns, &start, settings, seconds)?;
+    let start = super::primal::cover_counts(columns, &[], 0, &left, &values);
+    let (bought, _) = integer(p, bins, &left, columns, &start, settings, seconds)?;
     let mut copies = floors;
     for (j, &i) in kept.iter().enumerate() {
         copies[i] += bought[j];
@@ -97,15 +97,14 @@ fn residual(p: &Problem, demand: &[u32], generated: &Generation, kept: &[usize],
 
 /// HiGHS's integer program over `columns` placing `demand[k]` pods of each class, from `start`
 /// (copies per column, every pod placed): copies per column and whether HiGHS proved them optimal.
-fn integer(p: &Problem, demand: &[u32], columns: &[super::columns::Column], start: &[u32], settings: &SolveSettings, seconds: f64) -> Option<(Vec<u32>, bool)> {
-    let all_bins = bins(p);
-    let bin_index: BTreeMap<Bin, usize> = all_bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
-    let master = Master::build(p, demand, &all_bins);
+fn integer(p: &Problem, bins: &[BinInfo], demand: &[u32], columns: &[Column], start: &[u32], settings: &SolveSettings, seconds: f64) -> Option<(Vec<u32>, bool)> {
+    let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
+    let master = Master::build(p, demand, bins);
     // a start needs a value for every auxiliary column; only unplaced pods have an obvious one
     if !master.aux.iter().all(|a| matches!(a.kind, AuxKind::Unplaced(_))) {
         return None;
     }
-    let mut model = build_lp(p, &master, &all_bins, &bin_index, columns, true).optimise(Sense::Minimise);
+    let mut model = build_lp(p, &master, bins, &bin_index, columns, true).optimise(Sense::Minimise);
     let mut placed = vec![0u32; demand.len()];
     for (c, &n) in columns.iter().zip(start) {
         for &(k, m) in &c.counts {
@@ -185,7 +184,9 @@ mod tests {
         let lp: f64 = generated.columns.iter().zip(&generated.lp_values).map(|(c, v)| c.cost * v).sum();
         assert!(lp <= cost(&bought.copies) + 1e-6);
         // the residual program keeps the lp's copies rounded down and places every pod too
-        let fixed = residual(&p, &demand, &generated, &kept(&generated, &start), &settings, 2.0).expect("no limits, no existing nodes");
+        let kept = kept(&generated, &start);
+        let columns: Vec<_> = kept.iter().map(|&i| generated.columns[i].clone()).collect();
+        let fixed = residual(&p, &bins(&p), &demand, &generated, (&kept, &columns), &settings, 2.0).expect("no limits, no existing nodes");
         let mut placed = vec![0u32; demand.len()];
         for ((c, &n), &v) in generated.columns.iter().zip(&fixed).zip(&generated.lp_values) {
             assert!(n >= primal::round_down(v) as u32, "{n} copies of a pattern the lp bought {v} of");
