@@ -11,10 +11,15 @@ use super::problem::Problem;
 /// `pods` pods (1500m, 256Mi) of one Deployment spread over zones z1 and z2 (maxSkew 1,
 /// DoNotSchedule), and one on-demand type at 0.1 in both zones that holds two of them.
 pub(crate) fn zone_spread(pods: usize) -> Problem {
+    zone_spread_priced(pods, &[("z1", 0.1), ("z2", 0.1)])
+}
+
+/// [`zone_spread`] over the zones and prices given.
+pub(crate) fn zone_spread_priced(pods: usize, zones: &[(&str, f64)]) -> Problem {
     let mut it = InstanceType::new("two.large", 4, 8192, Arch::Amd64);
     it.max_pods = Some(20);
-    for zone in ["z1", "z2"] {
-        it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.1, available: true, price_estimated: false, interruption_band: None });
+    for &(zone, price) in zones {
+        it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price, available: true, price_estimated: false, interruption_band: None });
     }
     let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
     let labels: crate::domain::Labels = [("app".to_string(), "web".to_string())].into();
@@ -38,6 +43,14 @@ pub(crate) fn tiny_catalog() -> Catalog {
     it.max_pods = Some(6);
     it.offerings.push(Offering { zone: "z1".into(), capacity_type: CapacityType::OnDemand, price: 0.05, available: true, price_estimated: false, interruption_band: None });
     Catalog { region: "test".into(), instance_types: vec![it], provenance: None }
+}
+
+/// The 8 vCPU, 32 GiB type of [`two_zone_catalog`] at 0.3 in zones z1 and z2 and at 0.9 in z3.
+pub(crate) fn dear_zone_catalog() -> Catalog {
+    let mut c = two_zone_catalog();
+    let it = &mut c.instance_types[0];
+    it.offerings.push(Offering { zone: "z3".into(), capacity_type: CapacityType::OnDemand, price: 0.9, available: true, price_estimated: false, interruption_band: None });
+    c
 }
 
 /// One 8 vCPU, 32 GiB on-demand type at 0.3 in zones z1 and z2: every pod of the diverse mix fits,

@@ -120,9 +120,17 @@ fn pins(p: &Problem) -> Pins {
             }
         }
     }
+    if tracing::enabled!(tracing::Level::TRACE) {
+        let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+        for z in pins.values() {
+            *per_zone.entry(z.as_str()).or_default() += 1;
+        }
+        tracing::trace!(?per_zone, "spread pins");
+    }
     for (members, rules) in &affinities {
         if alone(Tie::Affinity(members), members, rules.iter().map(|r| r.owner).collect()) {
             if let Some(got) = affinity_pins(p, rules[0], &costs) {
+                tracing::trace!(zone = got.values().next(), pods = got.len(), "affinity pins");
                 pins.extend(got);
             }
         }

@@ -109,6 +109,19 @@ pub struct Topology {
     pub inverse_forbidden: Vec<Vec<(String, String)>>,
     /// Running pods' preferred anti-affinity toward classes.
     pub shunned: Vec<Shunning>,
+    /// Least pod counts per domain; only the bound's relaxation has them (`milp::floors`).
+    pub floors: Vec<Floor>,
+}
+
+/// At least `least[domain]` pods of the classes in `members` go to each domain of `key`: what a
+/// hard spread implies for every domain once its pod count is known. Only a relaxation carries
+/// these; nothing builds them from a snapshot.
+#[derive(Debug, Clone)]
+pub struct Floor {
+    pub key: String,
+    /// Classes counted, ascending.
+    pub members: Vec<usize>,
+    pub least: BTreeMap<String, u32>,
 }
 
 fn pseudo_pod(c: &PodConstraints) -> Pod {
@@ -131,6 +144,7 @@ impl Topology {
         keys.extend(self.affinities.iter().map(|r| r.key.clone()));
         keys.extend(self.preferred.iter().map(|r| r.key.clone()));
         keys.extend(self.shunned.iter().map(|r| r.key.clone()));
+        keys.extend(self.floors.iter().map(|f| f.key.clone()));
         keys.remove(crate::domain::labels::HOSTNAME);
         keys.into_iter().collect()
     }

@@ -20,6 +20,7 @@ pub enum RowKind {
     AffinityZone { rule: usize, domain: String },
     AffinityOne { rule: usize },
     AntiZone { rule: usize, domain: String },
+    Floor { floor: usize, domain: String },
 }
 
 impl RowKind {
@@ -33,6 +34,7 @@ impl RowKind {
             RowKind::AffinityZone { .. } => "zone_affinity_link",
             RowKind::AffinityOne { .. } => "zone_affinity_one_domain",
             RowKind::AntiZone { .. } => "zone_anti_affinity",
+            RowKind::Floor { .. } => "domain_floor",
         }
     }
 }
@@ -55,6 +57,8 @@ pub enum AuxKind {
     SpreadSlack { group: usize, domain: String },
     /// Whether a zone-affinity group uses a domain.
     AffinityUse { rule: usize, domain: String },
+    /// Pods a relaxation's floor is short of in a domain.
+    FloorShort { floor: usize, domain: String },
 }
 
 impl AuxKind {
@@ -64,6 +68,7 @@ impl AuxKind {
             AuxKind::SpreadMin(_) => "spread_global_min",
             AuxKind::SpreadSlack { .. } => "spread_soft_excess",
             AuxKind::AffinityUse { .. } => "zone_affinity_choice",
+            AuxKind::FloorShort { .. } => "domain_floor_short",
         }
     }
 }
@@ -120,7 +125,30 @@ impl Master {
         }
         m.spread_rows(p);
         m.affinity_rows(p, bins);
+        m.floor_rows(p, bins);
         m
+    }
+
+    /// A row per floor and domain, with a slack that keeps the LP feasible before patterns reach
+    /// the domain. The slack costs what the dearest member's pod costs on a node of its own there:
+    /// the LP can always meet the floor for no more, so the slack changes nothing once such a
+    /// pattern is priced, and it keeps the duals (and the pricer) away from the unplaced penalty.
+    /// A domain no member can use gets no row: no plan meets its floor, and leaving it out only
+    /// relaxes the LP.
+    fn floor_rows(&mut self, p: &Problem, bins: &[BinInfo]) {
+        for (fi, f) in p.topology.floors.iter().enumerate() {
+            for (domain, &least) in &f.least {
+                let alone = f
+                    .members
+                    .iter()
+                    .filter_map(|&k| bins.iter().filter(|b| b.labels(p).get(&f.key) == Some(domain) && b.classes.iter().any(|&(j, _)| j == k)).map(|b| b.cost).min_by(f64::total_cmp))
+                    .max_by(f64::total_cmp);
+                let (Some(cost), true) = (alone, least > 0) else { continue };
+                let row = self.row(RowKind::Floor { floor: fi, domain: domain.clone() }, f64::from(least), f64::INFINITY);
+                self.aux.push(AuxVar { kind: AuxKind::FloorShort { floor: fi, domain: domain.clone() }, cost, lower: 0.0, upper: f64::INFINITY, integer: false, rows: vec![(row, 1.0)] });
+                self.domain_rows.entry(f.key.clone()).or_default().entry(domain.clone()).or_default().push((row, f.members.clone()));
+            }
+        }
     }
 
     fn row(&mut self, kind: RowKind, lower: f64, upper: f64) -> usize {

@@ -10,6 +10,7 @@ pub mod columns;
 pub mod dump;
 mod exact;
 pub mod farley;
+pub mod floors;
 mod lagrange;
 pub mod lift;
 pub mod master;
@@ -194,14 +195,19 @@ struct Setup {
     columns: Vec<Column>,
 }
 
-fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>) -> Setup {
+/// `extra`: more seed patterns (those whose bin is not priced or that do not fit are left out).
+fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>, extra: &[Column]) -> Setup {
     let rules = NodeRules::build(p);
     let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
     let master = Master::build(p, demand, &bins);
     let mut columns = seed_columns(p, &rules, &bins, greedy);
     // a bin with a preload starts with the pattern "its own pods and nothing else"
     columns.extend(bins.iter().filter(|b| !b.preload.is_empty()).map(|b| Column { bin: b.bin, counts: b.preload.clone(), cost: column_cost(p, b, &b.preload) }));
-    for c in pure_columns(p, &rules, &bins, demand) {
+    let extra = extra.iter().filter_map(|c| {
+        let b = &bins[*bin_index.get(&c.bin)?];
+        (b.preload.is_empty() && valid(p, &rules, b, &c.counts)).then(|| Column { bin: c.bin, counts: c.counts.clone(), cost: column_cost(p, b, &c.counts) })
+    });
+    for c in pure_columns(p, &rules, &bins, demand).into_iter().chain(extra.collect::<Vec<_>>()) {
         if !columns.iter().any(|d| d.bin == c.bin && d.counts == c.counts) {
             columns.push(c);
         }
@@ -229,11 +235,16 @@ pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'
 
 /// [`columns_and_bound`] over the given bins (every offering a pattern may use).
 pub fn columns_and_bound_on(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven, all_bins: Vec<BinInfo>) -> Result<Generation, String> {
+    columns_and_bound_seeded(p, settings, greedy, demand, unproven, all_bins, &[])
+}
+
+/// [`columns_and_bound_on`] with `extra` seed patterns beside greedy's.
+pub fn columns_and_bound_seeded(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven, all_bins: Vec<BinInfo>, extra: &[Column]) -> Result<Generation, String> {
     if demand.iter().all(|&d| d == 0) {
         return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0) });
     }
     let start = Instant::now();
-    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, all_bins);
+    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, all_bins, extra);
     let mut notes = Vec::new();
     let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven };
     let (cg, _) = generate(&ctx, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
@@ -250,7 +261,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     let settings = if settings.fault == Some(SolverFault::TimeLimit) { &no_time } else { settings };
     let start = Instant::now();
     let budget = settings.time_limit.as_secs_f64();
-    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins);
+    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins, &[]);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), bins = bins.len(), seeds = columns.len(), "master built");
     let mut notes = Vec::new();
     // HiGHS never found an integer answer over the patterns of a few hundred classes within seconds in

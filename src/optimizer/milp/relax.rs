@@ -18,7 +18,8 @@
 //! Dropping rows and nonnegative penalties only lowers the optimum, and a plan of the full problem
 //! is a plan of the relaxation with the same node costs, so the relaxed pattern LP bounds every plan
 //! that places the same pods. It charges what the full model's aggregated LP does not: that pods
-//! come in whole per node, in every resource at once.
+//! come in whole per node, in every resource at once. What is left of its clock goes to the same
+//! relaxation with the zone spreads' floors per zone (`floors.rs`), seeded with this LP's patterns.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +36,11 @@ use super::super::SolveSettings;
 /// hostname spreads count merge only among themselves and keep a per-node cap ([`capped_spreads`]),
 /// and each family of them that spreads tie together one more ([`family_caps`]).
 pub fn relax(p: &Problem, host_caps: bool) -> (Problem, Vec<usize>) {
+    relax_tagged(p, host_caps, &[])
+}
+
+/// [`relax`], where two classes merge only when their `tags` (per class of `p`; empty: none) agree.
+pub fn relax_tagged(p: &Problem, host_caps: bool, tags: &[Vec<usize>]) -> (Problem, Vec<usize>) {
     let kept: Vec<_> = p.topology.affinities.iter().filter(|r| r.anti && r.key == HOSTNAME).cloned().collect();
     let mut pinned = vec![false; p.classes.len()];
     for r in &kept {
@@ -52,7 +58,7 @@ pub fn relax(p: &Problem, host_caps: bool) -> (Problem, Vec<usize>) {
             classes.push(c.clone());
             classes.len() - 1
         } else {
-            match by_key.entry(merge_key(c, host.iter().any(|(members, _)| members.contains(&k)))) {
+            match by_key.entry(merge_key(c, host.iter().any(|(members, _)| members.contains(&k)), tags.get(k).cloned().unwrap_or_default())) {
                 std::collections::btree_map::Entry::Occupied(e) => {
                     classes[*e.get()].pods.extend(c.pods.iter().cloned());
                     *e.get()
@@ -113,13 +119,31 @@ pub fn worth_it(p: &Problem, relaxed: &Problem) -> bool {
 /// The relaxed pattern LP's certified value for placing `demand[k]` pods of each class of `p`,
 /// within `seconds`: `Ok(None)` when column generation neither converged nor got Farley's ratio.
 pub fn lower_bound(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Result<Option<f64>, String> {
+    let start = std::time::Instant::now();
     let Some(relaxed) = Relaxed::of(p, demand, false) else { return Ok(None) };
     let seed = relaxed.seed();
     let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
     let generated = super::columns_and_bound_on(&relaxed.problem, &settings, &seed, &relaxed.demand, super::Unproven::Any, super::bins_across_zones(&relaxed.problem))?;
     let pods: u32 = relaxed.demand.iter().sum();
-    Ok(generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods))))
+    let plain = generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods)));
+    // what is left goes to the relaxation with the zone spreads' floors, seeded by this LP. It
+    // took 1.2-1.6 times as long as this one (5,000 and 1,000 pods of the diverse mix); with less
+    // left it would not finish and only hold the solve at its join
+    let took = start.elapsed().as_secs_f64();
+    let left = seconds - took;
+    let floored = match plain {
+        Some(_) if left > took.max(MIN_FLOORED_SECONDS) => super::floors::lower_bound(p, demand, (&relaxed, &generated), &settings, left).unwrap_or_else(|e| {
+            tracing::debug!(error = e, "no floored bound");
+            None
+        }),
+        _ => None,
+    };
+    Ok(plain.into_iter().chain(floored).reduce(f64::max))
 }
+
+/// Below this the floored relaxation (`floors.rs`) is not tried: its column generation prices a
+/// bin set per dear zone.
+const MIN_FLOORED_SECONDS: f64 = 0.5;
 
 /// The relaxation of a problem set up for column generation: what the bound and the plan candidate
 /// (`lift.rs`) both start from.
@@ -157,14 +181,15 @@ impl Relaxed {
 }
 
 /// What makes two classes alike once the rules between nodes are gone.
-type MergeKey = (Vec<i64>, Vec<(usize, usize)>, Vec<usize>, usize, String, bool);
+type MergeKey = (Vec<i64>, Vec<(usize, usize)>, Vec<usize>, usize, String, bool, Vec<usize>);
 
 /// `host_capped`: a hard hostname spread counts the class; such classes merge only among themselves.
-fn merge_key(c: &PodClass, host_capped: bool) -> MergeKey {
+/// `tag`: what else must agree (see [`relax_tagged`]).
+fn merge_key(c: &PodClass, host_capped: bool, tag: Vec<usize>) -> MergeKey {
     let k = &c.constraints;
     // the node-level terms decide fit and penalties; pod labels and rules between pods no longer matter
     let terms = format!("{:?}", (&k.node_selector, &k.node_affinity, &k.preferred_node_affinity, &k.tolerations, &k.host_ports));
-    (c.req.clone(), c.offerings.clone(), c.existing.clone(), c.group, terms, host_capped)
+    (c.req.clone(), c.offerings.clone(), c.existing.clone(), c.group, terms, host_capped, tag)
 }
 
 /// The hard hostname spreads of `p` as (members, max skew), one per set of members: every owner of a
