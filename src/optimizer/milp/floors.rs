@@ -15,8 +15,8 @@
 //! in `relax.rs`) bounds every plan that places the same pods.
 //!
 //! Only spreads whose pods can go nowhere but their eligible zones, with no matching pod running,
-//! give floors; spreads whose classes overlap an earlier one's are left out (floors of two spreads
-//! that count the same pod would count it twice).
+//! and whose every counted class owns the rule give floors; spreads whose classes overlap an
+//! earlier one's are left out (floors of two spreads that count the same pod would count it twice).
 //!
 //! It runs after the plain relaxed LP on the bound's core, with what is left of its clock, and the
 //! larger certified value is reported. The plain LP's patterns seed it, so its column generation
@@ -46,18 +46,23 @@ pub struct SpreadFloor {
 /// The floors `p`'s hard zone spreads force when `demand[k]` pods of each class are placed, one per
 /// distinct spread, spreads that share a class with an earlier one left out.
 pub fn spread_floors(p: &Problem, demand: &[u32]) -> Vec<SpreadFloor> {
-    let mut skew: BTreeMap<(&[usize], &BTreeSet<String>), i64> = BTreeMap::new();
+    // (members, eligible zones) -> the largest skew among the spread's owners, and the owners
+    type Spreads<'p> = BTreeMap<(&'p [usize], &'p BTreeSet<String>), (i64, BTreeSet<usize>)>;
+    let mut spreads: Spreads<'_> = BTreeMap::new();
     for g in &p.topology.spreads {
         let usable = g.hard && g.key == ZONE && g.members.contains(&g.owner) && !g.min_is_zero() && g.eligible.len() > 1 && g.existing.values().all(|&n| n == 0);
         if usable && g.members.iter().all(|&k| zones_of(p, k).is_subset(&g.eligible)) {
-            let s = skew.entry((g.members.as_slice(), &g.eligible)).or_insert(g.max_skew);
-            *s = (*s).min(g.max_skew);
+            let (s, owners) = spreads.entry((g.members.as_slice(), &g.eligible)).or_insert((g.max_skew, BTreeSet::new()));
+            *s = (*s).max(g.max_skew);
+            owners.insert(g.owner);
         }
     }
     let mut taken: BTreeSet<usize> = BTreeSet::new();
     let mut out = Vec::new();
-    for ((members, eligible), s) in skew {
-        if members.iter().any(|k| taken.contains(k)) {
+    for ((members, eligible), (s, owners)) in spreads {
+        // kube-scheduler checks the skew only when it places an owner's pod: every pod counted must
+        // be one, and a zone's last pod may come from the owner with the largest skew
+        if members.iter().any(|k| taken.contains(k)) || !owners.iter().eq(members.iter()) {
             continue;
         }
         let n: i64 = members.iter().map(|&k| i64::from(demand[k])).sum();
@@ -228,6 +233,21 @@ mod tests {
         let floors = &relaxed.problem.topology.floors;
         assert_eq!(floors.len(), 1);
         assert_eq!(floors[0].least, [("z1+z2".to_string(), 8), ("z3".to_string(), 4)].into());
+    }
+
+    #[test]
+    fn a_spread_counting_pods_that_do_not_own_it_gives_no_floor() {
+        // kube-scheduler does not check the skew when it places a pod that only matches the selector
+        let mut p = zone_spread_priced(12, &[("z1", 0.1), ("z2", 0.1), ("z3", 0.3)]);
+        p.classes.push(p.classes[0].clone());
+        p.topology.spreads[0].members = vec![0, 1];
+        assert!(spread_floors(&p, &[6, 6]).is_empty());
+        // once the second class owns the rule too (skew 2), the larger skew counts: ceil((12 - 2 x 2) / 3)
+        let mut second = p.topology.spreads[0].clone();
+        second.owner = 1;
+        second.max_skew = 2;
+        p.topology.spreads.push(second);
+        assert_eq!(spread_floors(&p, &[6, 6]).iter().map(|f| f.least).collect::<Vec<_>>(), vec![3]);
     }
 
     #[test]
