@@ -51,7 +51,7 @@ pub fn spread_floors(p: &Problem, demand: &[u32]) -> Vec<SpreadFloor> {
     let mut spreads: Spreads<'_> = BTreeMap::new();
     for g in &p.topology.spreads {
         let usable = g.hard && g.key == ZONE && g.members.contains(&g.owner) && !g.min_is_zero() && g.eligible.len() > 1 && g.existing.values().all(|&n| n == 0);
-        if usable && g.members.iter().all(|&k| zones_of(p, k).is_subset(&g.eligible)) {
+        if usable {
             let (s, owners) = spreads.entry((g.members.as_slice(), &g.eligible)).or_insert((g.max_skew, BTreeSet::new()));
             *s = (*s).max(g.max_skew);
             owners.insert(g.owner);
@@ -62,7 +62,7 @@ pub fn spread_floors(p: &Problem, demand: &[u32]) -> Vec<SpreadFloor> {
     for ((members, eligible), (s, owners)) in spreads {
         // kube-scheduler checks the skew only when it places an owner's pod: every pod counted must
         // be one, and a zone's last pod may come from the owner with the largest skew
-        if members.iter().any(|k| taken.contains(k)) || !owners.iter().eq(members.iter()) {
+        if members.iter().any(|k| taken.contains(k)) || !owners.iter().eq(members.iter()) || !members.iter().all(|&k| zones_of(p, k).is_subset(eligible)) {
             continue;
         }
         let n: i64 = members.iter().map(|&k| i64::from(demand[k])).sum();
@@ -151,11 +151,7 @@ pub fn relaxation(p: &Problem, demand: &[u32], cheap: &BTreeSet<String>) -> Opti
             Floor { key: ZONE.to_string(), members: members.into_iter().collect(), least }
         })
         .collect();
-    let mut merged = vec![0u32; problem.classes.len()];
-    for (k, &d) in demand.iter().enumerate() {
-        merged[of_class[k]] += d;
-    }
-    Some(Relaxed { problem, of_class, demand: merged })
+    Some(Relaxed::new((problem, of_class), demand))
 }
 
 /// The floored relaxation's certified value within `seconds`, or None (no floor, or column
@@ -172,12 +168,10 @@ pub fn lower_bound(p: &Problem, demand: &[u32], plain: (&Relaxed, &Generation), 
     bound
 }
 
-/// The certified value of `relaxed`'s pattern LP within `seconds`, `seeds` among its first patterns.
+/// The certified value of the floored `relaxed`'s pattern LP (every zone's bins apart) within
+/// `seconds`, `seeds` among its first patterns.
 fn certified(relaxed: &Relaxed, seeds: &[Column], settings: &SolveSettings, seconds: f64) -> Result<Option<f64>, String> {
-    let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
-    let generated = super::columns_and_bound_seeded(&relaxed.problem, &settings, &relaxed.seed(), &relaxed.demand, super::Unproven::Any, super::bins(&relaxed.problem), seeds)?;
-    let pods: u32 = relaxed.demand.iter().sum();
-    Ok(generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods))))
+    Ok(relaxed.certify(super::bins(&relaxed.problem), seeds, settings, seconds)?.1)
 }
 
 /// The plain LP's patterns as patterns of the floored relaxation: each plain class becomes one of
@@ -261,8 +255,7 @@ mod tests {
         // the same relaxation without its floors puts every pod where nodes are cheapest: 6 x 0.1
         let mut plain = relaxation(&p, &demand, &zones(&["z1", "z2"])).expect("a floor");
         plain.problem.topology.floors.clear();
-        let settings = SolveSettings { lower_bound: true, ..Default::default() };
-        let generated = super::super::columns_and_bound_on(&plain.problem, &settings, &plain.seed(), &plain.demand, super::super::Unproven::Any, super::super::bins(&plain.problem)).expect("solves");
+        let (generated, _) = plain.certify(super::super::bins(&plain.problem), &[], &SolveSettings::default(), 5.0).expect("solves");
         assert!((generated.bound.expect("certified") - 0.6).abs() < 1e-6, "{:?}", generated.bound);
         let (state, left) = greedy::place_all(&p, State::new(&p), &p.class_demands());
         assert!(left.is_empty());
@@ -298,11 +291,10 @@ mod tests {
         let bound = certified(&relaxed, &[], &settings, 5.0).expect("solves").expect("certified");
         // seeded with the plain relaxation's patterns, the same LP certifies the same value
         let plain = Relaxed::of(&p, &demand, false).expect("the plain relaxation");
-        let settings_plain = SolveSettings { lower_bound: true, ..settings.clone() };
-        let generated = super::super::columns_and_bound_on(&plain.problem, &settings_plain, &plain.seed(), &plain.demand, super::super::Unproven::Any, super::super::bins_across_zones(&plain.problem)).expect("solves");
+        let (generated, plain_bound) = plain.certify(super::super::bins_across_zones(&plain.problem), &[], &settings, 5.0).expect("solves");
         let seeded = lower_bound(&p, &demand, (&plain, &generated), &settings, 5.0).expect("solves").expect("certified");
         assert!((seeded - bound).abs() <= 1e-6 * bound, "seeded {seeded}, unseeded {bound}");
-        assert!(generated.bound.expect("certified") < bound - 1e-3, "the floors in z3 cost more than the plain relaxation's {:?}", generated.bound);
+        assert!(plain_bound.expect("certified") < bound - 1e-3, "the floors in z3 cost more than the plain relaxation's {plain_bound:?}");
         let plan = crate::optimizer::solve(&snapshot, &dear_zone_catalog(), &settings).expect("plans");
         assert!(plan.unschedulable.is_empty());
         assert!(bound <= plan.objective + 1e-6, "bound {bound} above the plan's {}", plan.objective);

@@ -305,12 +305,7 @@ mod tests {
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         assert!(zonal::zoneless(&p));
         // (its classes differ only in their Deployment's label, so `Relaxed::of` would not bother)
-        let (problem, of_class) = relax::relax(&p, true);
-        let mut merged = vec![0u32; problem.classes.len()];
-        for (k, &d) in demand.iter().enumerate() {
-            merged[of_class[k]] += d;
-        }
-        let relaxed = relax::Relaxed { problem, of_class, demand: merged };
+        let relaxed = relax::Relaxed::new(relax::relax(&p, true), &demand);
         let settings = SolveSettings { time_limit: std::time::Duration::from_secs(2), lower_bound: false, ..Default::default() };
         let generated = super::super::columns_and_bound(&relaxed.problem, &settings, &relaxed.seed(), &relaxed.demand, super::super::Unproven::Large).expect("the lp solves");
         let cover = covered(&p, &relaxed, &demand, &generated);

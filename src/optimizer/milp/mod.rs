@@ -207,7 +207,7 @@ fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>, ex
         let b = &bins[*bin_index.get(&c.bin)?];
         (b.preload.is_empty() && valid(p, &rules, b, &c.counts)).then(|| Column { bin: c.bin, counts: c.counts.clone(), cost: column_cost(p, b, &c.counts) })
     });
-    for c in pure_columns(p, &rules, &bins, demand).into_iter().chain(extra.collect::<Vec<_>>()) {
+    for c in pure_columns(p, &rules, &bins, demand).into_iter().chain(extra) {
         if !columns.iter().any(|d| d.bin == c.bin && d.counts == c.counts) {
             columns.push(c);
         }

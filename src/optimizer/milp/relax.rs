@@ -121,18 +121,14 @@ pub fn worth_it(p: &Problem, relaxed: &Problem) -> bool {
 pub fn lower_bound(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Result<Option<f64>, String> {
     let start = std::time::Instant::now();
     let Some(relaxed) = Relaxed::of(p, demand, false) else { return Ok(None) };
-    let seed = relaxed.seed();
-    let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
-    let generated = super::columns_and_bound_on(&relaxed.problem, &settings, &seed, &relaxed.demand, super::Unproven::Any, super::bins_across_zones(&relaxed.problem))?;
-    let pods: u32 = relaxed.demand.iter().sum();
-    let plain = generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods)));
+    let (generated, plain) = relaxed.certify(super::bins_across_zones(&relaxed.problem), &[], settings, seconds)?;
     // what is left goes to the relaxation with the zone spreads' floors, seeded by this LP. It
     // took 1.2-1.6 times as long as this one (5,000 and 1,000 pods of the diverse mix); with less
     // left it would not finish and only hold the solve at its join
     let took = start.elapsed().as_secs_f64();
     let left = seconds - took;
     let floored = match plain {
-        Some(_) if left > took.max(MIN_FLOORED_SECONDS) => super::floors::lower_bound(p, demand, (&relaxed, &generated), &settings, left).unwrap_or_else(|e| {
+        Some(_) if left > took.max(MIN_FLOORED_SECONDS) => super::floors::lower_bound(p, demand, (&relaxed, &generated), settings, left).unwrap_or_else(|e| {
             tracing::debug!(error = e, "no floored bound");
             None
         }),
@@ -163,14 +159,28 @@ impl Relaxed {
     /// aggregated bound, against 37.86), for a tightening of 0.01% where it was (3.7107 to 3.7110).
     pub fn of(p: &Problem, demand: &[u32], host_caps: bool) -> Option<Relaxed> {
         let (problem, of_class) = relax(p, host_caps);
-        if !worth_it(p, &problem) {
-            return None;
-        }
+        worth_it(p, &problem).then(|| Relaxed::new((problem, of_class), demand))
+    }
+
+    /// A relaxation (as [`relax`] returns it) for placing `demand[k]` pods of each class of the
+    /// full problem.
+    pub fn new((problem, of_class): (Problem, Vec<usize>), demand: &[u32]) -> Relaxed {
         let mut merged = vec![0u32; problem.classes.len()];
         for (k, &d) in demand.iter().enumerate() {
             merged[of_class[k]] += d;
         }
-        Some(Relaxed { problem, of_class, demand: merged })
+        Relaxed { problem, of_class, demand: merged }
+    }
+
+    /// Column generation over `bins` in the bound's own mode ([`super::Unproven::Any`]), `seeds`
+    /// among the first patterns, within `seconds`: the LP and its certified value made safe to
+    /// report, if any (see the module's notes).
+    pub fn certify(&self, bins: Vec<super::columns::BinInfo>, seeds: &[super::columns::Column], settings: &SolveSettings, seconds: f64) -> Result<(super::Generation, Option<f64>), String> {
+        let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
+        let generated = super::columns_and_bound_seeded(&self.problem, &settings, &self.seed(), &self.demand, super::Unproven::Any, bins, seeds)?;
+        let pods: u32 = self.demand.iter().sum();
+        let bound = generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods)));
+        Ok((generated, bound))
     }
 
     /// The greedy start column generation seeds its patterns from.
