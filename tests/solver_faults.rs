@@ -65,12 +65,36 @@ fn a_highs_error_or_an_infeasible_model_falls_back_to_the_greedy_plan_on_every_s
 #[test]
 fn a_full_model_out_of_time_still_gets_the_relaxations_candidate() {
     let catalog = Catalog::bundled("us-east-1").expect("bundled");
-    let snapshot = joiner::workload::diverse(1000, 42);
+    // under 300 classes the full model runs beside the relaxation's candidate
+    let snapshot = joiner::workload::diverse(100, 42);
     let plan = solve(&snapshot, &catalog, &settings(Strategy::Milp, Some(SolverFault::TimeLimit))).expect("solve");
+    assert!(plan.solver.pod_classes <= 300, "{:?}", plan.solver);
     assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
     let notes = plan.solver.notes.join("; ");
     assert!(notes.contains("reached before the first lp"), "{notes}");
     assert!(notes.contains("plan from zone-pinned-lp") || notes.contains("plan from relaxed-lp"), "{notes}");
+    let greedy = solve(&snapshot, &catalog, &settings(Strategy::Greedy, None)).expect("greedy");
+    assert!(plan.objective < greedy.objective * 0.6, "{} against greedy's {}", plan.objective, greedy.objective);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.nodes.iter().map(|n| n.pods.len()).sum::<usize>(), 100);
+}
+
+#[test]
+fn over_300_classes_the_pinned_candidate_plans_alone_and_its_time_limit_is_flagged() {
+    let catalog = Catalog::bundled("us-east-1").expect("bundled");
+    let snapshot = joiner::workload::diverse(1000, 42);
+    // at 1 s the pinned relaxation's column generation, which needs about 3.5 s here, is cut short
+    let short = SolveSettings { time_limit: Duration::from_secs(1), ..SolveSettings::default() };
+    let solved = joiner::optimizer::solve_detailed(&snapshot, &catalog, &short).expect("solve");
+    // solve-dump still gets a model: the full master over its seed patterns
+    let model = solved.model.as_ref().expect("a model to dump");
+    assert!(solved.model_skipped && model.mip_status == "not run" && !model.columns.is_empty());
+    let plan = solved.plan;
+    assert!(plan.solver.pod_classes > 300, "{:?}", plan.solver);
+    assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
+    let notes = plan.solver.notes.join("; ");
+    assert!(notes.contains("full model not generated") && notes.contains("plan from zone-pinned-lp"), "{notes}");
+    assert!(plan.solver.variables > 0 && plan.solver.constraints > 0, "{:?}", plan.solver);
     let greedy = solve(&snapshot, &catalog, &settings(Strategy::Greedy, None)).expect("greedy");
     assert!(plan.objective < greedy.objective * 0.6, "{} against greedy's {}", plan.objective, greedy.objective);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);

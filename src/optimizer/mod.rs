@@ -115,17 +115,29 @@ pub struct Solved {
     pub plan: Plan,
     pub problem: Problem,
     pub model: Option<milp::Model_>,
+    /// The plan came from the zone-pinned relaxation alone and the full model was not generated.
+    pub model_skipped: bool,
 }
 
 /// Plans the cheapest placement of every pending pod in `snapshot` on existing room or new offerings.
 pub fn solve(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Plan, OptimizerError> {
-    solve_detailed(snapshot, catalog, settings).map(|s| s.plan)
+    solve_seeded(snapshot, catalog, settings, &[]).map(|s| s.plan)
 }
 
 pub(crate) type Leftover = BTreeMap<usize, (usize, UnschedulableReason)>;
 
+/// [`solve`], with the problem and the model for `solve-dump`. Where the full model was not
+/// generated (see [`pinned_alone`]), the model is its master over the seed patterns, built after the
+/// solve and outside its clock.
 pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Solved, OptimizerError> {
-    solve_seeded(snapshot, catalog, settings, &[])
+    let mut solved = solve_seeded(snapshot, catalog, settings, &[])?;
+    if solved.model_skipped {
+        let p = &solved.problem;
+        let (greedy_state, _) = greedy::seed(p, State::new(p), &p.class_demands());
+        let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+        solved.model = Some(milp::dump::seed_model(p, &greedy_state, &demand));
+    }
+    Ok(solved)
 }
 
 /// Where a caller proposes to put pods: a node that exists, or an offering to launch.
@@ -192,7 +204,7 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
         let decided = decide(&p, (snapshot, catalog), settings, (start, until), seed, greedy_state, greedy_left, &demand, &bins);
         (decided, handle.map(|h| h.join().unwrap_or_else(|_| (Err("bound thread panicked".into()), Ok(None)))))
     });
-    let Decided { state, left, status, model, vars, rows, mut notes, lp_bound } = decided;
+    let Decided { state, left, status, model, model_skipped, vars, rows, mut notes, lp_bound } = decided;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "plan chosen");
     let placed: Vec<u32> = (0..p.classes.len()).map(|k| state.placed_of(k) as u32).collect();
     let (bound, relaxed) = match early_bound {
@@ -245,7 +257,7 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
     }
     plan.solver.seconds = start.elapsed().as_secs_f64();
     tracing::debug!(seconds = plan.solver.seconds, "plan extracted");
-    Ok(Solved { plan, problem: p, model })
+    Ok(Solved { plan, problem: p, model, model_skipped })
 }
 
 /// The relaxed pattern LP's bound (`milp::relax`) must end by this share of the time limit, on the
@@ -260,6 +272,8 @@ struct Decided<'p> {
     left: Leftover,
     status: String,
     model: Option<milp::Model_>,
+    /// The full model was not generated (see [`pinned_alone`]).
+    model_skipped: bool,
     vars: usize,
     rows: usize,
     notes: Vec<String>,
@@ -271,7 +285,7 @@ struct Decided<'p> {
 /// rule with the cheapest kept (greedy's plan among them).
 #[allow(clippy::too_many_arguments)]
 fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &SolveSettings, (start, until): (Instant, Duration), seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32], bins: &[milp::columns::BinInfo]) -> Decided<'p> {
-    let plain = |state, left, status: &str, notes| Decided { state, left, status: status.to_string(), model: None, vars: 0, rows: 0, notes, lp_bound: None };
+    let plain = |state, left, status: &str, notes| Decided { state, left, status: status.to_string(), model: None, model_skipped: false, vars: 0, rows: 0, notes, lp_bound: None };
     match settings.strategy {
         Strategy::Greedy => plain(greedy_state, greedy_left, "greedy", vec![]),
         // nothing to place: an empty model is not worth a solver call (HiGHS calls it an error)
@@ -279,7 +293,10 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => {
-            let lifted = relaxed_candidates(p, inputs, settings, (start, until), demand);
+            let Relaxation { lifted, pinned } = relaxed_candidates(p, inputs, settings, (start, until), demand);
+            if let Some(run) = pinned.filter(|_| p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE) {
+                return pinned_alone(p, settings, (start, until), (lifted, run), seed, (greedy_state, greedy_left), bins);
+            }
             match milp::solve(p, &milp_settings(settings, (start, until)), &greedy_state, demand, bins.to_vec(), true) {
                 Ok((mut answer, model)) => {
                     let mut notes = std::mem::take(&mut answer.notes);
@@ -303,7 +320,7 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
                     let (state, left) = search_neighbourhoods(p, settings, (start, until), bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
                     notes.push(format!("integer solve over the generated patterns: {}", answer.status));
                     let status = if answer.timed_out { "time-limit" } else { "feasible" };
-                    Decided { state, left, status: status.into(), model: Some(model), vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
+                    Decided { state, left, status: status.into(), model: Some(model), model_skipped: false, vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
                 }
                 Err(milp::MilpError::OutOfTime) if lifted.is_empty() => {
                     plain(greedy_state, greedy_left, "time-limit", vec!["time limit: reached before the first lp over the seed patterns; the greedy start stands".into()])
@@ -327,8 +344,49 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
     }
 }
 
+/// Plans from the zone-pinned relaxation's candidates (and the caller's seed) alone, for problems
+/// whose full model has more than `milp::MAX_CLASSES_FOR_INTEGER_SOLVE` classes: replayed, the
+/// cheapest kept, and the neighbourhood search after. The full model's column generation is not
+/// run there: its candidates never won in our runs (at 1,000 pods of the diverse mix and 10 s its
+/// LP was still at 5.0 $/h after 2.2 s, its roundings replayed at 5.8 or more against the pinned
+/// candidate's 3.86) and its LP never converged, so it gave no bound either. Its time goes to the
+/// pinned candidate ([`PINNED_UNTIL`]), whose column generation at 1,000 pods and 10 s then stops
+/// on its own (3.800 after 4.2 s, against 3.801 cut off at 3.7 s) and whose integer program then
+/// proves a cheaper answer over those patterns (3.823-3.837 against 3.856-3.863): objective 3.8383
+/// against 3.8562-3.8621 (`joiner bench`, two runs each, stop 44's binary alternately). At 5,000
+/// and 10,000 pods and 10 s the plans were the same or within 0.03%; at 5,000 pods and 2 s 20.43
+/// against 20.54, at 10,000 and 4 s 40.51 against 40.82. The status is `time-limit` unless that
+/// candidate's search ended on its own.
+fn pinned_alone<'p>(
+    p: &'p Problem,
+    settings: &SolveSettings,
+    (start, until): (Instant, Duration),
+    (mut candidates, run): (Vec<Lifted>, milp::lift::Run),
+    seed: &[SeedNode],
+    (greedy_state, greedy_left): (State<'p>, Leftover),
+    bins: &[milp::columns::BinInfo],
+) -> Decided<'p> {
+    if !seed.is_empty() {
+        candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
+    }
+    let mut notes = vec![format!("full model not generated: more than {} pod classes, planned from the zone-pinned relaxation", milp::MAX_CLASSES_FOR_INTEGER_SOLVE)];
+    let (state, left, origin, replay) = best_candidate(p, settings, (start, until), (&candidates, candidates.len()), greedy_state, greedy_left, &mut notes);
+    notes.push(format!("plan from {origin}"));
+    let (state, left) = search_neighbourhoods(p, settings, (start, until), bins, (state, left), (replay, false), None, &mut notes);
+    let status = if run.finished { "feasible" } else { "time-limit" };
+    Decided { state, left, status: status.into(), model: None, model_skipped: true, vars: run.variables, rows: run.constraints, notes, lp_bound: None }
+}
+
 /// A lifted candidate: its origin and its patterns with their copies.
 type Lifted = (String, Vec<(milp::columns::Column, u32)>);
+
+/// The relaxation's candidates; `pinned` when they are the zone-pinned relaxation's (`pin`), with
+/// how its search went.
+#[derive(Default)]
+struct Relaxation {
+    lifted: Vec<Lifted>,
+    pinned: Option<milp::lift::Run>,
+}
 
 /// The relaxation's candidates (`milp::lift`): its column generation and zone program within
 /// [`RELAXED_PRIMAL_SHARE`] of the time limit plus what building the problem and its greedy start
@@ -364,11 +422,11 @@ type Lifted = (String, Vec<(milp::columns::Column, u32)>);
 /// the relaxation is tried on the diverse mix: objective 40.56 against 42.29 at 10,000 pods and
 /// 10 s, 41.91 against 42.74 at 4 s, 21.52 against 21.95 at 5,000 and 2 s, 4.24 against 4.33 at
 /// 1,000 and 1 s (one run each, same binary with and without the threshold).
-fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, (start, until): (Instant, Duration), demand: &[u32]) -> Vec<Lifted> {
+fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, (start, until): (Instant, Duration), demand: &[u32]) -> Relaxation {
     let limit = settings.time_limit.as_secs_f64();
     let least = MIN_RELAXED_PRIMAL_SECONDS.max(RELAXED_SECONDS_PER_POD * p.total_pods() as f64);
     if limit * RELAXED_PRIMAL_SHARE < least || !milp::lp_bounds_plans(p) {
-        return vec![];
+        return Relaxation::default();
     }
     let within = |share: f64| (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
     let seconds = within(RELAXED_PRIMAL_SHARE);
@@ -381,16 +439,17 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
     let pinned = pin::candidates(snapshot, catalog, p, settings, for_pinned);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidates");
     if let Some(pinned) = pinned {
-        return pinned.named("zone-pinned-lp", "zone-pinned-lp-cover");
+        let run = pinned.run;
+        return Relaxation { lifted: pinned.named("zone-pinned-lp", "zone-pinned-lp-cover"), pinned: Some(run) };
     }
     // a pinned candidate that failed late leaves too little for the plain one
     let left = seconds - began.elapsed().as_secs_f64();
     if left < seconds / 2.0 {
-        return vec![];
+        return Relaxation::default();
     }
     let lifted = milp::lift::candidates(p, demand, settings, left);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidates");
-    lifted.map_or_else(Vec::new, |c| c.named("relaxed-lp", "relaxed-lp-cover"))
+    Relaxation { lifted: lifted.map_or_else(Vec::new, |c| c.named("relaxed-lp", "relaxed-lp-cover")), pinned: None }
 }
 
 /// The share of the time limit the relaxation's candidate gets (column generation and zones),
@@ -415,7 +474,11 @@ const RELAXED_PRIMAL_SHARE: f64 = 0.1;
 /// 10,000 pods at 4 s 40.70 and 40.51), and 5,000 pods at 2 s took 1.99 s against 2.04 s. Without
 /// the floor of the old share, 1,000 pods at 0.5 s planned at 5.34 against 4.26: the deadline
 /// left the candidate about 0.12 s (0.75 of a 0.3 s deadline less 0.1 s of building).
-const PINNED_UNTIL: f64 = 0.7;
+/// Since stop 45 the full model is not generated there ([`pinned_alone`]), and 0.8 (0.7 before)
+/// leaves the replays and the neighbourhood search a margin for HiGHS's overruns. With 0.8 and 0.9
+/// the plans were alike (`joiner solve`, one run each: 3.8383 both at 1,000 pods and 10 s, 39.74
+/// both at 10,000 and 10 s; 40.51 and 40.64 at 10,000 and 4 s; 20.54 and 20.43 at 5,000 and 2 s).
+const PINNED_UNTIL: f64 = 0.8;
 /// The pinned candidate's share of the limit before stop 43, still its least (see [`PINNED_UNTIL`]).
 /// At stop 38, at 1,000 pods and 10 s, a tenth planned at 4.02-4.09, a fifth at 3.99 and three
 /// tenths at 3.96-3.99. At 100 pods, where the full model's integer solve runs, three tenths once

@@ -10,6 +10,7 @@ use highs::Sense;
 use serde::Serialize;
 
 use super::super::problem::Problem;
+use super::super::state::State;
 use super::columns::Bin;
 use super::{build_lp, Model_};
 
@@ -33,6 +34,14 @@ pub struct ModelSummary {
     pub mip_objective: Option<f64>,
     /// How that integer solve ended; only `optimal` makes `mip_objective` the program's optimum.
     pub mip_status: String,
+}
+
+/// The master over the seed patterns (greedy's plan, each class alone on a node), with no column
+/// generation and no integer solve: the model written for a solve that planned without its full
+/// model.
+pub fn seed_model(p: &Problem, greedy: &State<'_>, demand: &[u32]) -> Model_ {
+    let super::Setup { bins, master, columns, .. } = super::setup(p, greedy, demand, super::bins(p), &[]);
+    Model_ { bins, master, columns, mip_objective: None, mip_status: "not run".into() }
 }
 
 pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {

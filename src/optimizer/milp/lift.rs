@@ -59,6 +59,16 @@ use super::zonal::{self, Zoned};
 pub struct Candidates {
     pub zones: Option<Vec<(Column, u32)>>,
     pub cover: Option<Vec<(Column, u32)>>,
+    pub run: Run,
+}
+
+/// How the relaxation's search went: its pattern LP's size, and whether it ended on its own (column
+/// generation found no more improving patterns and the copies were proven best over them).
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    pub variables: usize,
+    pub constraints: usize,
+    pub finished: bool,
 }
 
 impl Candidates {
@@ -107,7 +117,8 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
         let copies = start.unwrap_or_else(|| cover_counts(&relaxed.demand, &generated));
         lifted(p, &relaxed, demand, &generated, &copies)
     });
-    (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover })
+    let run = Run { variables: generated.size.0, constraints: generated.size.1, finished: proven && !generated.timed_out };
+    (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover, run })
 }
 
 /// The relaxed LP's copies rounded down and the rest covered by whole patterns, best value per

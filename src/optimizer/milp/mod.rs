@@ -224,6 +224,10 @@ pub struct Generation {
     /// Per class, the dual of its demand row: what one more of its pods costs the LP.
     pub pod_prices: Vec<f64>,
     pub bound: Option<f64>,
+    /// Whether the clock ended the generation while patterns still priced in.
+    pub timed_out: bool,
+    /// The pattern LP's size: variables (slacks and patterns) and rows.
+    pub size: (usize, usize),
 }
 
 /// Column generation alone, for callers that only want the patterns and the LP (the disruption
@@ -241,7 +245,7 @@ pub fn columns_and_bound_on(p: &Problem, settings: &SolveSettings, greedy: &Stat
 /// [`columns_and_bound_on`] with `extra` seed patterns beside greedy's.
 pub fn columns_and_bound_seeded(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven, all_bins: Vec<BinInfo>, extra: &[Column]) -> Result<Generation, String> {
     if demand.iter().all(|&d| d == 0) {
-        return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0) });
+        return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0), timed_out: false, size: (0, 0) });
     }
     let start = Instant::now();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, all_bins, extra);
@@ -251,7 +255,8 @@ pub fn columns_and_bound_seeded(p: &Problem, settings: &SolveSettings, greedy: &
     let offset = master.aux.len();
     let lp_values = (0..columns.len()).map(|j| cg.values.get(offset + j).copied().unwrap_or(0.0)).collect();
     let pod_prices = (0..p.classes.len()).map(|k| if cg.duals.is_empty() { 0.0 } else { master.demand_dual(&cg.duals, k) }).collect();
-    Ok(Generation { columns, lp_values, pod_prices, bound: cg.bound })
+    let size = (master.aux.len() + columns.len(), master.rows.len());
+    Ok(Generation { columns, lp_values, pod_prices, bound: cg.bound, timed_out: cg.timed_out, size })
 }
 
 /// Column generation then, when `integer` allows it, the integer solve, over `bins` (this problem's
