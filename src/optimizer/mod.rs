@@ -352,11 +352,11 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
 /// candidate's 3.86) and its LP never converged, so it gave no bound either. Its time goes to the
 /// pinned candidate ([`PINNED_UNTIL`]), whose column generation at 1,000 pods and 10 s then stops
 /// on its own (3.800 after 4.2 s, against 3.801 cut off at 3.7 s) and whose integer program then
-/// proves a cheaper answer over those patterns (3.823-3.837 against 3.856-3.863): objective 3.8383
-/// against 3.8562-3.8621 (`joiner bench`, two runs each, stop 44's binary alternately). At 5,000
-/// and 10,000 pods and 10 s the plans were the same or within 0.03%; at 5,000 pods and 2 s 20.43
-/// against 20.54, at 10,000 and 4 s 40.51 against 40.82. The status is `time-limit` unless that
-/// candidate's search ended on its own.
+/// proves a cheaper answer over those patterns (3.823-3.837 against 3.856-3.863): objective
+/// 3.8383-3.8402 against 3.8562-3.8621 (`joiner bench`, two runs each, stop 44's binary
+/// alternately). At 5,000 pods and 10 s the plans were the same, at 10,000 0.03-0.08% dearer; at
+/// 5,000 pods and 2 s 20.43 against 20.54, at 10,000 and 4 s 40.62 against 40.98. The status is
+/// `time-limit` unless that candidate's search ended on its own.
 fn pinned_alone<'p>(
     p: &'p Problem,
     settings: &SolveSettings,
@@ -474,11 +474,15 @@ const RELAXED_PRIMAL_SHARE: f64 = 0.1;
 /// 10,000 pods at 4 s 40.70 and 40.51), and 5,000 pods at 2 s took 1.99 s against 2.04 s. Without
 /// the floor of the old share, 1,000 pods at 0.5 s planned at 5.34 against 4.26: the deadline
 /// left the candidate about 0.12 s (0.75 of a 0.3 s deadline less 0.1 s of building).
-/// Since stop 45 the full model is not generated there ([`pinned_alone`]), and 0.8 (0.7 before)
-/// leaves the replays and the neighbourhood search a margin for HiGHS's overruns. With 0.8 and 0.9
-/// the plans were alike (`joiner solve`, one run each: 3.8383 both at 1,000 pods and 10 s, 39.74
-/// both at 10,000 and 10 s; 40.51 and 40.64 at 10,000 and 4 s; 20.54 and 20.43 at 5,000 and 2 s).
-const PINNED_UNTIL: f64 = 0.8;
+/// Since stop 45 the full model is not generated there ([`pinned_alone`]) and the candidate runs
+/// until 0.9. At 0.8 its column generation at 1,000 pods and 10 s (0.6 of its time, about 4.3 s)
+/// was cut off in some runs just before it would have stopped on its own, and the integer program
+/// over the patterns it had planned dearer: objective 3.8402, 3.8533 and 3.8562 in three runs,
+/// against 3.8402, 3.8383 and 3.8402 at 0.9 (`joiner solve`, the two binaries alternately). At 0.9
+/// 10,000 pods at 10 s took 8.97 s (`joiner bench`), and the short limits were as good or better
+/// but at 10,000 pods and 4 s (40.64 against 40.51; 4.2598 against 4.2760 at 1,000 pods and 0.5 s,
+/// 4.2169 against 4.2384 at 1 s, 20.4261 both at 5,000 and 2 s; one run each).
+const PINNED_UNTIL: f64 = 0.9;
 /// The pinned candidate's share of the limit before stop 43, still its least (see [`PINNED_UNTIL`]).
 /// At stop 38, at 1,000 pods and 10 s, a tenth planned at 4.02-4.09, a fifth at 3.99 and three
 /// tenths at 3.96-3.99. At 100 pods, where the full model's integer solve runs, three tenths once
