@@ -132,10 +132,7 @@ pub(crate) type Leftover = BTreeMap<usize, (usize, UnschedulableReason)>;
 pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Solved, OptimizerError> {
     let mut solved = solve_seeded(snapshot, catalog, settings, &[])?;
     if solved.model_skipped {
-        let p = &solved.problem;
-        let (greedy_state, _) = greedy::seed(p, State::new(p), &p.class_demands());
-        let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-        solved.model = Some(milp::dump::seed_model(p, &greedy_state, &demand));
+        solved.model = Some(milp::dump::seed_model(&solved.problem));
     }
     Ok(solved)
 }
@@ -293,8 +290,8 @@ fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &S
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => {
-            let Relaxation { lifted, pinned } = relaxed_candidates(p, inputs, settings, (start, until), demand);
-            if let Some(run) = pinned.filter(|_| p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE) {
+            let Relaxation { lifted, alone } = relaxed_candidates(p, inputs, settings, (start, until), demand);
+            if let Some(run) = alone {
                 return pinned_alone(p, settings, (start, until), (lifted, run), seed, (greedy_state, greedy_left), bins);
             }
             match milp::solve(p, &milp_settings(settings, (start, until)), &greedy_state, demand, bins.to_vec(), true) {
@@ -380,12 +377,13 @@ fn pinned_alone<'p>(
 /// A lifted candidate: its origin and its patterns with their copies.
 type Lifted = (String, Vec<(milp::columns::Column, u32)>);
 
-/// The relaxation's candidates; `pinned` when they are the zone-pinned relaxation's (`pin`), with
-/// how its search went.
+/// The relaxation's candidates; `alone` when they are the zone-pinned relaxation's (`pin`) and it
+/// had the full model's time, which is then not generated ([`pinned_alone`]), with how its search
+/// went.
 #[derive(Default)]
 struct Relaxation {
     lifted: Vec<Lifted>,
-    pinned: Option<milp::lift::Run>,
+    alone: Option<milp::lift::Run>,
 }
 
 /// The relaxation's candidates (`milp::lift`): its column generation and zone program within
@@ -431,7 +429,9 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
     let within = |share: f64| (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
     let seconds = within(RELAXED_PRIMAL_SHARE);
     let began = Instant::now();
-    let for_pinned = if p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE {
+    // above the integer solve's classes the full model's time goes to the pinned candidate
+    let alone = p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE;
+    let for_pinned = if alone {
         (until.as_secs_f64() * PINNED_UNTIL - start.elapsed().as_secs_f64()).max(within(PINNED_PRIMAL_SHARE))
     } else {
         seconds
@@ -439,8 +439,8 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
     let pinned = pin::candidates(snapshot, catalog, p, settings, for_pinned);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidates");
     if let Some(pinned) = pinned {
-        let run = pinned.run;
-        return Relaxation { lifted: pinned.named("zone-pinned-lp", "zone-pinned-lp-cover"), pinned: Some(run) };
+        let run = alone.then_some(pinned.run);
+        return Relaxation { lifted: pinned.named("zone-pinned-lp", "zone-pinned-lp-cover"), alone: run };
     }
     // a pinned candidate that failed late leaves too little for the plain one
     let left = seconds - began.elapsed().as_secs_f64();
@@ -449,7 +449,7 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
     }
     let lifted = milp::lift::candidates(p, demand, settings, left);
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidates");
-    Relaxation { lifted: lifted.map_or_else(Vec::new, |c| c.named("relaxed-lp", "relaxed-lp-cover")), pinned: None }
+    Relaxation { lifted: lifted.map_or_else(Vec::new, |c| c.named("relaxed-lp", "relaxed-lp-cover")), alone: None }
 }
 
 /// The share of the time limit the relaxation's candidate gets (column generation and zones),

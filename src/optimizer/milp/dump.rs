@@ -9,6 +9,7 @@ use std::path::Path;
 use highs::Sense;
 use serde::Serialize;
 
+use super::super::greedy;
 use super::super::problem::Problem;
 use super::super::state::State;
 use super::columns::Bin;
@@ -36,11 +37,13 @@ pub struct ModelSummary {
     pub mip_status: String,
 }
 
-/// The master over the seed patterns (greedy's plan, each class alone on a node), with no column
-/// generation and no integer solve: the model written for a solve that planned without its full
-/// model.
-pub fn seed_model(p: &Problem, greedy: &State<'_>, demand: &[u32]) -> Model_ {
-    let super::Setup { bins, master, columns, .. } = super::setup(p, greedy, demand, super::bins(p), &[]);
+/// The master over the seed patterns (the optimizer's greedy start, each class alone on a node),
+/// for every pending pod, with no column generation and no integer solve: the model written for a
+/// solve that planned without its full model.
+pub fn seed_model(p: &Problem) -> Model_ {
+    let (greedy, _) = greedy::seed(p, State::new(p), &p.class_demands());
+    let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+    let super::Setup { bins, master, columns, .. } = super::setup(p, &greedy, &demand, super::bins(p), &[]);
     Model_ { bins, master, columns, mip_objective: None, mip_status: "not run".into() }
 }
 
