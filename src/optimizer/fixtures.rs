@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::catalog::{Arch, CapacityType, Catalog, InstanceType, Offering};
-use crate::domain::labels::ZONE;
+use crate::domain::labels::{HOSTNAME, ZONE};
 use crate::domain::{ClusterSnapshot, LabelSelector, NodePool, Pod, PodConstraints, Quantity, Resources, TopologySpread, WhenUnsatisfiable};
 
 use super::problem::Problem;
@@ -62,4 +62,25 @@ pub(crate) fn two_zone_catalog() -> Catalog {
         it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.3, available: true, price_estimated: false, interruption_band: None });
     }
     Catalog { region: "test".into(), instance_types: vec![it], provenance: None }
+}
+
+/// Pods of Deployments that each spread one per node (hostname, maxSkew 1, DoNotSchedule): per
+/// entry `(app, cpu milli, pods)` with 1 GiB each, an app's entries sharing its spread, on
+/// [`two_zone_catalog`].
+pub(crate) fn host_spread_deployments(pods: &[(&str, i64, usize)]) -> Problem {
+    let pods = pods
+        .iter()
+        .flat_map(|&(app, cpu, n)| (0..n).map(move |i| (app, cpu, i)))
+        .map(|(app, cpu, i)| {
+            let labels: crate::domain::Labels = [("app".to_string(), app.to_string())].into();
+            let selector = LabelSelector { match_labels: labels.clone(), match_expressions: vec![] };
+            let requests = Resources::new().with("cpu", Quantity::from_milli(cpu)).with("memory", Quantity::from_mib(1024)).with("pods", Quantity::from_units(1));
+            let spread = TopologySpread { max_skew: 1, topology_key: HOSTNAME.into(), when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule, selector, min_domains: None };
+            let c = PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, spread: vec![spread], ..Default::default() };
+            let name = format!("{app}-{cpu}m-{i}");
+            Arc::new(Pod { namespace: "default".into(), uid: format!("uid-{name}"), labels: Arc::new(labels), ..Pod::new(name, c).owned_by("ReplicaSet", app) })
+        })
+        .collect();
+    let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
+    Problem::build(&snapshot, &two_zone_catalog())
 }
