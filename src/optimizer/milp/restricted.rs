@@ -97,6 +97,10 @@ fn residual(p: &Problem, bins: &[BinInfo], demand: &[u32], generated: &Generatio
 
 /// HiGHS's integer program over `columns` placing `demand[k]` pods of each class, from `start`
 /// (copies per column, every pod placed): copies per column and whether HiGHS proved them optimal.
+/// Where HiGHS hands back the start under an objective it does not have, the rest of the time goes
+/// to a solve without presolve, and the cheaper answer is kept: at 100 pods of the diverse mix
+/// (zones pinned, 10 s) the candidate's residual program then bought 0.3869 $/h where it had kept
+/// the start's 0.3954.
 fn integer(p: &Problem, bins: &[BinInfo], demand: &[u32], columns: &[Column], start: &[u32], settings: &SolveSettings, seconds: f64) -> Option<(Vec<u32>, bool)> {
     let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
     let master = Master::build(p, demand, bins);
@@ -104,7 +108,6 @@ fn integer(p: &Problem, bins: &[BinInfo], demand: &[u32], columns: &[Column], st
     if !master.aux.iter().all(|a| matches!(a.kind, AuxKind::Unplaced(_))) {
         return None;
     }
-    let mut model = build_lp(p, &master, bins, &bin_index, columns, true).optimise(Sense::Minimise);
     let mut placed = vec![0u32; demand.len()];
     for (c, &n) in columns.iter().zip(start) {
         for &(k, m) in &c.counts {
@@ -113,10 +116,43 @@ fn integer(p: &Problem, bins: &[BinInfo], demand: &[u32], columns: &[Column], st
     }
     let mut values: Vec<f64> = master.aux.iter().map(|a| if let AuxKind::Unplaced(k) = a.kind { f64::from(demand[k].saturating_sub(placed[k])) } else { 0.0 }).collect();
     values.extend(start.iter().map(|&n| f64::from(n)));
+    let began = std::time::Instant::now();
+    let first = solve_once(p, &master, (bins, &bin_index), columns, &values, settings, (seconds, false))?;
+    let left = seconds - began.elapsed().as_secs_f64();
+    if first.agrees || left < MIN_RETRY_SECONDS {
+        return Some((first.copies, first.proven));
+    }
+    // HiGHS handed back the start under an objective it does not have (see `solve_once`): its
+    // presolve is what goes wrong, so the rest of the time goes to a solve without it
+    match solve_once(p, &master, (bins, &bin_index), columns, &values, settings, (left, true)) {
+        Some(second) if second.cost < first.cost - 1e-9 || (second.proven && second.cost <= first.cost + 1e-9) => Some((second.copies, second.proven)),
+        _ => Some((first.copies, first.proven)),
+    }
+}
+
+/// The least time left worth a second solve without presolve, seconds.
+const MIN_RETRY_SECONDS: f64 = 0.05;
+
+/// One answer of HiGHS's integer program: copies per column, whether proven optimal, whether its
+/// objective is that of the copies it handed back, and their cost.
+struct Answer {
+    copies: Vec<u32>,
+    proven: bool,
+    agrees: bool,
+    cost: f64,
+}
+
+/// HiGHS's integer program over `columns` from the start `values` (aux columns, then copies),
+/// within `seconds`, with or without presolve.
+fn solve_once(p: &Problem, master: &Master, (bins, bin_index): (&[BinInfo], &BTreeMap<Bin, usize>), columns: &[Column], values: &[f64], settings: &SolveSettings, (seconds, presolve_off): (f64, bool)) -> Option<Answer> {
+    let mut model = build_lp(p, master, bins, bin_index, columns, true).optimise(Sense::Minimise);
     // HiGHS checks the start and ignores it if it is infeasible: a hint, never a constraint
-    let _ = model.try_set_solution(Some(&values), None, None, None);
+    let _ = model.try_set_solution(Some(values), None, None, None);
     configure(&mut model, settings, seconds.max(0.01));
     model.set_option("mip_rel_gap", settings.gap);
+    if presolve_off {
+        model.set_option("presolve", "off");
+    }
     let solved = run(model, settings, "restricted master mip").ok()?;
     if solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
         return None;
@@ -126,13 +162,14 @@ fn integer(p: &Problem, bins: &[BinInfo], demand: &[u32], columns: &[Column], st
     let copies: Vec<u32> = (0..columns.len()).map(|j| solution.columns()[offset + j].round().max(0.0) as u32).collect();
     // HiGHS sometimes reports an optimum it found in its presolved space while handing back the start
     // (at 100 pods of the diverse mix, zones pinned, 0.5 s: "optimal" at 0.3843 $/h with the start's
-    // 0.4071 as the solution): the answer is what it hands back, and only proven when the two agree
+    // 0.4071 as the solution; at 10 s, 0.3508 with the start's 0.3954, below the LP's 0.3738): the
+    // answer is what it hands back, and only proven when the two agree
     let cost: f64 = columns.iter().zip(&copies).map(|(c, &n)| c.cost * f64::from(n)).sum::<f64>()
         + master.aux.iter().zip(solution.columns()).map(|(a, v)| a.cost * v).sum::<f64>();
     let agrees = (cost - solved.objective_value()).abs() <= 1e-6 * (1.0 + cost.abs());
     let proven = solved.status() == HighsModelStatus::Optimal && agrees;
-    tracing::debug!(proven, agrees, objective = solved.objective_value(), cost, "restricted integer program");
-    Some((copies, proven))
+    tracing::debug!(proven, agrees, objective = solved.objective_value(), cost, presolve_off, "restricted integer program");
+    Some(Answer { copies, proven, agrees, cost })
 }
 
 /// Indices of the patterns the program sees: those the LP or the start uses, then the rest by
