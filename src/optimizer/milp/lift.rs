@@ -408,14 +408,24 @@ mod tests {
         assert_eq!(lifted[0].0.counts, vec![(planned, 1)], "class {other} has more pods left but was not planned in z2");
     }
 
+    /// `fixtures::host_spread_deployments(pods)`, its demand, its relaxation's map of classes, and the
+    /// class of each entry of `pods`.
+    fn deployments(pods: &[(&str, i64, usize)]) -> (Problem, Vec<u32>, Vec<usize>, Vec<usize>) {
+        let p = crate::optimizer::fixtures::host_spread_deployments(pods);
+        let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+        let (_, of_class) = relax::relax(&p, true);
+        let class = |&(app, cpu, _): &(&str, i64, usize)| {
+            (0..p.classes.len()).find(|&k| p.classes[k].constraints.labels["app"] == app && p.classes[k].constraints.requests.get("cpu").milli() == cpu).expect("a class per app and request")
+        };
+        let classes = pods.iter().map(class).collect();
+        (p, demand, of_class, classes)
+    }
+
     #[test]
     fn a_slot_blocked_by_its_deployments_other_request_is_traded_with_an_earlier_node() {
         // a: two pods of 1 cpu and one of 500m, b: one of 1 cpu; each Deployment one pod per node
-        let p = crate::optimizer::fixtures::host_spread_deployments(&[("a", 1000, 2), ("a", 500, 1), ("b", 1000, 1)]);
-        let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-        let class = |app: &str, cpu: i64| (0..p.classes.len()).find(|&k| p.classes[k].constraints.labels["app"] == app && p.classes[k].constraints.requests.get("cpu").milli() == cpu).expect("a class per app and request");
-        let (a1, a2, b1) = (class("a", 1000), class("a", 500), class("b", 1000));
-        let (_, of_class) = relax::relax(&p, true);
+        let (p, demand, of_class, classes) = deployments(&[("a", 1000, 2), ("a", 500, 1), ("b", 1000, 1)]);
+        let [a1, a2, b1] = classes[..] else { unreachable!() };
         assert_eq!(of_class[a1], of_class[b1], "one request, one relaxed class");
         let (r1, r2) = (of_class[a1], of_class[a2]);
         let in_zone = |zone: &str| {
@@ -455,11 +465,8 @@ mod tests {
     #[test]
     fn a_blocking_pod_no_slot_can_take_moves_to_an_earlier_node_with_room() {
         // a: one pod of 1 cpu and one of 500m, one per node; b: one pod of 250m
-        let p = crate::optimizer::fixtures::host_spread_deployments(&[("a", 1000, 1), ("a", 500, 1), ("b", 250, 1)]);
-        let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-        let class = |app: &str, cpu: i64| (0..p.classes.len()).find(|&k| p.classes[k].constraints.labels["app"] == app && p.classes[k].constraints.requests.get("cpu").milli() == cpu).expect("a class per app and request");
-        let (a1, a2, b) = (class("a", 1000), class("a", 500), class("b", 250));
-        let (_, of_class) = relax::relax(&p, true);
+        let (p, demand, of_class, classes) = deployments(&[("a", 1000, 1), ("a", 500, 1), ("b", 250, 1)]);
+        let [a1, a2, b] = classes[..] else { unreachable!() };
         let bin = Bin::New { shape: 0, offering: 0 };
         let cost = p.offering(0, 0).cost;
         // the first node holds b's pod and has room for more; the second's two slots are a's requests
