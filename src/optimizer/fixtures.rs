@@ -22,16 +22,7 @@ pub(crate) fn zone_spread_priced(pods: usize, zones: &[(&str, f64)]) -> Problem 
         it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price, available: true, price_estimated: false, interruption_band: None });
     }
     let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
-    let labels: crate::domain::Labels = [("app".to_string(), "web".to_string())].into();
-    let selector = LabelSelector { match_labels: labels.clone(), match_expressions: vec![] };
-    let pods = (0..pods)
-        .map(|i| {
-            let requests = Resources::new().with("cpu", Quantity::from_milli(1500)).with("memory", Quantity::from_mib(256)).with("pods", Quantity::from_units(1));
-            let spread = TopologySpread { max_skew: 1, topology_key: ZONE.into(), when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule, selector: selector.clone(), min_domains: None };
-            let c = PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, spread: vec![spread], ..Default::default() };
-            Arc::new(Pod { namespace: "default".into(), uid: format!("uid-{i}"), labels: Arc::new(labels.clone()), ..Pod::new(format!("web-{i}"), c).owned_by("ReplicaSet", "web") })
-        })
-        .collect();
+    let pods = (0..pods).map(|i| spread_pod("web", (format!("web-{i}"), format!("uid-{i}")), (1500, 256), ZONE)).collect();
     let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
     Problem::build(&snapshot, &catalog)
 }
@@ -70,17 +61,20 @@ pub(crate) fn two_zone_catalog() -> Catalog {
 pub(crate) fn host_spread_deployments(pods: &[(&str, i64, usize)]) -> Problem {
     let pods = pods
         .iter()
-        .flat_map(|&(app, cpu, n)| (0..n).map(move |i| (app, cpu, i)))
-        .map(|(app, cpu, i)| {
-            let labels: crate::domain::Labels = [("app".to_string(), app.to_string())].into();
-            let selector = LabelSelector { match_labels: labels.clone(), match_expressions: vec![] };
-            let requests = Resources::new().with("cpu", Quantity::from_milli(cpu)).with("memory", Quantity::from_mib(1024)).with("pods", Quantity::from_units(1));
-            let spread = TopologySpread { max_skew: 1, topology_key: HOSTNAME.into(), when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule, selector, min_domains: None };
-            let c = PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, spread: vec![spread], ..Default::default() };
-            let name = format!("{app}-{cpu}m-{i}");
-            Arc::new(Pod { namespace: "default".into(), uid: format!("uid-{name}"), labels: Arc::new(labels), ..Pod::new(name, c).owned_by("ReplicaSet", app) })
-        })
+        .flat_map(|&(app, cpu, n)| (0..n).map(move |i| (app, cpu, format!("{app}-{cpu}m-{i}"))))
+        .map(|(app, cpu, name)| spread_pod(app, (name.clone(), format!("uid-{name}")), (cpu, 1024), HOSTNAME))
         .collect();
     let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
     Problem::build(&snapshot, &two_zone_catalog())
+}
+
+/// A pod of Deployment `app` (label `app`, owned by its ReplicaSet) named and with the uid given,
+/// requesting `(cpu milli, memory MiB)`, spread over `key` with maxSkew 1 (DoNotSchedule).
+fn spread_pod(app: &str, (name, uid): (String, String), (cpu, mib): (i64, i64), key: &str) -> Arc<Pod> {
+    let labels: crate::domain::Labels = [("app".to_string(), app.to_string())].into();
+    let selector = LabelSelector { match_labels: labels.clone(), match_expressions: vec![] };
+    let requests = Resources::new().with("cpu", Quantity::from_milli(cpu)).with("memory", Quantity::from_mib(mib)).with("pods", Quantity::from_units(1));
+    let spread = TopologySpread { max_skew: 1, topology_key: key.into(), when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule, selector, min_domains: None };
+    let c = PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, spread: vec![spread], ..Default::default() };
+    Arc::new(Pod { namespace: "default".into(), uid, labels: Arc::new(labels), ..Pod::new(name, c).owned_by("ReplicaSet", app) })
 }
