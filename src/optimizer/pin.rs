@@ -57,7 +57,7 @@ pub fn candidates(snapshot: &ClusterSnapshot, catalog: &Catalog, p: &Problem, se
     let lifted = super::milp::lift::candidates(&q, &demand, settings, seconds - began.elapsed().as_secs_f64())?;
     tracing::debug!(pinned = pins.len(), seconds = began.elapsed().as_secs_f64(), "zone-pinned candidates");
     let back = |c: Option<Vec<(Column, u32)>>| c.map(|c| hand_back(p, &q, &c));
-    Some(Candidates { zones: back(lifted.zones), cover: back(lifted.cover), ..lifted })
+    Some(Candidates { zones: back(lifted.zones), cover: back(lifted.cover), extended: back(lifted.extended), ..lifted })
 }
 
 /// What a zone rule ties together: spread groups and self-affinity groups are pinned, anything else

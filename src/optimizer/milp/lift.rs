@@ -44,7 +44,9 @@ use super::zonal::{self, Zoned};
 /// replayed and the cheaper plan is kept. Where no zone rule is left and the candidate has
 /// [`MIN_INTEGER_SECONDS`] after its column generation, the first is the restricted master's
 /// integer program's (started from the cover) instead of the zone program's; the cover is kept
-/// under the same conditions, with "proved" meaning the integer program's proof.
+/// under the same conditions, with "proved" meaning the integer program's proof. Where column
+/// generation stopped on its own and time is left after that program, a third candidate comes from
+/// the generation resumed in the bound's pricing mode and a second integer program ([`extend`]).
 ///
 /// The zone program values each pod it leaves out at twice its LP dual, and at 1,000 pods of the
 /// diverse mix (zones pinned, 10 s) it left 43 for the greedy repair, whose nodes took its candidate
@@ -61,6 +63,7 @@ use super::zonal::{self, Zoned};
 pub struct Candidates {
     pub zones: Option<Vec<(Column, u32)>>,
     pub cover: Option<Vec<(Column, u32)>>,
+    pub extended: Option<Vec<(Column, u32)>>,
     pub run: Run,
 }
 
@@ -76,7 +79,8 @@ pub struct Run {
 impl Candidates {
     /// Each candidate there is, the zone program's first, named `zones` or `cover` after its rounding.
     pub fn named(self, zones: &str, cover: &str) -> Vec<(String, Vec<(Column, u32)>)> {
-        [(zones, self.zones), (cover, self.cover)].into_iter().filter_map(|(name, c)| c.map(|c| (name.to_string(), c))).collect()
+        let extended = format!("{zones}-extended");
+        [(zones, self.zones), (extended.as_str(), self.extended), (cover, self.cover)].into_iter().filter_map(|(name, c)| c.map(|c| (name.to_string(), c))).collect()
     }
 }
 
@@ -101,12 +105,16 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
     let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, super::Unproven::Large).ok()?;
     tracing::debug!(seconds = began.elapsed().as_secs_f64(), columns = generated.columns.len(), "relaxation's columns generated");
     let for_zones = (seconds - began.elapsed().as_secs_f64()).max(MIN_ZONE_SECONDS);
+    let mut extended = None;
     let (zones, proven, start) = if integer {
         // nothing for the zone program to settle but the copies: the integer program buys them
         // with every pod placed, from the cover
         let start = cover_counts(&relaxed.demand, &generated);
         let bought = restricted::copies(&relaxed.problem, &relaxed.demand, &generated, &start, &settings, for_zones);
         let proven = bought.as_ref().is_some_and(|b| b.proven);
+        if let Some(b) = bought.as_ref().filter(|_| !generated.timed_out) {
+            extended = extend(&relaxed, &seed, &generated, &b.copies, &settings, seconds - began.elapsed().as_secs_f64()).map(|(more, copies)| lifted(p, &relaxed, demand, &more, &copies));
+        }
         (bought.map(|b| lifted(p, &relaxed, demand, &generated, &b.copies)), proven, Some(start))
     } else {
         // every pattern the LP uses: the zone program decides how many copies to buy (see zonal.rs)
@@ -120,8 +128,54 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
         lifted(p, &relaxed, demand, &generated, &copies)
     });
     let run = Run { variables: generated.size.0, constraints: generated.size.1, finished: proven && !generated.timed_out };
-    (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover, run })
+    (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover, extended, run })
 }
+
+/// Column generation resumed from `generated`'s patterns, once it stopped on its own (the exact
+/// search found no improving pattern it could prove or that was large enough), in the bound's
+/// pricing mode: every improving pattern the search finds enters, and HiGHS asks every bin the
+/// search leaves open, both on every core. Then the integer program over all the patterns, from
+/// `bought` (copies of `generated`'s): the extended patterns and their copies; None when fewer than
+/// [`MIN_EXTENSION_SECONDS`] are left, the LP did not move or HiGHS has no answer.
+///
+/// At 1,000 pods of the diverse mix the pinned candidate's generation stops on its own at 3.800 $/h
+/// after about 4.4 s, with 35 bins open, and its integer program proves 3.823. Given 20 s, the
+/// resumed generation took the LP to 3.772-3.777 in 8.7-9.2 s (five HiGHS passes) and the integer
+/// program proved 3.782-3.796 with every pod lifted; in a 10 s solve it has about 2.5 s, two HiGHS
+/// passes on two cores (one on one), an LP of 3.785, and its integer program found nothing cheaper
+/// than 3.823 in what was left (docs/optimizer.md, section 4).
+fn extend(relaxed: &relax::Relaxed, seed: &super::super::state::State<'_>, generated: &super::Generation, bought: &[u32], settings: &SolveSettings, seconds: f64) -> Option<(super::Generation, Vec<u32>)> {
+    if seconds < MIN_EXTENSION_SECONDS {
+        return None;
+    }
+    let began = std::time::Instant::now();
+    let lp = |g: &super::Generation| g.columns.iter().zip(&g.lp_values).map(|(c, v)| c.cost * v).sum::<f64>();
+    let columns = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds * EXTENSION_COLUMN_SHARE), ..settings.clone() };
+    // nothing else runs on the solve's cores by now but the bound's LP, which is done or nearly
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let more = super::columns_and_bound_seeded(&relaxed.problem, &columns, seed, &relaxed.demand, (super::Unproven::Any, threads), super::bins(&relaxed.problem), &generated.columns).ok()?;
+    tracing::debug!(seconds = began.elapsed().as_secs_f64(), columns = more.columns.len(), lp = lp(&more), before = lp(generated), "relaxation's columns extended");
+    if lp(&more) > lp(generated) - 1e-6 {
+        return None;
+    }
+    let at: BTreeMap<PatternRef<'_>, u32> = generated.columns.iter().zip(bought).filter(|(_, &n)| n > 0).map(|(c, &n)| ((c.bin, c.counts.as_slice()), n)).collect();
+    let start: Vec<u32> = more.columns.iter().map(|c| at.get(&(c.bin, c.counts.as_slice())).copied().unwrap_or(0)).collect();
+    let tight = SolveSettings { gap: settings.gap.min(EXTENSION_GAP), ..settings.clone() };
+    let copies = restricted::copies(&relaxed.problem, &relaxed.demand, &more, &start, &tight, seconds - began.elapsed().as_secs_f64())?;
+    Some((more, copies.copies))
+}
+
+/// A pattern's bin and counts, borrowed.
+type PatternRef<'a> = (Bin, &'a [(usize, u32)]);
+
+/// The least time left after the candidate's integer program for [`extend`].
+const MIN_EXTENSION_SECONDS: f64 = 1.0;
+/// The share of [`extend`]'s time its column generation gets; the integer program has the rest.
+const EXTENSION_COLUMN_SHARE: f64 = 0.8;
+/// The gap target of [`extend`]'s integer program, when the solve's is wider. Started from the first
+/// program's answer, at the solve's 1% HiGHS proved that start within 0.03 s at 1,000 pods of the
+/// diverse mix (3.8231 $/h against an LP of 3.7873), and the extension bought nothing new.
+const EXTENSION_GAP: f64 = 0.001;
 
 /// The relaxed LP's copies rounded down and the rest covered by whole patterns, best value per
 /// dollar first: copies per pattern of `generated`.
@@ -159,8 +213,10 @@ const COLUMN_SHARE: f64 = 0.6;
 /// The least time the restricted master's integer program must have (the candidate's time after
 /// its column generation) for the zoneless relaxation to use it instead of the zone program. At
 /// 100 pods of the diverse mix and a 0.5 s limit it had 0.05 s and handed back its start, the cover
-/// (0.4063 $/h planned, against 0.3874 from the zone program and the repair).
-const MIN_INTEGER_SECONDS: f64 = 0.25;
+/// (0.4063 $/h planned, against 0.3874 from the zone program and the repair). At 0.25 s (until stop
+/// 47) 1,000 pods at 1 s just missed it (0.24 s) and were planned at 4.1841-4.2384; with 0.1 s the
+/// program, in 0.09 s and unproven, planned 4.1387 in four runs of four.
+const MIN_INTEGER_SECONDS: f64 = 0.1;
 /// The least time the zones' integer program gets, seconds.
 const MIN_ZONE_SECONDS: f64 = 0.05;
 
@@ -317,7 +373,7 @@ impl Lifting<'_> {
                 self.release(fill, rj, j);
                 if self.admits(fill, k) {
                     self.occupy(fill, rk, k);
-                    if let Some(other) = self.best(fill, rj).or_else(|| self.swap_in(filled, fill, rj, j)) {
+                    if let Some(other) = self.refill(filled, fill, rj, j) {
                         fill.taken[i] = (rj, other);
                         fill.taken.push((rk, k));
                         return;
@@ -330,6 +386,18 @@ impl Lifting<'_> {
                 }
                 self.occupy(fill, rj, j);
             }
+        }
+    }
+
+    /// Fills the slot of `rj` that `j`'s pod left on `fill` with another member: one with pods left,
+    /// else one an earlier node gives up for `j` ([`Self::swap_in`]); None if neither can.
+    fn refill(&mut self, filled: &mut [(usize, Fill)], fill: &mut Fill, rj: usize, j: usize) -> Option<usize> {
+        match self.best(fill, rj) {
+            Some(other) => {
+                self.occupy(fill, rj, other);
+                Some(other)
+            }
+            None => self.swap_in(filled, fill, rj, j),
         }
     }
 
@@ -482,6 +550,34 @@ mod tests {
         let mut want = vec![vec![(a1.min(b), 1), (a1.max(b), 1)], vec![(a2, 1)]];
         want.sort();
         assert_eq!(nodes, want);
+    }
+
+    #[test]
+    fn a_slot_given_up_in_a_trade_is_counted_for_the_member_that_takes_it() {
+        // a: one pod of 1 cpu and two of 500m, b: one of 500m; each Deployment one pod per node
+        let (p, demand, of_class, classes) = deployments(&[("a", 1000, 1), ("a", 500, 2), ("b", 500, 1)]);
+        let [a1, a2, b2] = classes[..] else { unreachable!() };
+        assert_eq!(of_class[a2], of_class[b2], "one request, one relaxed class");
+        let (r1, r2) = (of_class[a1], of_class[a2]);
+        let bin = Bin::New { shape: 0, offering: 0 };
+        let cost = p.offering(0, 0).cost;
+        // the first node's 500m slot goes to a (most pods left), which blocks a's 1 cpu pod from its
+        // 1 cpu slot: a's 500m pod gives way and b's takes its slot; two more nodes of one 500m slot
+        let first = Column { bin, counts: vec![(r2, 1), (r1, 1)], cost };
+        let small = Column { bin, counts: vec![(r2, 1)], cost };
+        let n = p.classes.len();
+        let node = |pattern| zonal::Node { bin, pattern, copies: 1, cost };
+        let zoned = Zoned { nodes: vec![node(0), node(1), node(1)], allowed: vec![None; n], group_of: vec![None; n], quota: BTreeMap::new(), signature_of: vec![0; n], planned: BTreeMap::new(), proven: true };
+        let lifted = lift(&p, &of_class, &demand, &zoned, &[(&first, 1.0), (&small, 2.0)]);
+        let mut placed = vec![0u32; n];
+        for (c, copies) in &lifted {
+            for &(k, m) in &c.counts {
+                placed[k] += m * copies;
+            }
+        }
+        // b's pod is on the first node with a's 1 cpu pod, and a's 500m pods on the other two
+        assert_eq!(placed, demand, "{lifted:?}");
+        assert!(lifted.iter().any(|(c, _)| c.counts.len() == 2 && c.counts.iter().any(|&(k, _)| k == b2) && c.counts.iter().any(|&(k, _)| k == a1)), "{lifted:?}");
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub use bins::{bins, bins_across_zones, bins_for};
 pub(crate) use bins::serves_superset;
 pub use replay::replay;
 pub use pricing::Unproven;
-use pricing::{price, Pricing};
+use pricing::{price, price_all, Pricing};
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -239,18 +239,19 @@ pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'
 
 /// [`columns_and_bound`] over the given bins (every offering a pattern may use).
 pub fn columns_and_bound_on(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven, all_bins: Vec<BinInfo>) -> Result<Generation, String> {
-    columns_and_bound_seeded(p, settings, greedy, demand, unproven, all_bins, &[])
+    columns_and_bound_seeded(p, settings, greedy, demand, (unproven, 1), all_bins, &[])
 }
 
-/// [`columns_and_bound_on`] with `extra` seed patterns beside greedy's.
-pub fn columns_and_bound_seeded(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven, all_bins: Vec<BinInfo>, extra: &[Column]) -> Result<Generation, String> {
+/// [`columns_and_bound_on`] with `extra` seed patterns beside greedy's, HiGHS's proof pass asking
+/// the open bins on `threads` threads.
+pub fn columns_and_bound_seeded(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], (unproven, threads): (Unproven, usize), all_bins: Vec<BinInfo>, extra: &[Column]) -> Result<Generation, String> {
     if demand.iter().all(|&d| d == 0) {
         return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0), timed_out: false, size: (0, 0) });
     }
     let start = Instant::now();
     let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, all_bins, extra);
     let mut notes = Vec::new();
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven };
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven, threads };
     let (cg, _) = generate(&ctx, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
     let offset = master.aux.len();
     let lp_values = (0..columns.len()).map(|j| cg.values.get(offset + j).copied().unwrap_or(0.0)).collect();
@@ -279,7 +280,7 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
     // of column generation runs with each such group held to the zone the LP favours
     let fixable = !integer_solve && master.aux.iter().any(|a| matches!(a.kind, AuxKind::AffinityUse { .. }));
     let first_share = if fixable { cg_share * ZONE_FIX_FROM } else { cg_share };
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven: Unproven::Large };
+    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven: Unproven::Large, threads: 1 };
     let (cg, lp) = generate(&ctx, &mut columns, budget * first_share, start, &mut notes)?;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
     let offset = master.aux.len();
@@ -547,13 +548,15 @@ struct Context<'a> {
     /// makes the selection keep nodes it should empty. The relaxed bound takes every one, and
     /// [`Unproven::Any`] also gives HiGHS's proof pass and Farley's ratio more of its time.
     unproven: Unproven,
+    /// Threads HiGHS's proof pass may ask the open bins on.
+    threads: usize,
 }
 
 /// The rounds of column generation on `model`, whose columns are the aux variables then `columns`.
 /// `relaxation` says the model is the master's LP as built (no bound fixed since): only then does
 /// its value bound plans, certified or by Farley's ratio.
 fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, start: Instant, relaxation: bool, notes: &mut Vec<String>) -> Result<(Generated, Lp), MilpError> {
-    let Context { p, settings, rules, master, bins, bin_index, demand, unproven } = *ctx;
+    let Context { p, settings, rules, master, bins, bin_index, demand, unproven, threads } = *ctx;
     let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
     let Lp { mut model, rows } = lp;
     let mut iterations = 0;
@@ -615,9 +618,9 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         let mut certified = false;
         let mut unsettled_bins: Vec<&BinInfo> = Vec::new();
         if found.is_empty() {
-            for b in bins {
-                let mut open = false;
-                if let Some((rc, col)) = price(p, rules, master, b, &duals, demand, Pricing::Exact, &mut open) {
+            let all: Vec<&BinInfo> = bins.iter().collect();
+            for (b, (open, gain)) in all.into_iter().zip(price_all((p, rules, master, demand), bins.iter().collect(), &duals, Pricing::Exact, threads)) {
+                if let Some((rc, col)) = gain {
                     let pods: u32 = col.counts.iter().map(|&(_, n)| n).sum();
                     if (!open || unproven.admits(pods)) && !seen.contains(&(col.bin, col.counts.clone())) {
                         found.push((rc, col));
@@ -628,8 +631,9 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                 }
             }
             // HiGHS on the bins the search left open: the first it cannot settle ends the pass, but
-            // in the bound's own mode every open bin is asked
-            if relaxation && settings.lower_bound && lp_bounds_plans(p) && found.is_empty() && !unsettled_bins.is_empty() && proof_left > 0.0 {
+            // in the bound's own mode every open bin is asked, bound or not (a candidate's resumed
+            // generation asks for patterns only, `lift::extend`)
+            if relaxation && (settings.lower_bound || bound_only) && lp_bounds_plans(p) && found.is_empty() && !unsettled_bins.is_empty() && proof_left > 0.0 {
                 let pass_start = Instant::now();
                 let asked = unsettled_bins.len();
                 let until = (pass_start + std::time::Duration::from_secs_f64(proof_left)).min(start + std::time::Duration::from_secs_f64(seconds));
@@ -637,9 +641,9 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                 let settled = if bound_only {
                     // every open bin is asked: the ones HiGHS settles without an improving pattern
                     // leave Farley's ratio, and every improving pattern it finds moves the LP
-                    unsettled_bins.retain(|b| {
-                        let mut open = false;
-                        let gain = price(p, rules, master, b, &duals, demand, Pricing::Proof(until), &mut open);
+                    let mut answers = price_all((p, rules, master, demand), unsettled_bins.clone(), &duals, Pricing::Proof(until), threads).into_iter();
+                    unsettled_bins.retain(|_| {
+                        let (open, gain) = answers.next().unwrap_or((true, None));
                         let keep = open || gain.is_some();
                         improving.extend(gain);
                         keep
@@ -672,8 +676,8 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         found.truncate(per_round);
         let stalled = history.len() > STALL_ROUNDS && history[history.len() - 1 - STALL_ROUNDS] - objective <= STALL_TOLERANCE * objective.abs();
         // a round costs about what the last one did: stop when the next would end past the share
-        // an LP that only bounds keeps Farley's share for the ratio
-        let share = if bound_only { seconds * (1.0 - FARLEY_SHARE) } else { seconds };
+        // an LP that bounds in the bound's own mode keeps Farley's share for the ratio
+        let share = if bound_only && settings.lower_bound { seconds * (1.0 - FARLEY_SHARE) } else { seconds };
         let out_of_time = start.elapsed().as_secs_f64() + round_start.elapsed().as_secs_f64() > share;
         if found.is_empty() || stalled || out_of_time {
             if !found.is_empty() {

@@ -70,6 +70,24 @@ pub(super) fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo
     }
 }
 
+/// Each of `bins` priced under `duals` by `pricing` ([`price`]), the bins split into `threads` runs
+/// of consecutive bins: per bin, whether the pricer left it unsettled and the improving pattern it
+/// found there. A run whose thread panicked counts its bins unsettled with nothing found.
+pub(super) fn price_all((p, rules, master, limit): (&Problem, &NodeRules, &Master, &[u32]), bins: Vec<&BinInfo>, duals: &[f64], pricing: Pricing, threads: usize) -> Vec<(bool, Option<(f64, Column)>)> {
+    let ask = |b: &BinInfo| {
+        let mut unsettled = false;
+        let gain = price(p, rules, master, b, duals, limit, pricing, &mut unsettled);
+        (unsettled, gain)
+    };
+    if threads < 2 || bins.len() < 2 {
+        return bins.into_iter().map(ask).collect();
+    }
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = bins.chunks(bins.len().div_ceil(threads)).map(|run| (run.len(), scope.spawn(move || run.iter().map(|b| ask(b)).collect::<Vec<_>>()))).collect();
+        runs.into_iter().flat_map(|(n, h)| h.join().unwrap_or_else(|_| vec![(true, None); n])).collect()
+    })
+}
+
 /// An unsettled bin's best pattern enters the LP only when it holds at least this many pods. On
 /// large nodes (hundreds of pods of a few classes) the search rarely settles and the greedy fill
 /// stalls, so these patterns are what moves the LP; on small ones they only kept generation going
@@ -83,8 +101,10 @@ pub(super) const UNPROVEN_MIN_PODS: u32 = 20;
 pub enum Unproven {
     /// Those of at least [`UNPROVEN_MIN_PODS`] pods, where the greedy fill stalls on large nodes.
     Large,
-    /// All of them: for an LP that only bounds (no integer solve follows), where an improving
-    /// pattern left out keeps Farley's ratio high.
+    /// All of them, and HiGHS's proof pass asks every bin the search leaves open: for an LP that
+    /// only bounds (no integer solve follows), where an improving pattern left out keeps Farley's
+    /// ratio high, and for a candidate's generation resumed once the exact search alone stops
+    /// finding patterns (`lift::extend`).
     Any,
 }
 

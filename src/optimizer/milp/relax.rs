@@ -177,7 +177,7 @@ impl Relaxed {
     /// report, if any (see the module's notes).
     pub fn certify(&self, bins: Vec<super::columns::BinInfo>, seeds: &[super::columns::Column], settings: &SolveSettings, seconds: f64) -> Result<(super::Generation, Option<f64>), String> {
         let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
-        let generated = super::columns_and_bound_seeded(&self.problem, &settings, &self.seed(), &self.demand, super::Unproven::Any, bins, seeds)?;
+        let generated = super::columns_and_bound_seeded(&self.problem, &settings, &self.seed(), &self.demand, (super::Unproven::Any, 1), bins, seeds)?;
         let pods: u32 = self.demand.iter().sum();
         let bound = generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods)));
         Ok((generated, bound))
