@@ -116,3 +116,32 @@ impl Unproven {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimizer::milp::bins;
+    use crate::optimizer::milp::master::AuxKind;
+
+    #[test]
+    fn pricing_bins_on_two_threads_answers_each_bin_as_one_thread_does_in_the_same_order() {
+        let p = Problem::build(&crate::workload::diverse(120, 4), &crate::optimizer::fixtures::tiny_catalog());
+        let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+        let all = bins(&p);
+        let (rules, master) = (NodeRules::build(&p), Master::build(&p, &demand, &all));
+        // duals that make pods worth more than the nodes that hold them, so most bins price in
+        let mut duals = vec![0.0; master.rows.len()];
+        for a in master.aux.iter().filter(|a| matches!(a.kind, AuxKind::Unplaced(_))) {
+            for &(r, _) in &a.rows {
+                duals[r] = 0.1 * (r % 7 + 1) as f64;
+            }
+        }
+        let ask = |threads| price_all((&p, &rules, &master, &demand), all.iter().collect(), &duals, Pricing::Exact, threads);
+        let (one, two) = (ask(1), ask(2));
+        assert_eq!(one.len(), all.len());
+        let priced = one.iter().filter(|(_, gain)| gain.is_some()).count();
+        assert!(priced > all.len() / 2, "{priced} of {} bins price in: too few to tell the runs apart", all.len());
+        let key = |answers: &[(bool, Option<(f64, Column)>)]| answers.iter().map(|(open, gain)| (*open, gain.as_ref().map(|(rc, c)| (rc.to_bits(), c.bin, c.counts.clone())))).collect::<Vec<_>>();
+        assert_eq!(key(&one), key(&two));
+    }
+}
