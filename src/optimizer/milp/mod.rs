@@ -242,8 +242,8 @@ pub fn columns_and_bound_on(p: &Problem, settings: &SolveSettings, greedy: &Stat
     columns_and_bound_seeded(p, settings, greedy, demand, (unproven, 1), all_bins, &[])
 }
 
-/// [`columns_and_bound_on`] with `extra` seed patterns beside greedy's, HiGHS's proof pass asking
-/// the open bins on `threads` threads.
+/// [`columns_and_bound_on`] with `extra` seed patterns beside greedy's, the exact pass and HiGHS's
+/// proof pass pricing bins on `threads` threads.
 pub fn columns_and_bound_seeded(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], (unproven, threads): (Unproven, usize), all_bins: Vec<BinInfo>, extra: &[Column]) -> Result<Generation, String> {
     if demand.iter().all(|&d| d == 0) {
         return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0), timed_out: false, size: (0, 0) });
@@ -548,7 +548,7 @@ struct Context<'a> {
     /// makes the selection keep nodes it should empty. The relaxed bound takes every one, and
     /// [`Unproven::Any`] also gives HiGHS's proof pass and Farley's ratio more of its time.
     unproven: Unproven,
-    /// Threads HiGHS's proof pass may ask the open bins on.
+    /// Threads the exact pass and HiGHS's proof pass price bins on.
     threads: usize,
 }
 
@@ -618,8 +618,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         let mut certified = false;
         let mut unsettled_bins: Vec<&BinInfo> = Vec::new();
         if found.is_empty() {
-            let all: Vec<&BinInfo> = bins.iter().collect();
-            for (b, (open, gain)) in all.into_iter().zip(price_all((p, rules, master, demand), bins.iter().collect(), &duals, Pricing::Exact, threads)) {
+            for (b, (open, gain)) in bins.iter().zip(price_all((p, rules, master, demand), bins.iter().collect(), &duals, Pricing::Exact, threads)) {
                 if let Some((rc, col)) = gain {
                     let pods: u32 = col.counts.iter().map(|&(_, n)| n).sum();
                     if (!open || unproven.admits(pods)) && !seen.contains(&(col.bin, col.counts.clone())) {
