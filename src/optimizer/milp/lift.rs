@@ -143,7 +143,8 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
 /// resumed generation took the LP to 3.772-3.777 in 8.7-9.2 s (five HiGHS passes) and the integer
 /// program proved 3.782-3.796 with every pod lifted; in a 10 s solve it has about 2.5 s, two HiGHS
 /// passes on two cores (one on one), an LP of 3.785, and its integer program found nothing cheaper
-/// than 3.823 in what was left (docs/optimizer.md, section 4).
+/// than 3.823 in what was left, so it runs only with [`MIN_EXTENSION_SECONDS`] (docs/optimizer.md,
+/// section 4).
 fn extend(relaxed: &relax::Relaxed, seed: &super::super::state::State<'_>, generated: &super::Generation, bought: &[u32], settings: &SolveSettings, seconds: f64) -> Option<(super::Generation, Vec<u32>)> {
     if seconds < MIN_EXTENSION_SECONDS {
         return None;
