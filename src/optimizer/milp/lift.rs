@@ -170,9 +170,9 @@ fn extend(relaxed: &relax::Relaxed, seed: &super::super::state::State<'_>, gener
 type PatternRef<'a> = (Bin, &'a [(usize, u32)]);
 
 /// The least time left after the candidate's integer program for [`extend`]. At 1,000 pods of the
-/// diverse mix and 10 s it had about 3.2 s, and in eight runs its integer program never bought a
-/// cheaper plan, while the neighbourhood search, left with 1.3 s instead of 4, lost the step that
-/// takes the plan from 3.8356 to 3.8318 $/h in three runs of four (stop 46's binary: none of four).
+/// diverse mix and 10 s it had about 3.2 s, and in 21 runs of its variants its candidate never won,
+/// while the neighbourhood search, left with 1.3 s instead of 4, lost the step that takes the plan
+/// from 3.8356 to 3.8318 $/h in two runs of five (stop 46's binary: none of four).
 const MIN_EXTENSION_SECONDS: f64 = 5.0;
 /// The share of [`extend`]'s time its column generation gets; the integer program has the rest.
 const EXTENSION_COLUMN_SHARE: f64 = 0.8;
@@ -219,7 +219,7 @@ const COLUMN_SHARE: f64 = 0.6;
 /// 100 pods of the diverse mix and a 0.5 s limit it had 0.05 s and handed back its start, the cover
 /// (0.4063 $/h planned, against 0.3874 from the zone program and the repair). At 0.25 s (until stop
 /// 47) 1,000 pods at 1 s just missed it (0.24 s) and were planned at 4.1841-4.2384; with 0.1 s the
-/// program, in 0.09 s and unproven, planned 4.1387 in four runs of four.
+/// program, in 0.09 s and unproven, planned 4.1387 in five runs of five.
 const MIN_INTEGER_SECONDS: f64 = 0.1;
 /// The least time the zones' integer program gets, seconds.
 const MIN_ZONE_SECONDS: f64 = 0.05;
