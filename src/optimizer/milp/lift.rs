@@ -544,10 +544,8 @@ mod tests {
         // the first node holds b's pod and has room for more; the second's two slots are a's requests
         let first = Column { bin, counts: vec![(of_class[b], 1)], cost };
         let second = Column { bin, counts: [of_class[a1], of_class[a2]].into_iter().map(|r| (r, 1)).collect(), cost };
-        let n = p.classes.len();
-        let node = |pattern| zonal::Node { bin, pattern, copies: 1, cost };
-        let zoned = Zoned { nodes: vec![node(0), node(1)], allowed: vec![None; n], group_of: vec![None; n], quota: BTreeMap::new(), signature_of: vec![0; n], planned: BTreeMap::new(), proven: true };
-        let lifted = lift(&p, &of_class, &demand, &zoned, &[(&first, 1.0), (&second, 1.0)]);
+        let chosen = [(&first, 1.0), (&second, 1.0)];
+        let lifted = lift(&p, &of_class, &demand, &Zoned::bought(&p, &chosen), &chosen);
         // a's 1 cpu pod joins b's, and the second node keeps a's 500m pod
         let mut nodes: Vec<Vec<(usize, u32)>> = lifted.iter().map(|(c, copies)| { assert_eq!(*copies, 1); c.counts.clone() }).collect();
         nodes.sort();
@@ -569,11 +567,9 @@ mod tests {
         // 1 cpu slot: a's 500m pod gives way and b's takes its slot; two more nodes of one 500m slot
         let first = Column { bin, counts: vec![(r2, 1), (r1, 1)], cost };
         let small = Column { bin, counts: vec![(r2, 1)], cost };
-        let n = p.classes.len();
-        let node = |pattern| zonal::Node { bin, pattern, copies: 1, cost };
-        let zoned = Zoned { nodes: vec![node(0), node(1), node(1)], allowed: vec![None; n], group_of: vec![None; n], quota: BTreeMap::new(), signature_of: vec![0; n], planned: BTreeMap::new(), proven: true };
-        let lifted = lift(&p, &of_class, &demand, &zoned, &[(&first, 1.0), (&small, 2.0)]);
-        let mut placed = vec![0u32; n];
+        let chosen = [(&first, 1.0), (&small, 2.0)];
+        let lifted = lift(&p, &of_class, &demand, &Zoned::bought(&p, &chosen), &chosen);
+        let mut placed = vec![0u32; p.classes.len()];
         for (c, copies) in &lifted {
             for &(k, m) in &c.counts {
                 placed[k] += m * copies;
