@@ -720,9 +720,10 @@ mod tests {
         let (mut p, demand, of_class, classes) = deployments(&[("a", 1000, 1), ("a", 500, 1), ("a", 250, 1), ("b", 200, 1), ("c", alloc - 610, 1)]);
         let [a1, a2, a3, b, c] = classes[..] else { unreachable!() };
         let z1 = (0..p.shapes[0].offerings.len()).find(|&o| p.offering(0, o).zone == "z1").expect("an offering in z1");
-        let zone = |o: &(usize, usize)| p.offering(o.0, o.1).zone.clone();
-        let kept: Vec<(usize, usize)> = p.classes[a2].offerings.iter().filter(|o| zone(o) == "z2").copied().collect();
-        p.classes[a2].offerings = kept;
+        // (its menu might have kept only z1's offering of the alike two: z2's are set outright)
+        let in_z2: Vec<(usize, usize)> = (0..p.shapes.len()).flat_map(|s| (0..p.shapes[s].offerings.len()).map(move |o| (s, o))).filter(|&(s, o)| p.offering(s, o).zone == "z2").collect();
+        assert!(!in_z2.is_empty());
+        p.classes[a2].offerings = in_z2;
         let bin = Bin::New { shape: 0, offering: z1 };
         let cost = p.offering(0, z1).cost;
         let col = |ks: &[usize]| Column { bin, counts: ks.iter().map(|&k| (of_class[k], 1)).collect(), cost };
