@@ -37,6 +37,11 @@ impl PodClass {
     pub fn demand(&self) -> usize {
         self.pods.len()
     }
+
+    /// Whether offering `o` (shape, offering) is on the class's menu.
+    pub fn on_menu(&self, o: (usize, usize)) -> bool {
+        self.offerings.binary_search(&o).is_ok()
+    }
 }
 
 #[derive(Debug, Clone)]

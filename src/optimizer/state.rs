@@ -221,7 +221,7 @@ impl<'p> State<'p> {
 
     /// Whether class `k` may launch offering `o`: its menu, or the wider list a held rung brings.
     pub fn offers(&self, k: usize, o: (usize, usize)) -> bool {
-        self.p.classes[k].offerings.binary_search(&o).is_ok() || self.held_widens(o)
+        self.p.classes[k].on_menu(o) || self.held_widens(o)
     }
 
     /// Whether the held rung's wider list of offerings has `o`.
@@ -386,7 +386,7 @@ impl<'p> State<'p> {
         let NodeKind::New { shape, offering } = n.kind else { return false };
         let (from, off) = (&self.p.shapes[shape].offerings[offering], &self.p.shapes[shape].offerings[to]);
         let pods_ports: Vec<&HostPort> = n.placed.keys().flat_map(|&k| &self.p.classes[k].constraints.host_ports).collect();
-        n.placed.keys().all(|&k| self.p.classes[k].offerings.binary_search(&(shape, to)).is_ok())
+        n.placed.keys().all(|&k| self.p.classes[k].on_menu((shape, to)))
             && off.alloc.iter().zip(&from.alloc).zip(&n.free).all(|((a, b), f)| a - (b - f) >= 0)
             && !pods_ports.iter().any(|x| off.ds_ports.iter().any(|y| x.conflicts(y)))
     }

@@ -346,7 +346,7 @@ impl<'a> Lifting<'a> {
         let class = &self.p.classes[k];
         self.left[k] > 0
             && match fill.bin {
-                Bin::New { shape, offering } => class.offerings.binary_search(&(shape, offering)).is_ok(),
+                Bin::New { shape, offering } => class.on_menu((shape, offering)),
                 Bin::Existing(e) => class.existing.contains(&e),
             }
             && self.zoned.admits(k, fill.zone, &self.quota)
@@ -457,15 +457,14 @@ impl<'a> Lifting<'a> {
     fn augment(&mut self, filled: &mut [(usize, Fill)], c: usize, depth: usize, seen: &mut BTreeSet<usize>, budget: &mut usize) -> bool {
         let (p, rc) = (self.p, self.of_class[c]);
         let req = &p.classes[c].req;
+        // after `freed`'s pod is out: room on a new node, its slot on an existing one
         let room = |fill: &Fill, freed: usize| fill.free.as_ref().map_or(freed == rc, |free| free.iter().zip(req).all(|(f, r)| f >= r));
         let scan = filled.len().div_ceil(AUGMENT_NODES_PER_TRY);
         if *budget < scan {
             return false;
         }
         *budget -= scan;
-        if let Some((_, fill)) = filled.iter_mut().find(|(_, f)| room(f, usize::MAX) && self.admits(f, c)) {
-            self.occupy(fill, rc, c);
-            fill.taken.push((rc, c));
+        if self.move_out(filled, rc, c) {
             return true;
         }
         if depth == 0 {
@@ -497,7 +496,8 @@ impl<'a> Lifting<'a> {
         false
     }
 
-    /// Puts a pod of class `j` (a slot of `rj`) on an earlier new node with room for it.
+    /// Puts a pod of class `j` (a slot of `rj`) on a new node of `filled` with room for it that
+    /// admits it: the trade's earlier nodes, or every node for [`Self::augment`].
     fn move_out(&mut self, filled: &mut [(usize, Fill)], rj: usize, j: usize) -> bool {
         let req = &self.p.classes[j].req;
         let Some((_, to)) = filled.iter_mut().find(|(_, f)| f.free.as_ref().is_some_and(|free| free.iter().zip(req).all(|(f, r)| f >= r)) && self.admits(f, j)) else {
@@ -619,13 +619,8 @@ mod tests {
             proven: true,
         };
         let lifted = lift(&p, &of_class, &demand, &zoned, &[(&one, 1.0), (&both, 1.0)]);
-        let mut placed = vec![0u32; p.classes.len()];
-        for (c, copies) in &lifted {
-            assert!(!(c.counts.iter().any(|&(k, _)| k == a1) && c.counts.iter().any(|&(k, _)| k == a2)), "{c:?}: two pods of a on one node");
-            for &(k, n) in &c.counts {
-                placed[k] += n * copies;
-            }
-        }
+        let (placed, doubled) = placed_and_doubled(&p, &lifted, &[a1, a2]);
+        assert!(!doubled, "{lifted:?}: two pods of a on one node");
         // the first node gives b's pod to the second for one of a's 1 cpu pods, and the second holds
         // b's and a's 500m pods
         assert_eq!(placed, demand, "{lifted:?}");
@@ -667,12 +662,7 @@ mod tests {
         let small = Column { bin, counts: vec![(r2, 1)], cost };
         let chosen = [(&first, 1.0), (&small, 2.0)];
         let lifted = lift(&p, &of_class, &demand, &Zoned::bought(&p, &chosen), &chosen);
-        let mut placed = vec![0u32; p.classes.len()];
-        for (c, copies) in &lifted {
-            for &(k, m) in &c.counts {
-                placed[k] += m * copies;
-            }
-        }
+        let (placed, _) = placed_and_doubled(&p, &lifted, &[]);
         // b's pod is on the first node with a's 1 cpu pod, and a's 500m pods on the other two
         assert_eq!(placed, demand, "{lifted:?}");
         assert!(lifted.iter().any(|(c, _)| c.counts.len() == 2 && c.counts.iter().any(|&(k, _)| k == b2) && c.counts.iter().any(|&(k, _)| k == a1)), "{lifted:?}");

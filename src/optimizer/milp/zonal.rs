@@ -214,7 +214,7 @@ fn moves(relaxed: &Problem, col: &Column) -> Vec<(Bin, String, f64)> {
         if best.get(off.zone.as_str()).is_some_and(|(c, _)| *c <= off.cost + extra) {
             continue;
         }
-        if fits(&off.alloc) && col.counts.iter().all(|&(r, _)| relaxed.classes[r].offerings.binary_search(&(s, o)).is_ok()) {
+        if fits(&off.alloc) && col.counts.iter().all(|&(r, _)| relaxed.classes[r].on_menu((s, o))) {
             best.insert(off.zone.as_str(), (off.cost + extra, Bin::New { shape: s, offering: o }));
         }
     }
