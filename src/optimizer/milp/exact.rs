@@ -50,6 +50,25 @@ pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], 
 /// pattern worth more than `floor`, only not proven the best.
 #[allow(clippy::too_many_arguments)]
 pub fn pack_best(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], floor: f64, max_nodes: usize) -> (Vec<(usize, u32)>, bool) {
+    let packed = pack_ranked(p, rules, bin, value, limit, existing_host, (floor, max_nodes), 0);
+    (packed.best, packed.settled)
+}
+
+/// What [`pack_ranked`] found.
+pub struct Packed {
+    /// The best pattern worth more than the floor (empty if none), classes ascending.
+    pub best: Vec<(usize, u32)>,
+    /// Whether the search settled the bin within its budget.
+    pub settled: bool,
+    /// The last patterns the best displaced as the search went, most valuable first: each is
+    /// worth more than the floor too, and differs from the best.
+    pub runners_up: Vec<Vec<(usize, u32)>>,
+}
+
+/// [`pack_best`], also answering up to `keep` runners-up: the incumbents the search replaced last.
+/// They come free with the search, and column generation takes them as extra patterns.
+#[allow(clippy::too_many_arguments)]
+pub fn pack_ranked(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], (floor, max_nodes): (f64, usize), keep: usize) -> Packed {
     let mut items = entries(p, rules, bin, value, limit);
     let lambda = prices(rules, bin, &items);
     // value per unit of requests priced at λ: the first dive is the surrogate relaxation's greedy
@@ -73,12 +92,28 @@ pub fn pack_best(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], l
     }
     let host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
     let gains = lagrange_suffix(rules, &items, &lambda);
-    let mut search = Search { rules, items: &items, suffix: &suffix, lambda: &lambda, gains: &gains, best: floor.max(0.0), best_counts: vec![], counts: vec![], nodes: 0, max_nodes, blocked: vec![0; p.classes.len()] };
+    let mut search = Search {
+        rules,
+        items: &items,
+        suffix: &suffix,
+        lambda: &lambda,
+        gains: &gains,
+        best: floor.max(0.0),
+        best_counts: vec![],
+        counts: vec![],
+        nodes: 0,
+        max_nodes,
+        blocked: vec![0; p.classes.len()],
+        replaced: vec![],
+        keep,
+    };
     search.dive(0, bin.room.clone(), host_used, 0.0);
     let settled = search.nodes <= search.max_nodes;
-    let mut out = search.best_counts;
-    out.sort();
-    (out, settled)
+    let sorted = |mut counts: Vec<(usize, u32)>| {
+        counts.sort();
+        counts
+    };
+    Packed { best: sorted(search.best_counts), settled, runners_up: search.replaced.into_iter().rev().map(sorted).collect() }
 }
 
 /// The bin's classes worth packing, rule-free ones with equal requests merged.
@@ -163,6 +198,9 @@ struct Search<'a> {
     max_nodes: usize,
     /// How many chosen classes conflict with each class.
     blocked: Vec<u32>,
+    /// The last `keep` incumbents replaced by a better one, oldest first.
+    replaced: Vec<Vec<(usize, u32)>>,
+    keep: usize,
 }
 
 impl Search<'_> {
@@ -170,7 +208,13 @@ impl Search<'_> {
         self.nodes += 1;
         if value > self.best + 1e-12 {
             self.best = value;
-            self.best_counts = self.counts.clone();
+            let before = std::mem::replace(&mut self.best_counts, self.counts.clone());
+            if self.keep > 0 && !before.is_empty() {
+                if self.replaced.len() == self.keep {
+                    self.replaced.remove(0);
+                }
+                self.replaced.push(before);
+            }
         }
         if i == self.items.len() || self.nodes > self.max_nodes {
             return;
@@ -293,6 +337,33 @@ mod tests {
             }
         }
         assert!(checked >= 10, "only {checked} bins with a pattern worth something");
+    }
+
+    #[test]
+    fn runners_up_are_other_patterns_above_the_floor_each_worth_less_than_the_one_before() {
+        let catalog = Catalog::bundled("us-east-1").expect("bundled catalog");
+        let p = Problem::build(&crate::workload::diverse(60, 5), &catalog);
+        let rules = NodeRules::build(&p);
+        let limit: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+        let mut rng = crate::workload::Rng(5);
+        let value: Vec<f64> = (0..p.classes.len()).map(|_| rng.unit() * 0.02).collect();
+        let mut offered = 0;
+        for bin in bins(&p) {
+            let worth = |c: &[(usize, u32)]| c.iter().map(|&(k, n)| (value[k] - bin.classes.iter().find(|x| x.0 == k).unwrap().1) * f64::from(n)).sum::<f64>();
+            let floor = bin.cost * 0.5;
+            let packed = pack_ranked(&p, &rules, &bin, &value, &limit, &[], (floor, 1_000_000), 2);
+            // the same best as without runners-up
+            assert_eq!((packed.best.clone(), packed.settled), pack_best(&p, &rules, &bin, &value, &limit, &[], floor, 1_000_000));
+            assert!(packed.runners_up.len() <= 2);
+            let mut above = worth(&packed.best);
+            for r in &packed.runners_up {
+                assert!(valid(&p, &rules, &bin, r) && r.windows(2).all(|w| w[0].0 < w[1].0), "{r:?}");
+                assert!(worth(r) > floor && worth(r) < above, "worth {} against floor {floor} and {above}", worth(r));
+                above = worth(r);
+            }
+            offered += packed.runners_up.len();
+        }
+        assert!(offered > 10, "only {offered} runners-up");
     }
 
     #[test]

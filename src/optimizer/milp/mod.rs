@@ -604,7 +604,7 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         let mut unsettled = false;
         for i in 0..bins.len() {
             let b = &bins[(cursor + i) % bins.len()];
-            if let Some((rc, col)) = price(p, rules, master, b, &duals, demand, Pricing::Greedy, &mut unsettled) {
+            for (rc, col) in price(p, rules, master, b, &duals, demand, Pricing::Greedy, &mut unsettled) {
                 if !seen.contains(&(col.bin, col.counts.clone())) {
                     found.push((rc, col));
                 }
@@ -618,8 +618,8 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         let mut certified = false;
         let mut unsettled_bins: Vec<&BinInfo> = Vec::new();
         if found.is_empty() {
-            for (b, (open, gain)) in bins.iter().zip(price_all((p, rules, master, demand), bins.iter().collect(), &duals, Pricing::Exact, threads)) {
-                if let Some((rc, col)) = gain {
+            for (b, (open, gains)) in bins.iter().zip(price_all((p, rules, master, demand), bins.iter().collect(), &duals, Pricing::Exact, threads)) {
+                for (rc, col) in gains {
                     let pods: u32 = col.counts.iter().map(|&(_, n)| n).sum();
                     if (!open || unproven.admits(pods)) && !seen.contains(&(col.bin, col.counts.clone())) {
                         found.push((rc, col));
@@ -642,8 +642,8 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                     // leave Farley's ratio, and every improving pattern it finds moves the LP
                     let mut answers = price_all((p, rules, master, demand), unsettled_bins.clone(), &duals, Pricing::Proof(until), threads).into_iter();
                     unsettled_bins.retain(|_| {
-                        let (open, gain) = answers.next().unwrap_or((true, None));
-                        let keep = open || gain.is_some();
+                        let (open, gain) = answers.next().unwrap_or((true, vec![]));
+                        let keep = open || !gain.is_empty();
                         improving.extend(gain);
                         keep
                     });
