@@ -146,7 +146,8 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
 /// program proved 3.782-3.796 with every pod lifted; in a 10 s solve it has about 2.5 s, two HiGHS
 /// passes on two cores (one on one), an LP of 3.785, and its integer program found nothing cheaper
 /// than 3.823 in what was left, so it runs only with [`MIN_EXTENSION_SECONDS`] (docs/optimizer.md,
-/// section 4).
+/// section 4). Since stop 49 the first generation ends at about 3.776 after 3 s, and at 10 s the
+/// extension's integer program planned 3.778.
 fn extend(relaxed: &relax::Relaxed, seed: &super::super::state::State<'_>, generated: &super::Generation, bought: &[u32], settings: &SolveSettings, seconds: f64) -> Option<(super::Generation, Vec<u32>)> {
     if seconds < MIN_EXTENSION_SECONDS {
         return None;
@@ -174,7 +175,9 @@ type PatternRef<'a> = (Bin, &'a [(usize, u32)]);
 /// The least time left after the candidate's integer program for [`extend`]. At 1,000 pods of the
 /// diverse mix and 10 s it had about 3.2 s, and in 21 runs of its variants its candidate never won,
 /// while the neighbourhood search, left with 1.3 s instead of 4, lost the step that takes the plan
-/// from 3.8356 to 3.8318 $/h in two runs of five (stop 46's binary: none of four).
+/// from 3.8356 to 3.8318 $/h in two runs of five (stop 46's binary: none of four). Since the exact
+/// search's order and runners-up (stop 49) the candidate's generation there ends after about 3 s,
+/// and the extension runs at 10 s too.
 const MIN_EXTENSION_SECONDS: f64 = 5.0;
 /// The share of [`extend`]'s time its column generation gets; the integer program has the rest.
 const EXTENSION_COLUMN_SHARE: f64 = 0.8;
