@@ -370,12 +370,18 @@ mod tests {
         assert!(checked >= 10, "only {checked} bins with a pattern worth something");
     }
 
-    #[test]
-    fn runners_up_are_other_patterns_above_the_floor_each_worth_less_than_the_one_before() {
+    /// 60 pods of the diverse mix on the bundled catalog: the problem, its rules, every class's demand.
+    fn diverse_60(seed: u64) -> (Problem, NodeRules, Vec<u32>) {
         let catalog = Catalog::bundled("us-east-1").expect("bundled catalog");
-        let p = Problem::build(&crate::workload::diverse(60, 5), &catalog);
+        let p = Problem::build(&crate::workload::diverse(60, seed), &catalog);
         let rules = NodeRules::build(&p);
         let limit: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+        (p, rules, limit)
+    }
+
+    #[test]
+    fn runners_up_are_other_patterns_above_the_floor_each_worth_less_than_the_one_before() {
+        let (p, rules, limit) = diverse_60(5);
         let mut rng = crate::workload::Rng(5);
         let value: Vec<f64> = (0..p.classes.len()).map(|_| rng.unit() * 0.02).collect();
         let mut offered = 0;
@@ -399,10 +405,7 @@ mod tests {
 
     #[test]
     fn a_search_cut_short_still_answers_the_best_pattern_it_found() {
-        let catalog = Catalog::bundled("us-east-1").expect("bundled catalog");
-        let p = Problem::build(&crate::workload::diverse(60, 3), &catalog);
-        let rules = NodeRules::build(&p);
-        let limit: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
+        let (p, rules, limit) = diverse_60(3);
         let value: Vec<f64> = p.classes.iter().map(|c| 0.01 + c.req.iter().map(|&r| r as f64).sum::<f64>() * 1e-15).collect();
         let mut cut_short = 0;
         for bin in bins(&p) {
