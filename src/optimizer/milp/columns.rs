@@ -189,7 +189,7 @@ pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit:
         .collect();
     items.sort_by(|a, b| (b.1 / b.2).total_cmp(&(a.1 / a.2)).then(a.0.cmp(&b.0)));
     let mut room = bin.room.clone();
-    let mut host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
+    let mut host_used = host_counts(rules, existing_host);
     let mut blocked = vec![false; p.classes.len()];
     let mut out: Vec<(usize, u32)> = Vec::new();
     for (k, _, _) in items {
@@ -222,6 +222,12 @@ pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit:
     }
     out.sort();
     out
+}
+
+/// Per hostname spread group of `rules`, the matching pods the node already holds (`existing_host`
+/// lists them by spread index; a new node holds none).
+pub(super) fn host_counts(rules: &NodeRules, existing_host: &[(usize, i64)]) -> Vec<i64> {
+    rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect()
 }
 
 /// Whether a pattern obeys the single-node rules (used on seed columns and after trimming).

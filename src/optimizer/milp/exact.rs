@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use super::super::problem::Problem;
-use super::columns::{knapsack_size, BinInfo, NodeRules};
+use super::columns::{host_counts, knapsack_size, BinInfo, NodeRules};
 use super::lagrange;
 
 /// One search item: classes (class, value, how many at most), best value first, sharing `req`.
@@ -72,7 +72,7 @@ pub struct Packed {
 pub fn pack_ranked(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], (floor, max_nodes): (f64, usize), keep: usize) -> Packed {
     let mut items = entries(p, rules, bin, value, limit);
     let lambda = prices(rules, bin, &items);
-    let host_used: Vec<i64> = rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
+    let host_used = host_counts(rules, existing_host);
     // value per unit of requests priced at λ: the first dive is the surrogate relaxation's greedy
     // fill, and the search backtracks around it (items λ prices at nothing come first, then the
     // scarcest-resource density breaks ties)
@@ -124,26 +124,21 @@ impl Found {
             }
         }
         let gains = lagrange_suffix(rules, items, lambda);
-        let mut search = Search {
-            rules,
-            items,
-            suffix: &suffix,
-            lambda,
-            gains: &gains,
-            best: self.best,
-            best_counts: std::mem::take(&mut self.best_counts),
-            counts: vec![],
-            nodes: 0,
-            max_nodes,
-            blocked: vec![0; p.classes.len()],
-            replaced: std::mem::take(&mut self.replaced),
-            keep: self.keep,
-        };
+        let mut search = Search { rules, items, suffix: &suffix, lambda, gains: &gains, found: self, counts: vec![], nodes: 0, max_nodes, blocked: vec![0; p.classes.len()] };
         search.dive(0, bin.room.clone(), host_used.to_vec(), 0.0);
-        self.best = search.best;
-        self.best_counts = search.best_counts;
-        self.replaced = search.replaced;
         search.nodes <= search.max_nodes
+    }
+
+    /// `counts`, worth `value`, becomes the best; the one it displaces joins the runners-up.
+    fn record(&mut self, value: f64, counts: &[(usize, u32)]) {
+        self.best = value;
+        let before = std::mem::replace(&mut self.best_counts, counts.to_vec());
+        if self.keep > 0 && !before.is_empty() {
+            if self.replaced.len() == self.keep {
+                self.replaced.remove(0);
+            }
+            self.replaced.push(before);
+        }
     }
 }
 
@@ -215,44 +210,34 @@ fn lagrange_suffix(rules: &NodeRules, items: &[Entry<'_>], lambda: &[f64]) -> Ve
     suffix
 }
 
-struct Search<'a> {
+struct Search<'a, 'f> {
     rules: &'a NodeRules,
     items: &'a [Entry<'a>],
     suffix: &'a [Vec<f64>],
     lambda: &'a [f64],
     /// The Lagrangian bound's item part from each position on (see [`lagrange_suffix`]).
     gains: &'a [f64],
-    best: f64,
-    best_counts: Vec<(usize, u32)>,
+    /// The best so far, which branches must beat, and the runners-up.
+    found: &'f mut Found,
     counts: Vec<(usize, u32)>,
     nodes: usize,
     max_nodes: usize,
     /// How many chosen classes conflict with each class.
     blocked: Vec<u32>,
-    /// The last `keep` incumbents replaced by a better one, oldest first.
-    replaced: Vec<Vec<(usize, u32)>>,
-    keep: usize,
 }
 
-impl Search<'_> {
+impl Search<'_, '_> {
     fn dive(&mut self, i: usize, room: Vec<i64>, host_used: Vec<i64>, value: f64) {
         self.nodes += 1;
-        if value > self.best + 1e-12 {
-            self.best = value;
-            let before = std::mem::replace(&mut self.best_counts, self.counts.clone());
-            if self.keep > 0 && !before.is_empty() {
-                if self.replaced.len() == self.keep {
-                    self.replaced.remove(0);
-                }
-                self.replaced.push(before);
-            }
+        if value > self.found.best + 1e-12 {
+            self.found.record(value, &self.counts);
         }
         if i == self.items.len() || self.nodes > self.max_nodes {
             return;
         }
         let density = room.iter().enumerate().map(|(d, &a)| a.max(0) as f64 * self.suffix[i][d]).fold(f64::INFINITY, f64::min);
         let priced = lagrange::price(self.lambda, &room) + self.gains[i];
-        if value + density.min(priced) <= self.best + 1e-12 {
+        if value + density.min(priced) <= self.found.best + 1e-12 {
             return;
         }
         let e = &self.items[i];

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use highs::{HighsModelStatus, RowProblem, Sense};
 
 use super::super::problem::Problem;
-use super::columns::{valid, BinInfo, NodeRules};
+use super::columns::{host_counts, valid, BinInfo, NodeRules};
 
 /// The most HiGHS may spend on one bin's knapsack. Open bins are few once the greedy fill has
 /// stopped finding patterns (4 of 99 on 200 generic pods, settled in a few milliseconds each).
@@ -51,7 +51,7 @@ pub fn until(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit
 /// [`solve`], stopped after `max_nodes` branch-and-bound nodes when given (tests stop it short).
 #[allow(clippy::too_many_arguments)]
 fn solve_within(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], time: Duration, max_nodes: Option<i32>) -> Option<Knapsack> {
-    let host_left: Vec<i64> = rules.host_caps.iter().map(|(_, cap, gi)| cap - existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect();
+    let host_left: Vec<i64> = rules.host_caps.iter().zip(host_counts(rules, existing_host)).map(|((_, cap, _), used)| cap - used).collect();
     let items = items(p, rules, bin, value, limit, &host_left);
     if items.is_empty() {
         return Some(Knapsack { upper: 0.0, best: vec![], best_value: 0.0, proven: true });
