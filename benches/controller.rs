@@ -58,9 +58,9 @@ fn fill<K: Lookup<DynamicType = ()> + Clone + 'static>(objects: Vec<K>) -> kube:
 fn cluster(pods: usize) -> (Caches, String) {
     let nodes: Vec<Node> = (0..pods / 10).map(node).collect();
     let all: Vec<Pod> = (0..pods).map(|i| pod(i, (i % 10 != 0).then(|| format!("node-{}", i / 10)))).collect();
-    let mut yaml: Vec<String> = nodes.iter().map(|n| serde_yaml::to_string(n).unwrap()).collect();
-    yaml.extend(all.iter().map(|p| serde_yaml::to_string(p).unwrap()));
-    yaml.push(serde_yaml::to_string(&nodepool()).unwrap().replace("types: null\n", ""));
+    let mut yaml: Vec<String> = nodes.iter().map(|n| serde_yaml_ng::to_string(n).unwrap()).collect();
+    yaml.extend(all.iter().map(|p| serde_yaml_ng::to_string(p).unwrap()));
+    yaml.push(serde_yaml_ng::to_string(&nodepool()).unwrap().replace("types: null\n", ""));
     let mut pools = Writer::new(karpenter_resource("NodePool"));
     pools.apply_watcher_event(&Event::Apply(nodepool()));
     let empty = |kind: &str| Writer::<DynamicObject>::new(karpenter_resource(kind)).as_reader();

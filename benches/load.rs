@@ -102,7 +102,7 @@ fn pending_pods(count: usize) -> Vec<Value> {
     yaml.split("\n---\n")
         .skip(1) // the workload's own NodePool
         .map(|doc| {
-            let mut pod: Value = serde_yaml::from_str(doc).expect("workload pod yaml");
+            let mut pod: Value = serde_yaml_ng::from_str(doc).expect("workload pod yaml");
             pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]});
             pod
         })

@@ -161,7 +161,7 @@ snapshot_rejects! {
         "Pod shop/quantity-huge-cpu-exponent: spec.containers[0].resources.requests.cpu: quantity \"1e400\" is out of range"];
     quantity_huge_cpu_exponent_quoted: "quantity-huge-cpu-exponent-quoted.yaml" => [
         "Pod shop/quantity-huge-cpu-exponent-quoted: spec.containers[0].resources.requests.cpu: quantity \"1e400\" is out of range"];
-    // serde_yaml::Value has no 128-bit integers: the document is read again to find the object.
+    // serde_yaml_ng::Value has no 128-bit integers: the document is read again to find the object.
     quantity_huge_plain_integer: "quantity-huge-plain-integer.yaml" => [
         "spec.containers[0].resources.requests.memory: integer 99999999999999999999 does not fit in 64 bits at line 9 column 26"];
     quantity_malformed_abc: "quantity-malformed-abc.yaml" => [
@@ -426,7 +426,7 @@ fn binary_garbage_file() {
     assert_fragments(case, &text, &["garbage: document 1:"]);
 }
 
-/// 10,000 nested flow sequences: serde_yaml's recursion limit turns this into a clean error
+/// 10,000 nested flow sequences: serde_yaml_ng's recursion limit turns this into a clean error
 /// instead of a stack overflow.
 #[test]
 fn deeply_nested_lists() {

@@ -37,7 +37,7 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn documents(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).expect("fixture readable");
     let mut docs = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
         let value =
             Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()));
         expand(value, &mut docs);

@@ -88,7 +88,7 @@ fn render(namespace: &str) -> Vec<Value> {
     let files: std::collections::BTreeMap<String, String> = serde_json::from_str(&text).expect("rendered files");
     let mut objects = vec![];
     for (name, yaml) in files.iter().filter(|(n, _)| n.ends_with(".yaml")) {
-        for doc in serde_yaml::Deserializer::from_str(yaml) {
+        for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
             let v: Value = serde::Deserialize::deserialize(doc).unwrap_or_else(|e| panic!("{name}: {e}"));
             if !v.is_null() {
                 objects.push(v);

@@ -21,13 +21,13 @@ fuzz_target!(|data: BTreeMap<String, String>| {
         snapshot.weights = w;
         common::plan(snapshot, common::catalog());
     }
-    let map: serde_yaml::Mapping = data.iter().map(|(k, v)| (k.clone().into(), v.clone().into())).collect();
-    let doc = serde_yaml::to_string(&serde_yaml::Value::Mapping(
+    let map: serde_yaml_ng::Mapping = data.iter().map(|(k, v)| (k.clone().into(), v.clone().into())).collect();
+    let doc = serde_yaml_ng::to_string(&serde_yaml_ng::Value::Mapping(
         [
             ("apiVersion".into(), "v1".into()),
             ("kind".into(), "ConfigMap".into()),
-            ("metadata".into(), serde_yaml::Value::Mapping([("name".into(), "joiner-cost-weights".into()), ("namespace".into(), "joiner".into())].into_iter().collect())),
-            ("data".into(), serde_yaml::Value::Mapping(map)),
+            ("metadata".into(), serde_yaml_ng::Value::Mapping([("name".into(), "joiner-cost-weights".into()), ("namespace".into(), "joiner".into())].into_iter().collect())),
+            ("data".into(), serde_yaml_ng::Value::Mapping(map)),
         ]
         .into_iter()
         .collect(),

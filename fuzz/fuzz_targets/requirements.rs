@@ -7,7 +7,7 @@
 use arbitrary::Arbitrary;
 use joiner::domain::{Labels, Requirement};
 use libfuzzer_sys::fuzz_target;
-use serde_yaml::{Mapping, Value};
+use serde_yaml_ng::{Mapping, Value};
 
 #[path = "common.rs"]
 mod common;
@@ -79,17 +79,17 @@ fuzz_target!(|input: Input| {
         .iter()
         .map(|(k, op, effect)| {
             let op = if op % 2 == 0 { "Equal" } else { "Exists" };
-            serde_yaml::from_str(&format!("{{key: {k:?}, operator: {op}, effect: {effect:?}}}")).unwrap_or(Value::Null)
+            serde_yaml_ng::from_str(&format!("{{key: {k:?}, operator: {op}, effect: {effect:?}}}")).unwrap_or(Value::Null)
         })
         .collect();
     let spread_key = ["topology.kubernetes.io/zone", "kubernetes.io/hostname", "karpenter.sh/capacity-type"][input.spread_key as usize % 3];
-    let pod = serde_yaml::to_string(&serde_yaml::from_str::<Value>(&format!(
+    let pod = serde_yaml_ng::to_string(&serde_yaml_ng::from_str::<Value>(&format!(
         "{{apiVersion: v1, kind: Pod, metadata: {{name: p, namespace: default, labels: {{app: web}}}}, spec: {{containers: [{{name: c, resources: {{requests: {{cpu: 100m}}}}}}]}}, status: {{phase: Pending}}}}"
     ))
     .map(|mut v| {
         let spec = &mut v["spec"];
         spec["nodeSelector"] = Value::Mapping(input.node_selector.iter().map(|l| (key(l).into(), l.1.clone().into())).collect());
-        spec["affinity"] = serde_yaml::from_str("{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {}}, podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: []}}").expect("yaml");
+        spec["affinity"] = serde_yaml_ng::from_str("{nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {}}, podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: []}}").expect("yaml");
         spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = Value::Sequence(terms);
         spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
             Value::Sequence(vec![Value::Mapping([("topologyKey".into(), "kubernetes.io/hostname".into()), ("labelSelector".into(), selector.clone())].into_iter().collect())]);

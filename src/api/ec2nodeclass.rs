@@ -617,11 +617,11 @@ spec:
 
     #[test]
     fn minimal_nodeclass_gets_metadata_defaults() {
-        let nc: EC2NodeClass = serde_yaml::from_str(MINIMAL).expect("minimal EC2NodeClass reads");
+        let nc: EC2NodeClass = serde_yaml_ng::from_str(MINIMAL).expect("minimal EC2NodeClass reads");
         assert_eq!(nc.spec.metadata_options, MetadataOptions::default());
         assert_eq!(nc.ami_family(), Some(AmiFamily::AL2023));
         let partial = MINIMAL.to_string() + "  metadataOptions: {httpPutResponseHopLimit: 2}\n";
-        let nc: EC2NodeClass = serde_yaml::from_str(&partial).expect("EC2NodeClass reads");
+        let nc: EC2NodeClass = serde_yaml_ng::from_str(&partial).expect("EC2NodeClass reads");
         let opts = nc.spec.metadata_options;
         assert_eq!(
             (opts.http_put_response_hop_limit, opts.http_tokens),
@@ -676,7 +676,7 @@ status:
   conditions:
   - {type: Ready, status: "True", reason: Ready, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}
 "#;
-        let nc: EC2NodeClass = serde_yaml::from_str(text).expect("full EC2NodeClass reads");
+        let nc: EC2NodeClass = serde_yaml_ng::from_str(text).expect("full EC2NodeClass reads");
         assert_eq!(nc.ami_family(), Some(AmiFamily::Custom));
         let kubelet = nc.spec.kubelet.as_ref().expect("kubelet");
         assert_eq!(

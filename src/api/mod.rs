@@ -87,11 +87,11 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 }
 
 /// The CRDs as one YAML stream, each document starting with `---`, as `joiner crds` prints it.
-pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
+pub fn crds_yaml() -> Result<String, serde_yaml_ng::Error> {
     let mut out = String::new();
     for crd in crds() {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&crd)?);
+        out.push_str(&serde_yaml_ng::to_string(&crd)?);
     }
     Ok(out)
 }

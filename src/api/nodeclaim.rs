@@ -245,7 +245,7 @@ spec:
   requirements:
   - {key: karpenter.sh/nodepool, operator: In, values: [default]}
 "#;
-        let nc: NodeClaim = serde_yaml::from_str(text).expect("minimal NodeClaim reads");
+        let nc: NodeClaim = serde_yaml_ng::from_str(text).expect("minimal NodeClaim reads");
         assert_eq!(nc.spec.expire_after, "720h");
         assert_eq!(nc.expire_after(), Ok(Some(Duration::from_secs(720 * 3600))));
         assert!(nc.status.is_none() && nc.condition(NODECLAIM_LAUNCHED).is_none());
@@ -278,7 +278,7 @@ status:
   conditions:
   - {type: Launched, status: "True", reason: Launched, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}
 "#;
-        let nc: NodeClaim = serde_yaml::from_str(text).expect("full NodeClaim reads");
+        let nc: NodeClaim = serde_yaml_ng::from_str(text).expect("full NodeClaim reads");
         assert_eq!(nc.nodepool(), Some("default"));
         assert_eq!(
             nc.provider_id(),

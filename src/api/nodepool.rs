@@ -309,7 +309,7 @@ spec:
 
     #[test]
     fn minimal_nodepool_gets_karpenter_defaults() {
-        let np: NodePool = serde_yaml::from_str(MINIMAL).expect("minimal NodePool reads");
+        let np: NodePool = serde_yaml_ng::from_str(MINIMAL).expect("minimal NodePool reads");
         assert_eq!(np.spec.template.spec.expire_after, "720h");
         assert_eq!(np.spec.disruption.consolidate_after, "0s");
         assert_eq!(
@@ -330,7 +330,7 @@ spec:
     #[test]
     fn budget_without_nodes_defaults_to_ten_percent() {
         let text = MINIMAL.to_string() + "  disruption:\n    budgets:\n    - {reasons: [Empty]}\n";
-        let np: NodePool = serde_yaml::from_str(&text).expect("NodePool reads");
+        let np: NodePool = serde_yaml_ng::from_str(&text).expect("NodePool reads");
         assert_eq!(np.spec.disruption.budgets[0].nodes, "10%");
         assert_eq!(
             np.spec.disruption.budgets[0].reasons,
@@ -373,7 +373,7 @@ status:
   conditions:
   - {type: Ready, status: "True", reason: Ready, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}
 "#;
-        let np: NodePool = serde_yaml::from_str(text).expect("full NodePool reads");
+        let np: NodePool = serde_yaml_ng::from_str(text).expect("full NodePool reads");
         assert_eq!(np.expire_after(), Ok(None));
         assert!(np.is_condition_true("Ready"));
         let json = serde_json::to_value(&np).expect("NodePool serializes");

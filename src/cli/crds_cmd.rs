@@ -38,7 +38,7 @@ fn write_files(dir: &Path) -> anyhow::Result<()> {
     for crd in joiner::api::crds() {
         let name = format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural);
         let path = dir.join(name);
-        let text = format!("---\n{}", serde_yaml::to_string(&crd)?);
+        let text = format!("---\n{}", serde_yaml_ng::to_string(&crd)?);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }

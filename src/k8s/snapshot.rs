@@ -5,7 +5,7 @@
 //! left out and reported; it never stops decisions for the others.
 
 use kube::api::DynamicObject;
-use serde_yaml::Value;
+use serde_yaml_ng::Value;
 
 use super::caches::Caches;
 use crate::domain::ClusterSnapshot;
@@ -26,7 +26,7 @@ pub fn build(caches: &Caches) -> (ClusterSnapshot, Vec<SnapshotError>) {
     let (pools, claims, classes) = (caches.nodepools.state(), caches.nodeclaims.state(), caches.nodeclasses.state());
     let values = config_maps
         .iter()
-        .filter_map(|o| serde_yaml::to_value(&**o).ok())
+        .filter_map(|o| serde_yaml_ng::to_value(&**o).ok())
         .chain(pools.iter().filter_map(|o| dynamic_value(o, "karpenter.sh/v1", "NodePool")))
         .chain(claims.iter().filter_map(|o| dynamic_value(o, "karpenter.sh/v1", "NodeClaim")))
         .chain(classes.iter().filter_map(|o| dynamic_value(o, "karpenter.k8s.aws/v1", "EC2NodeClass")));
@@ -51,7 +51,7 @@ fn readable<'a, T: Clone + 'a>(items: impl Iterator<Item = &'a Result<T, Unreada
 
 /// A dynamic object as the YAML value of its manifest (list items may lack apiVersion and kind).
 fn dynamic_value(o: &DynamicObject, api_version: &str, kind: &str) -> Option<Value> {
-    let mut v = serde_yaml::to_value(o).ok()?;
+    let mut v = serde_yaml_ng::to_value(o).ok()?;
     let m = v.as_mapping_mut()?;
     m.insert("apiVersion".into(), api_version.into());
     m.insert("kind".into(), kind.into());

@@ -44,7 +44,7 @@ struct File {
     cluster: Option<String>,
     /// Kubernetes objects inline (NodePools, EC2NodeClasses, DaemonSets, PDBs, Nodes, Pods).
     #[serde(default)]
-    manifests: Vec<serde_yaml::Value>,
+    manifests: Vec<serde_yaml_ng::Value>,
     #[serde(default)]
     workloads: Vec<WorkloadFile>,
     #[serde(default)]
@@ -103,7 +103,7 @@ struct WorkloadFile {
     #[serde(default = "default_namespace")]
     namespace: String,
     /// A pod template as in a Deployment: `metadata.labels` and `spec`.
-    template: serde_yaml::Value,
+    template: serde_yaml_ng::Value,
     #[serde(default)]
     replicas: Option<ReplicasFile>,
     #[serde(default)]
@@ -272,12 +272,12 @@ impl Scenario {
     }
 
     pub fn parse(text: &str, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError> {
-        let de = serde_yaml::Deserializer::from_str(text);
+        let de = serde_yaml_ng::Deserializer::from_str(text);
         let file: File = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
             let at = if at == "." { "document".to_string() } else { at };
             let message = e.into_inner().to_string();
-            // serde_yaml already starts its message with the path of an error below the root
+            // serde_yaml_ng already starts its message with the path of an error below the root
             // (`workloads[0].x: invalid type ...`); add ours only when it is not there.
             if message.starts_with(&format!("{at}: ")) {
                 SimError::Scenario(format!("{origin}: {message}"))
@@ -399,7 +399,7 @@ fn read_cluster(f: &File, origin: &str, dir: Option<&Path>) -> Result<ClusterSna
         text.push_str("\n---\n");
     }
     for m in &f.manifests {
-        text.push_str(&serde_yaml::to_string(m).map_err(|e| bad(origin, "manifests", e))?);
+        text.push_str(&serde_yaml_ng::to_string(m).map_err(|e| bad(origin, "manifests", e))?);
         text.push_str("---\n");
     }
     crate::snapshot::parse_snapshot(&text, &format!("{origin} (cluster and manifests)")).map_err(|e| SimError::Scenario(e.to_string()))
@@ -408,18 +408,18 @@ fn read_cluster(f: &File, origin: &str, dir: Option<&Path>) -> Result<ClusterSna
 /// A workload's pod template, read through the snapshot reader as a Pod so it gets exactly the
 /// semantics (requests, init containers, affinity, spread) of a real one.
 fn template(w: &WorkloadFile, origin: &str, field: &str) -> Result<PodConstraints, SimError> {
-    let mut pod = serde_yaml::Mapping::new();
+    let mut pod = serde_yaml_ng::Mapping::new();
     pod.insert("apiVersion".into(), "v1".into());
     pod.insert("kind".into(), "Pod".into());
-    let mut meta = w.template.get("metadata").cloned().unwrap_or_else(|| serde_yaml::Value::Mapping(Default::default()));
-    if let serde_yaml::Value::Mapping(m) = &mut meta {
+    let mut meta = w.template.get("metadata").cloned().unwrap_or_else(|| serde_yaml_ng::Value::Mapping(Default::default()));
+    if let serde_yaml_ng::Value::Mapping(m) = &mut meta {
         m.insert("name".into(), w.name.clone().into());
         m.insert("namespace".into(), w.namespace.clone().into());
     }
     pod.insert("metadata".into(), meta);
     let spec = w.template.get("spec").cloned().ok_or_else(|| bad(origin, &format!("{field}.template.spec"), "missing"))?;
     pod.insert("spec".into(), spec);
-    let text = serde_yaml::to_string(&pod).map_err(|e| bad(origin, field, e))?;
+    let text = serde_yaml_ng::to_string(&pod).map_err(|e| bad(origin, field, e))?;
     let snap = crate::snapshot::parse_snapshot(&text, &format!("{origin}: {field}.template")).map_err(|e| SimError::Scenario(e.to_string()))?;
     let p = snap.pods.into_iter().next().ok_or_else(|| bad(origin, &format!("{field}.template"), "is not a pod template"))?;
     Ok(std::sync::Arc::unwrap_or_clone(std::sync::Arc::unwrap_or_clone(p).constraints))

@@ -6,7 +6,7 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde::de::DeserializeOwned;
-use serde_yaml::Value;
+use serde_yaml_ng::Value;
 
 use crate::domain::{
     LabelSelector, Labels, Operator, Quantity, QuantityError, Requirement, RequirementError, Resources, Taint,

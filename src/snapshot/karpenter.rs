@@ -300,8 +300,8 @@ mod tests {
     use super::*;
     use crate::snapshot::convert::typed;
 
-    fn yaml(s: &str) -> serde_yaml::Value {
-        serde_yaml::from_str(s).unwrap()
+    fn yaml(s: &str) -> serde_yaml_ng::Value {
+        serde_yaml_ng::from_str(s).unwrap()
     }
 
     #[test]

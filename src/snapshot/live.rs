@@ -66,7 +66,7 @@ mod tests {
     fn failures_name_object_and_field_like_a_dump() {
         let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {cpu: lots}}\n";
         let dumped = super::super::parse_snapshot(yaml, "t").unwrap_err().to_string();
-        let live = read_pod(serde_yaml::from_str(yaml).unwrap()).unwrap_err();
+        let live = read_pod(serde_yaml_ng::from_str(yaml).unwrap()).unwrap_err();
         assert_eq!(SnapshotError::from(live).to_string(), dumped);
     }
 
@@ -74,6 +74,6 @@ mod tests {
     fn reads_what_a_dump_reads() {
         let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {a: b}}\nstatus:\n  capacity: {cpu: \"4\"}\n";
         let dumped = super::super::parse_snapshot(yaml, "t").unwrap().nodes.remove(0);
-        assert_eq!(read_node(serde_yaml::from_str(yaml).unwrap()).unwrap(), *dumped);
+        assert_eq!(read_node(serde_yaml_ng::from_str(yaml).unwrap()).unwrap(), *dumped);
     }
 }

@@ -1,6 +1,6 @@
 //! Reads cluster snapshots into domain types. A snapshot is what `kubectl get ... -o yaml` prints: a
 //! multi-document YAML stream, a `kind: List` (or any `*List` with `items`), or both mixed. Data flows
-//! text → one `serde_yaml::Value` per document → dispatch on (apiVersion, kind) → a typed API object
+//! text → one `serde_yaml_ng::Value` per document → dispatch on (apiVersion, kind) → a typed API object
 //! (k8s-openapi for core kinds, the structs of `karpenter.rs` for Karpenter's CRDs), deserialized with
 //! `serde_path_to_error` so failures name the field → a conversion to domain types (`pod.rs`,
 //! `node.rs`, `nodepool.rs`, `karpenter.rs`, `policy.rs`) that validates what the API server would and
@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_yaml_ng::Value;
 
 use crate::domain::weights::CONFIGMAP_NAME;
 use crate::domain::ClusterSnapshot;
@@ -41,7 +41,7 @@ pub enum SnapshotError {
     /// source chain too (`{e:#}`), which would repeat it.
     #[error("cannot read {}: {error}", path.display())]
     Read { path: PathBuf, error: std::io::Error },
-    /// The text is not YAML; `message` carries serde_yaml's line and column.
+    /// The text is not YAML; `message` carries serde_yaml_ng's line and column.
     #[error("{origin}: document {document}: malformed yaml: {message}")]
     Yaml { origin: String, document: usize, message: String },
     /// A document that is YAML but not a Kubernetes object (no apiVersion/kind, not a mapping).
@@ -62,7 +62,7 @@ pub fn load_snapshot(path: &Path) -> Result<ClusterSnapshot, SnapshotError> {
 /// Reads a snapshot from YAML text; `origin` names the source in error messages.
 pub fn parse_snapshot(text: &str, origin: &str) -> Result<ClusterSnapshot, SnapshotError> {
     let mut reader = Reader::new(origin);
-    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         reader.document = i + 1;
         let document = reader.document;
         let value = Value::deserialize(doc).map_err(|e| {

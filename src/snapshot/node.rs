@@ -42,7 +42,7 @@ mod tests {
     use crate::snapshot::convert::typed;
 
     fn node(yaml: &str) -> FieldResult<Node> {
-        convert_node(typed(serde_yaml::from_str(yaml).unwrap())?)
+        convert_node(typed(serde_yaml_ng::from_str(yaml).unwrap())?)
     }
 
     #[test]

@@ -138,7 +138,7 @@ mod tests {
     use crate::snapshot::convert::typed;
 
     fn pool(yaml: &str) -> FieldResult<NodePool> {
-        let v: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+        let v: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).unwrap();
         convert_nodepool(typed(v)?)
     }
 

@@ -371,7 +371,7 @@ fn integers_beyond_64_bits_name_their_object_inside_lists_and_tags() {
     let e = err("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n\
                  - apiVersion: v1\n  kind: Node\n  metadata: {name: n2}\n  status: {capacity: {pods: !big -99999999999999999999}}\n");
     assert!(e.starts_with("Node n2: status.capacity.pods: integer -99999999999999999999 does not fit in 64 bits at line 8"), "{e}");
-    // a key beyond 64 bits cannot be walked either: serde_yaml's message stands
+    // a key beyond 64 bits cannot be walked either: serde_yaml_ng's message stands
     let e = err("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {99999999999999999999: x}}\n");
     assert!(e.starts_with("test.yaml: document 1: malformed yaml:"), "{e}");
 }
@@ -388,8 +388,8 @@ fn the_same_object_twice_is_an_error_but_not_across_kinds_or_namespaces() {
     );
     assert_eq!((s.pods.len(), s.nodes.len()), (2, 1));
     // live objects: a copy that cannot be read leaves its place to the next one
-    let bad: Value = serde_yaml::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}, status: {allocatable: {cpu: '-1'}}}").unwrap();
-    let good: Value = serde_yaml::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}}").unwrap();
+    let bad: Value = serde_yaml_ng::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}, status: {allocatable: {cpu: '-1'}}}").unwrap();
+    let good: Value = serde_yaml_ng::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}}").unwrap();
     let (s, errors) = from_values([bad, good.clone(), good], "cluster");
     assert_eq!(s.nodes.len(), 1);
     assert_eq!(errors.len(), 2, "{errors:?}");

@@ -1,27 +1,27 @@
-//! Integers beyond 64 bits. `serde_yaml::Value` has no 128-bit numbers, so one unquoted integer such
+//! Integers beyond 64 bits. `serde_yaml_ng::Value` has no 128-bit numbers, so one unquoted integer such
 //! as `memory: 99999999999999999999` fails the whole document before joiner knows which object it is
-//! in: serde_yaml's message has the field path but not the object. On that failure the document is
+//! in: serde_yaml_ng's message has the field path but not the object. On that failure the document is
 //! read again by a walker that builds the same value with such integers set aside (as null, with
 //! their field path), so the error can name the object and field like every other object error.
 
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, EnumAccess, IgnoredAny, MapAccess, SeqAccess, VariantAccess, Visitor};
-use serde_yaml::{Mapping, Value};
+use serde_yaml_ng::{Mapping, Value};
 
 use super::{object_label, str_at, SnapshotError};
 
 /// The error for document `document` (1-based) of `text`, whose reading failed with `error`, when
 /// that failure is an integer beyond 64 bits inside a Kubernetes object; `None` otherwise, and
 /// whenever the document cannot be walked (the caller then reports `error` as it is).
-pub(super) fn locate(text: &str, document: usize, error: &serde_yaml::Error) -> Option<SnapshotError> {
+pub(super) fn locate(text: &str, document: usize, error: &serde_yaml_ng::Error) -> Option<SnapshotError> {
     // serde's default `visit_u128`/`visit_i128` message, which `Value` gives for these integers:
     // only then is the first wide integer the walker meets the one the error is about.
     let message = error.to_string();
     if !message.contains("` as u128") && !message.contains("` as i128") {
         return None;
     }
-    let doc = serde_yaml::Deserializer::from_str(text).nth(document.checked_sub(1)?)?;
+    let doc = serde_yaml_ng::Deserializer::from_str(text).nth(document.checked_sub(1)?)?;
     let mut walk = Walk::default();
     let value = Seed(&mut walk).deserialize(doc).ok()?;
     let (path, integer) = walk.found?;
@@ -83,8 +83,8 @@ struct Walk {
     found: Option<(Vec<Step>, String)>,
 }
 
-/// Reads one YAML value as `serde_yaml::Value` does, tracking the path. Recursion is bounded by
-/// serde_yaml's own recursion limit, which applies to any visitor.
+/// Reads one YAML value as `serde_yaml_ng::Value` does, tracking the path. Recursion is bounded by
+/// serde_yaml_ng's own recursion limit, which applies to any visitor.
 struct Seed<'w>(&'w mut Walk);
 
 impl Seed<'_> {

@@ -218,10 +218,10 @@ async fn schedule(client: &Client) -> Result<(), String> {
     let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
     let pdbs = Api::<PodDisruptionBudget>::all(client.clone()).list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
     let mut docs = Vec::new();
-    docs.extend(all_pods.iter().map(|p| serde_yaml::to_string(p).unwrap()));
+    docs.extend(all_pods.iter().map(|p| serde_yaml_ng::to_string(p).unwrap()));
     // joiner's planning ignores the taints a booting node carries; kube-scheduler does not
-    docs.extend(nodes.iter().filter(|n| !booting(n)).map(|n| serde_yaml::to_string(n).unwrap()));
-    docs.extend(pdbs.iter().map(|b| serde_yaml::to_string(b).unwrap()));
+    docs.extend(nodes.iter().filter(|n| !booting(n)).map(|n| serde_yaml_ng::to_string(n).unwrap()));
+    docs.extend(pdbs.iter().map(|b| serde_yaml_ng::to_string(b).unwrap()));
     let snapshot = joiner::snapshot::parse_snapshot(&docs.join("---\n"), "kubesim").map_err(|e| e.to_string())?;
     let bindings = joiner::sim::binder::bindings(&snapshot, "us-east-1").map_err(|e| e.to_string())?;
     let running = json!({"status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}});

@@ -100,7 +100,7 @@ fn node_config(b: &Bootstrap) -> String {
         spec["kubelet"]["flags"] = json!([format!("--node-labels={}", label_flag(b.labels))]);
     }
     let doc = json!({"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec});
-    serde_yaml::to_string(&doc).unwrap_or_default()
+    serde_yaml_ng::to_string(&doc).unwrap_or_default()
 }
 
 /// Single-quotes a shell word.
@@ -243,7 +243,7 @@ mod tests {
         let parts = split_mime(&text).expect("joiner writes valid MIME");
         assert_eq!(parts.len(), 2);
         assert!(parts[0].1.contains("shutdownGracePeriod"));
-        let ours: serde_yaml::Value = serde_yaml::from_str(&parts[1].1).expect("NodeConfig is YAML");
+        let ours: serde_yaml_ng::Value = serde_yaml_ng::from_str(&parts[1].1).expect("NodeConfig is YAML");
         assert_eq!(ours["spec"]["cluster"]["name"], "prod");
         assert_eq!(ours["spec"]["cluster"]["cidr"], "10.100.0.0/16");
         assert_eq!(ours["spec"]["kubelet"]["config"]["maxPods"], 58);

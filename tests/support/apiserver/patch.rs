@@ -40,7 +40,7 @@ impl PatchKind {
 /// Parses a patch body (YAML for apply, JSON otherwise).
 pub fn parse_body(kind: &PatchKind, body: &[u8]) -> ApiResult<Value> {
     let parsed = match kind {
-        PatchKind::Apply { .. } => serde_yaml::from_slice::<Value>(body).map_err(|e| e.to_string()),
+        PatchKind::Apply { .. } => serde_yaml_ng::from_slice::<Value>(body).map_err(|e| e.to_string()),
         _ => serde_json::from_slice::<Value>(body).map_err(|e| e.to_string()),
     };
     parsed.map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
