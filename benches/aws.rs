@@ -25,12 +25,29 @@ use moto::{Account, Moto};
 const REGION: &str = "us-east-1";
 
 fn request() -> LaunchRequest {
-    let offering = OfferingRef { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: CapacityType::OnDemand, price: 0.096 };
-    LaunchRequest { claim: "bench-claim".into(), nodepool: "bench".into(), offerings: vec![offering], template: NodeTemplate { node_class: Some("default".into()), ..Default::default() } }
+    let offering = OfferingRef {
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: CapacityType::OnDemand,
+        price: 0.096,
+    };
+    LaunchRequest {
+        claim: "bench-claim".into(),
+        nodepool: "bench".into(),
+        offerings: vec![offering],
+        template: NodeTemplate {
+            node_class: Some("default".into()),
+            ..Default::default()
+        },
+    }
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let moto = Moto::start();
     let settings = moto.settings(REGION, "bench");
     let clients: AwsClients = moto.clients(REGION, "bench");
@@ -51,13 +68,20 @@ fn benches(c: &mut Criterion) {
     let launch_and_terminate = |cloud: &AwsCloud| {
         rt.block_on(async {
             let launched = cloud.launch(&request()).await.expect("launch");
-            cloud.delete(&launched.instance.id).await.expect("terminate");
+            cloud
+                .delete(&launched.instance.id)
+                .await
+                .expect("terminate");
         })
     };
     let mut g = c.benchmark_group("launch");
     // moto's /24 subnets hold 251 addresses and it keeps terminated instances' ones: stay well under
-    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
-    g.bench_function("template-cached", |b| b.iter(|| launch_and_terminate(&cloud)));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    g.bench_function("template-cached", |b| {
+        b.iter(|| launch_and_terminate(&cloud))
+    });
     let resolved = cloud.node_class("default");
     g.bench_function("template-lookup", |b| {
         b.iter(|| {
@@ -71,9 +95,18 @@ fn benches(c: &mut Criterion) {
 
     let prices = discovery::on_demand_prices_of(&Catalog::bundled(REGION).expect("catalog"));
     let mut g = c.benchmark_group("catalog");
-    g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(10));
-    g.bench_function("discover", |b| b.iter(|| rt.block_on(discovery::discover(&clients, REGION, &prices)).expect("discovered")));
-    g.bench_function("bundled", |b| b.iter(|| Catalog::bundled(REGION).expect("bundled")));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(10));
+    g.bench_function("discover", |b| {
+        b.iter(|| {
+            rt.block_on(discovery::discover(&clients, REGION, &prices))
+                .expect("discovered")
+        })
+    });
+    g.bench_function("bundled", |b| {
+        b.iter(|| Catalog::bundled(REGION).expect("bundled"))
+    });
     g.finish();
 }
 

@@ -14,9 +14,15 @@ fn scale_in(c: &mut Criterion) {
     let snapshot = joiner::scalein::scale_in(50, 500, 0.6, 1, &catalog);
     let now = timing::parse_timestamp(joiner::scalein::NOW).expect("fixed clock");
     let mut group = c.benchmark_group("scale_in_50");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     for strategy in [DisruptionStrategy::Milp, DisruptionStrategy::Baseline] {
-        let settings = DisruptionSettings { strategy, time_limit: Duration::from_secs(2), ..DisruptionSettings::new(now) };
+        let settings = DisruptionSettings {
+            strategy,
+            time_limit: Duration::from_secs(2),
+            ..DisruptionSettings::new(now)
+        };
         group.bench_function(format!("{strategy:?}").to_lowercase(), |b| {
             b.iter(|| consolidate(&snapshot, &catalog, &settings).expect("consolidate"))
         });

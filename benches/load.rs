@@ -25,7 +25,14 @@ use serde_json::{json, Value};
 use apiserver::ApiServer;
 use joinerproc::{tempdir, Joiner, SYSTEM_NS};
 
-const ZONES: [&str; 6] = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"];
+const ZONES: [&str; 6] = [
+    "us-east-1a",
+    "us-east-1b",
+    "us-east-1c",
+    "us-east-1d",
+    "us-east-1e",
+    "us-east-1f",
+];
 /// Pods per existing node; with these requests an m5.2xlarge has no useful room left.
 const PODS_PER_NODE: usize = 8;
 
@@ -37,15 +44,31 @@ struct Size {
 
 fn size() -> Size {
     let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str, default: usize| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default);
+    let arg = |name: &str, default: usize| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
     // cargo bench passes --bench; cargo test runs the binary without it
     let full = args.iter().any(|a| a == "--bench");
-    let (nodes, bound, pending) = if full { (5_000, 40_000, 10_000) } else { (40, 320, 200) };
-    Size { nodes: arg("--nodes", nodes), bound: arg("--bound", bound), pending: arg("--pending", pending) }
+    let (nodes, bound, pending) = if full {
+        (5_000, 40_000, 10_000)
+    } else {
+        (40, 320, 200)
+    };
+    Size {
+        nodes: arg("--nodes", nodes),
+        bound: arg("--bound", bound),
+        pending: arg("--pending", pending),
+    }
 }
 
 fn install(server: &ApiServer) {
-    server.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NS}})).expect("namespace");
+    server
+        .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NS}}))
+        .expect("namespace");
     server
         .create(json!({
             "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
@@ -112,7 +135,18 @@ fn pending_pods(count: usize) -> Vec<Value> {
 /// kB of a `/proc/<pid>/status` field (VmRSS, VmHWM).
 fn proc_kb(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix(field)?.trim_start_matches(':').trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
+    status
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim_start_matches(':')
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
 }
 
 struct Figures {
@@ -132,13 +166,38 @@ async fn run(strategy: &'static str, size: &Size) -> Figures {
     existing(&server, size);
     let dir = tempdir::Dir::new(&format!("load-{strategy}"));
     // as the container image runs it (Dockerfile: two glibc heap arenas, large blocks mapped alone)
-    let env = [("MALLOC_ARENA_MAX", "2"), ("MALLOC_MMAP_THRESHOLD_", "131072")];
-    let mut joiner = Joiner::start_with_defaults(&server, &dir, "joiner-load", &["--disable-leader-election", "--disable-disruption", "--strategy", strategy], &env);
+    let env = [
+        ("MALLOC_ARENA_MAX", "2"),
+        ("MALLOC_MMAP_THRESHOLD_", "131072"),
+    ];
+    let mut joiner = Joiner::start_with_defaults(
+        &server,
+        &dir,
+        "joiner-load",
+        &[
+            "--disable-leader-election",
+            "--disable-disruption",
+            "--strategy",
+            strategy,
+        ],
+        &env,
+    );
     let claims_api = "nodeclaims.karpenter.sh";
     // ready once its metrics answer and it has published the NodePool's status (caches synced)
     let started = Instant::now();
-    while server.get("nodepools.karpenter.sh", None, "default").ok().and_then(|p| p["status"]["conditions"].as_array().map(Vec::len)).unwrap_or(0) == 0 || joiner.metrics().await.is_empty() {
-        assert!(started.elapsed() < Duration::from_secs(300) && !joiner.exited(), "controller not ready\n{}", joiner.log());
+    while server
+        .get("nodepools.karpenter.sh", None, "default")
+        .ok()
+        .and_then(|p| p["status"]["conditions"].as_array().map(Vec::len))
+        .unwrap_or(0)
+        == 0
+        || joiner.metrics().await.is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(300) && !joiner.exited(),
+            "controller not ready\n{}",
+            joiner.log()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let rss_before = proc_kb(joiner.pid(), "VmRSS");
@@ -147,8 +206,16 @@ async fn run(strategy: &'static str, size: &Size) -> Figures {
     }
     let burst_done = Instant::now();
     // the first pass is over when joiner has timed it; claims written after that are later passes
-    while joiner.metric("joiner_scheduler_scheduling_duration_seconds_count").await < 1.0 {
-        assert!(burst_done.elapsed() < Duration::from_secs(600), "no provisioning pass\n{}", joiner.log());
+    while joiner
+        .metric("joiner_scheduler_scheduling_duration_seconds_count")
+        .await
+        < 1.0
+    {
+        assert!(
+            burst_done.elapsed() < Duration::from_secs(600),
+            "no provisioning pass\n{}",
+            joiner.log()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let last_pod_to_last_claim = burst_done.elapsed().as_secs_f64();
@@ -163,9 +230,13 @@ async fn run(strategy: &'static str, size: &Size) -> Figures {
     Figures {
         strategy,
         claims,
-        batch_to_claims: joiner.metric("joiner_scheduler_scheduling_duration_seconds_sum").await,
+        batch_to_claims: joiner
+            .metric("joiner_scheduler_scheduling_duration_seconds_sum")
+            .await,
         last_pod_to_last_claim,
-        solve_seconds: joiner.metric("joiner_solver_duration_seconds_sum{phase=\"provisioning\"}").await,
+        solve_seconds: joiner
+            .metric("joiner_solver_duration_seconds_sum{phase=\"provisioning\"}")
+            .await,
         status,
         rss_before_mib: rss_before as f64 / 1024.0,
         peak_mib: proc_kb(joiner.pid(), "VmHWM") as f64 / 1024.0,
@@ -175,17 +246,41 @@ async fn run(strategy: &'static str, size: &Size) -> Figures {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let size = size();
-    println!("load: {} nodes, {} bound pods, {} pending pods at once", size.nodes, size.bound, size.pending);
-    println!("{:>8} {:>7} {:>16} {:>22} {:>9} {:>16} {:>15} {:>13}", "strategy", "claims", "batch->claims_s", "last_pod->pass_end_s", "solve_s", "status", "rss_before_MiB", "peak_rss_MiB");
+    println!(
+        "load: {} nodes, {} bound pods, {} pending pods at once",
+        size.nodes, size.bound, size.pending
+    );
+    println!(
+        "{:>8} {:>7} {:>16} {:>22} {:>9} {:>16} {:>15} {:>13}",
+        "strategy",
+        "claims",
+        "batch->claims_s",
+        "last_pod->pass_end_s",
+        "solve_s",
+        "status",
+        "rss_before_MiB",
+        "peak_rss_MiB"
+    );
     let mut rows = Vec::new();
     for strategy in ["milp", "greedy"] {
         let f = run(strategy, &size).await;
         println!(
             "{:>8} {:>7} {:>16.2} {:>22.2} {:>9.2} {:>16} {:>15.0} {:>13.0}",
-            f.strategy, f.claims, f.batch_to_claims, f.last_pod_to_last_claim, f.solve_seconds, f.status, f.rss_before_mib, f.peak_mib
+            f.strategy,
+            f.claims,
+            f.batch_to_claims,
+            f.last_pod_to_last_claim,
+            f.solve_seconds,
+            f.status,
+            f.rss_before_mib,
+            f.peak_mib
         );
         rows.push(f);
     }
     let (m, g) = (&rows[0], &rows[1]);
-    println!("milp/greedy: batch->claims {:.2}x, peak rss {:.2}x", m.batch_to_claims / g.batch_to_claims.max(1e-9), m.peak_mib / g.peak_mib.max(1e-9));
+    println!(
+        "milp/greedy: batch->claims {:.2}x, peak rss {:.2}x",
+        m.batch_to_claims / g.batch_to_claims.max(1e-9),
+        m.peak_mib / g.peak_mib.max(1e-9)
+    );
 }

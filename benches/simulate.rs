@@ -14,9 +14,13 @@ fn runs(c: &mut Criterion) {
     for name in ["scale-down", "spot-interruption-and-ice"] {
         let scenario = Scenario::load(&dir.join(format!("{name}.yaml"))).expect("bundled scenario");
         let mut group = c.benchmark_group(name);
-        group.sample_size(10).measurement_time(Duration::from_secs(10));
+        group
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(10));
         for strategy in [SimStrategy::Milp, SimStrategy::Greedy] {
-            group.bench_function(strategy.as_str(), |b| b.iter(|| sim::run(&scenario, strategy, scenario.seed, &mut |_| {}).expect("run")));
+            group.bench_function(strategy.as_str(), |b| {
+                b.iter(|| sim::run(&scenario, strategy, scenario.seed, &mut |_| {}).expect("run"))
+            });
         }
         group.finish();
     }

@@ -11,15 +11,23 @@ use joiner::optimizer::{solve, SolveSettings, Strategy};
 fn diverse(c: &mut Criterion) {
     let catalog = Catalog::bundled("us-east-1").expect("bundled catalog");
     let mut group = c.benchmark_group("diverse");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     // the MILP gets 1 s, the target for 1,000 pods; `joiner bench` reports plan cost and bound
     for pods in [100usize, 1000] {
         let snapshot = joiner::workload::diverse(pods, 42);
         for strategy in [Strategy::Greedy, Strategy::Milp] {
-            let settings = SolveSettings { strategy, time_limit: Duration::from_secs(1), ..Default::default() };
-            group.bench_with_input(BenchmarkId::new(format!("{strategy:?}").to_lowercase(), pods), &snapshot, |b, s| {
-                b.iter(|| solve(s, &catalog, &settings).expect("solve"))
-            });
+            let settings = SolveSettings {
+                strategy,
+                time_limit: Duration::from_secs(1),
+                ..Default::default()
+            };
+            group.bench_with_input(
+                BenchmarkId::new(format!("{strategy:?}").to_lowercase(), pods),
+                &snapshot,
+                |b, s| b.iter(|| solve(s, &catalog, &settings).expect("solve")),
+            );
         }
     }
     group.finish();

@@ -25,20 +25,36 @@ use std::sync::Arc;
 
 use crate::catalog::{CapacityType, Catalog, InstanceType};
 use crate::disruption::edit;
-use crate::workload::Rng;
 use crate::domain::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, OS, ZONE};
 use crate::domain::{
-    Budget, ClusterSnapshot, DaemonSet, Disruption, LabelSelector, Labels, Node, NodeClaim, NodeClass, NodePool,
-    Operator, Pod, PodConstraints, Quantity, Requirement, Resources, TopologySpread, WhenUnsatisfiable,
+    Budget, ClusterSnapshot, DaemonSet, Disruption, LabelSelector, Labels, Node, NodeClaim,
+    NodeClass, NodePool, Operator, Pod, PodConstraints, Quantity, Requirement, Resources,
+    TopologySpread, WhenUnsatisfiable,
 };
+use crate::workload::Rng;
 
 const CPU_MILLI: [i64; 4] = [250, 500, 1000, 2000];
 const MEMORY_MIB: [i64; 5] = [256, 512, 1024, 2048, 4096];
 /// What Karpenter launched, with relative weights: 4xlarge more often than 2xlarge, general purpose most.
 const TYPES: [(&str, u64); 18] = [
-    ("m5.2xlarge", 4), ("m6i.2xlarge", 6), ("m7i.2xlarge", 5), ("m5.4xlarge", 6), ("m6i.4xlarge", 9), ("m7i.4xlarge", 7),
-    ("c5.2xlarge", 3), ("c6i.2xlarge", 5), ("c7i.2xlarge", 4), ("c5.4xlarge", 4), ("c6i.4xlarge", 6), ("c7i.4xlarge", 5),
-    ("r5.2xlarge", 3), ("r6i.2xlarge", 4), ("r7i.2xlarge", 3), ("r5.4xlarge", 3), ("r6i.4xlarge", 5), ("r7i.4xlarge", 4),
+    ("m5.2xlarge", 4),
+    ("m6i.2xlarge", 6),
+    ("m7i.2xlarge", 5),
+    ("m5.4xlarge", 6),
+    ("m6i.4xlarge", 9),
+    ("m7i.4xlarge", 7),
+    ("c5.2xlarge", 3),
+    ("c6i.2xlarge", 5),
+    ("c7i.2xlarge", 4),
+    ("c5.4xlarge", 4),
+    ("c6i.4xlarge", 6),
+    ("c7i.4xlarge", 5),
+    ("r5.2xlarge", 3),
+    ("r6i.2xlarge", 4),
+    ("r7i.2xlarge", 3),
+    ("r5.4xlarge", 3),
+    ("r6i.4xlarge", 5),
+    ("r7i.4xlarge", 4),
 ];
 /// Share of spot nodes, in percent: with both allowed Karpenter launches spot unless it is unavailable.
 const SPOT_PERCENT: u64 = 70;
@@ -55,7 +71,9 @@ trait Suffix {
 impl Suffix for Rng {
     fn suffix(&mut self, len: usize) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-        (0..len).map(|_| ALPHABET[self.below(ALPHABET.len())] as char).collect()
+        (0..len)
+            .map(|_| ALPHABET[self.below(ALPHABET.len())] as char)
+            .collect()
     }
 }
 
@@ -76,9 +94,19 @@ struct Placed<'a> {
 }
 
 /// The scale-in snapshot described in the module documentation.
-pub fn scale_in(nodes: usize, pods_after: usize, drop: f64, seed: u64, catalog: &Catalog) -> ClusterSnapshot {
+pub fn scale_in(
+    nodes: usize,
+    pods_after: usize,
+    drop: f64,
+    seed: u64,
+    catalog: &Catalog,
+) -> ClusterSnapshot {
     let mut rng = Rng(seed);
-    let drop = if drop.is_finite() { drop.clamp(0.0, 0.95) } else { 0.0 };
+    let drop = if drop.is_finite() {
+        drop.clamp(0.0, 0.95)
+    } else {
+        0.0
+    };
     let pods_before = ((pods_after as f64 / (1.0 - drop)).round() as usize).max(pods_after);
     let zones = zones(catalog);
     let deployments = deployments(&mut rng);
@@ -86,18 +114,34 @@ pub fn scale_in(nodes: usize, pods_after: usize, drop: f64, seed: u64, catalog: 
     let ds_req = &daemonset.pod.requests;
     let mut snapshot = ClusterSnapshot {
         nodepools: vec![nodepool()],
-        node_classes: vec![NodeClass { name: "default".into(), kubelet: Default::default(), zones: None }],
+        node_classes: vec![NodeClass {
+            name: "default".into(),
+            kubelet: Default::default(),
+            zones: None,
+        }],
         daemonsets: vec![daemonset.clone()],
         ..Default::default()
     };
-    let placed: Vec<Placed> = (0..nodes).filter_map(|_| offering(&mut rng, catalog, &zones)).collect();
-    let total_vcpu: u64 = placed.iter().map(|p| u64::from(p.it.vcpu)).sum::<u64>().max(1);
+    let placed: Vec<Placed> = (0..nodes)
+        .filter_map(|_| offering(&mut rng, catalog, &zones))
+        .collect();
+    let total_vcpu: u64 = placed
+        .iter()
+        .map(|p| u64::from(p.it.vcpu))
+        .sum::<u64>()
+        .max(1);
     let mut zone_counts = vec![[0usize; ZONES]; deployments.len()];
     let (mut cum_vcpu, mut carry) = (0u64, 0usize);
     let mut pods: Vec<Pod> = Vec::new();
     for (i, p) in placed.iter().enumerate() {
-        let name = format!("ip-10-{}-{}-{}.ec2.internal", (i >> 16) & 255, (i >> 8) & 255, i & 255);
-        let share = |v: u64| (pods_before as u128 * u128::from(v) / u128::from(total_vcpu)) as usize;
+        let name = format!(
+            "ip-10-{}-{}-{}.ec2.internal",
+            (i >> 16) & 255,
+            (i >> 8) & 255,
+            i & 255
+        );
+        let share =
+            |v: u64| (pods_before as u128 * u128::from(v) / u128::from(total_vcpu)) as usize;
         let quota = share(cum_vcpu + u64::from(p.it.vcpu)) - share(cum_vcpu) + carry;
         cum_vcpu += u64::from(p.it.vcpu);
         let alloc = p.it.allocatable(None);
@@ -111,14 +155,21 @@ pub fn scale_in(nodes: usize, pods_after: usize, drop: f64, seed: u64, catalog: 
         let mut on_node = 0;
         while left > 0 {
             let (want_cpu, want_mem) = (cpu as f64 / left as f64, mem as f64 / left as f64);
-            let (min_cpu, min_mem) = ((left as i64 - 1) * CPU_MILLI[0], (left as i64 - 1) * mib(MEMORY_MIB[0]));
+            let (min_cpu, min_mem) = (
+                (left as i64 - 1) * CPU_MILLI[0],
+                (left as i64 - 1) * mib(MEMORY_MIB[0]),
+            );
             let best = deployments
                 .iter()
                 .enumerate()
                 .filter(|(_, d)| d.cpu <= cpu - min_cpu && mib(d.mem) <= mem - min_mem)
-                .filter(|(k, d)| d.spread != Some(WhenUnsatisfiable::DoNotSchedule) || skew_ok(&zone_counts[*k], p.zone))
+                .filter(|(k, d)| {
+                    d.spread != Some(WhenUnsatisfiable::DoNotSchedule)
+                        || skew_ok(&zone_counts[*k], p.zone)
+                })
                 .map(|(k, d)| {
-                    let miss = (d.cpu as f64 / want_cpu).ln().abs() + (mib(d.mem) as f64 / want_mem).ln().abs();
+                    let miss = (d.cpu as f64 / want_cpu).ln().abs()
+                        + (mib(d.mem) as f64 / want_mem).ln().abs();
                     (miss + 0.6 * rng.unit(), k)
                 })
                 .min_by(|a, b| a.0.total_cmp(&b.0));
@@ -142,7 +193,12 @@ pub fn scale_in(nodes: usize, pods_after: usize, drop: f64, seed: u64, catalog: 
     }
     let mut keep = vec![false; pods.len()];
     order.iter().take(pods_after).for_each(|&i| keep[i] = true);
-    snapshot.pods.extend(pods.into_iter().zip(keep).filter(|(_, k)| *k).map(|(p, _)| Arc::new(p)));
+    snapshot.pods.extend(
+        pods.into_iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(p, _)| Arc::new(p)),
+    );
     snapshot
 }
 
@@ -158,8 +214,11 @@ fn skew_ok(counts: &[usize; ZONES], zone: usize) -> bool {
 
 /// The first three zones the catalog offers in.
 fn zones(catalog: &Catalog) -> Vec<String> {
-    let all: std::collections::BTreeSet<&str> =
-        catalog.instance_types.iter().flat_map(|t| t.offerings.iter().map(|o| o.zone.as_str())).collect();
+    let all: std::collections::BTreeSet<&str> = catalog
+        .instance_types
+        .iter()
+        .flat_map(|t| t.offerings.iter().map(|o| o.zone.as_str()))
+        .collect();
     all.into_iter().take(ZONES).map(str::to_string).collect()
 }
 
@@ -167,24 +226,45 @@ fn zones(catalog: &Catalog) -> Vec<String> {
 fn offering<'a>(rng: &mut Rng, catalog: &'a Catalog, zones: &[String]) -> Option<Placed<'a>> {
     let known: Vec<(&InstanceType, u64)> = TYPES
         .iter()
-        .filter_map(|(name, w)| catalog.instance_types.iter().find(|t| t.name == *name).map(|t| (t, *w)))
+        .filter_map(|(name, w)| {
+            catalog
+                .instance_types
+                .iter()
+                .find(|t| t.name == *name)
+                .map(|t| (t, *w))
+        })
         .collect();
     let total: u64 = known.iter().map(|(_, w)| w).sum();
     let mut ticket = rng.next() % total.max(1);
-    let it = known.iter().find(|(_, w)| ticket < *w || {
-        ticket -= w;
-        false
+    let it = known.iter().find(|(_, w)| {
+        ticket < *w || {
+            ticket -= w;
+            false
+        }
     })?;
     let spot = rng.next() % 100 < SPOT_PERCENT;
     let zone = rng.below(zones.len());
-    let preferred = if spot { [CapacityType::Spot, CapacityType::OnDemand] } else { [CapacityType::OnDemand, CapacityType::Spot] };
+    let preferred = if spot {
+        [CapacityType::Spot, CapacityType::OnDemand]
+    } else {
+        [CapacityType::OnDemand, CapacityType::Spot]
+    };
     // the drawn zone first, then the others: the node must have an offering the catalog prices
-    (0..zones.len()).map(|k| (zone + k) % zones.len()).find_map(|z| {
-        preferred.iter().find_map(|&ct| {
-            let priced = it.0.offerings.iter().any(|o| o.zone == zones[z] && o.capacity_type == ct && o.price > 0.0);
-            priced.then_some(Placed { it: it.0, zone: z, capacity_type: ct })
+    (0..zones.len())
+        .map(|k| (zone + k) % zones.len())
+        .find_map(|z| {
+            preferred.iter().find_map(|&ct| {
+                let priced =
+                    it.0.offerings
+                        .iter()
+                        .any(|o| o.zone == zones[z] && o.capacity_type == ct && o.price > 0.0);
+                priced.then_some(Placed {
+                    it: it.0,
+                    zone: z,
+                    capacity_type: ct,
+                })
+            })
         })
-    })
 }
 
 fn deployments(rng: &mut Rng) -> Vec<Deployment> {
@@ -192,11 +272,25 @@ fn deployments(rng: &mut Rng) -> Vec<Deployment> {
         .iter()
         .flat_map(|&cpu| MEMORY_MIB.iter().map(move |&mem| (cpu, mem)))
         .enumerate()
-        .map(|(i, (cpu, mem))| Deployment { name: format!("app-{i:02}"), template_hash: rng.suffix(10), cpu, mem, spread: None })
+        .map(|(i, (cpu, mem))| Deployment {
+            name: format!("app-{i:02}"),
+            template_hash: rng.suffix(10),
+            cpu,
+            mem,
+            spread: None,
+        })
         .collect();
     let n = out.len();
     let first = rng.below(n);
-    for (k, when) in [WhenUnsatisfiable::DoNotSchedule, WhenUnsatisfiable::ScheduleAnyway, WhenUnsatisfiable::ScheduleAnyway, WhenUnsatisfiable::ScheduleAnyway].into_iter().enumerate() {
+    for (k, when) in [
+        WhenUnsatisfiable::DoNotSchedule,
+        WhenUnsatisfiable::ScheduleAnyway,
+        WhenUnsatisfiable::ScheduleAnyway,
+        WhenUnsatisfiable::ScheduleAnyway,
+    ]
+    .into_iter()
+    .enumerate()
+    {
         out[(first + 5 * k + k) % n].spread = Some(when);
     }
     out
@@ -220,7 +314,10 @@ fn deployment_pod(d: &Deployment, node: &str, rng: &mut Rng) -> Pod {
         max_skew: 1,
         topology_key: ZONE.into(),
         when_unsatisfiable: when,
-        selector: LabelSelector { match_labels: app_labels(&d.name), match_expressions: vec![] },
+        selector: LabelSelector {
+            match_labels: app_labels(&d.name),
+            match_expressions: vec![],
+        },
         min_domains: None,
     });
     let constraints = PodConstraints {
@@ -254,12 +351,25 @@ fn deployment_pod(d: &Deployment, node: &str, rng: &mut Rng) -> Pod {
 
 fn daemonset() -> DaemonSet {
     let labels = app_labels("node-agent");
-    let pod = PodConstraints { namespace: "kube-system".into(), labels, requests: requests(100, 128), ..Default::default() };
-    DaemonSet { namespace: "kube-system".into(), name: "node-agent".into(), pod }
+    let pod = PodConstraints {
+        namespace: "kube-system".into(),
+        labels,
+        requests: requests(100, 128),
+        ..Default::default()
+    };
+    DaemonSet {
+        namespace: "kube-system".into(),
+        name: "node-agent".into(),
+        pod,
+    }
 }
 
 fn daemon_pod(ds: &DaemonSet, node: &str) -> Pod {
-    Pod { created: Some("2026-11-28T12:00:00Z".into()), started: Some("2026-11-28T12:00:05Z".into()), ..edit::daemon_pod(ds, node) }
+    Pod {
+        created: Some("2026-11-28T12:00:00Z".into()),
+        started: Some("2026-11-28T12:00:05Z".into()),
+        ..edit::daemon_pod(ds, node)
+    }
 }
 
 fn nodepool() -> NodePool {
@@ -271,8 +381,16 @@ fn nodepool() -> NodePool {
     };
     let mut pool = NodePool::unconstrained("default");
     pool.requirements = vec![
-        req("karpenter.k8s.aws/instance-category", Operator::In, &["c", "m", "r"]),
-        req("karpenter.k8s.aws/instance-generation", Operator::Gt, &["2"]),
+        req(
+            "karpenter.k8s.aws/instance-category",
+            Operator::In,
+            &["c", "m", "r"],
+        ),
+        req(
+            "karpenter.k8s.aws/instance-generation",
+            Operator::Gt,
+            &["2"],
+        ),
         req(ARCH, Operator::In, &["amd64"]),
         req(OS, Operator::In, &["linux"]),
         req(CAPACITY_TYPE, Operator::In, &["on-demand", "spot"]),
@@ -282,13 +400,25 @@ fn nodepool() -> NodePool {
     pool.disruption = Disruption {
         consolidation_policy: "WhenEmptyOrUnderutilized".into(),
         consolidate_after: Some("0s".into()),
-        budgets: vec![Budget { nodes: "100%".into(), reasons: vec![], schedule: None, duration: None }],
+        budgets: vec![Budget {
+            nodes: "100%".into(),
+            reasons: vec![],
+            schedule: None,
+            duration: None,
+        }],
     };
     pool
 }
 
 /// Adds the Node and its NodeClaim as Karpenter would have registered them.
-fn register(snapshot: &mut ClusterSnapshot, p: &Placed, zones: &[String], region: &str, name: &str, rng: &mut Rng) {
+fn register(
+    snapshot: &mut ClusterSnapshot,
+    p: &Placed,
+    zones: &[String],
+    region: &str,
+    name: &str,
+    rng: &mut Rng,
+) {
     let zone = &zones[p.zone];
     let mut labels = p.it.labels(region);
     for (k, v) in [
@@ -302,13 +432,25 @@ fn register(snapshot: &mut ClusterSnapshot, p: &Placed, zones: &[String], region
         ("karpenter.k8s.aws/ec2nodeclass", "default"),
         ("karpenter.sh/registered", "true"),
         ("karpenter.sh/initialized", "true"),
-        ("node.kubernetes.io/lifecycle", if p.capacity_type == CapacityType::Spot { "spot" } else { "normal" }),
+        (
+            "node.kubernetes.io/lifecycle",
+            if p.capacity_type == CapacityType::Spot {
+                "spot"
+            } else {
+                "normal"
+            },
+        ),
     ] {
         labels.insert(k.to_string(), v.to_string());
     }
     let provider_id = Some(format!("aws:///{zone}/i-{:017x}", rng.next() >> 4));
     // launched over the two days before `NOW`, with pod events up to just before it
-    let created = format!("2026-11-{:02}T{:02}:{:02}:00Z", 28 + rng.below(2), rng.below(24), rng.below(60));
+    let created = format!(
+        "2026-11-{:02}T{:02}:{:02}:00Z",
+        28 + rng.below(2),
+        rng.below(24),
+        rng.below(60)
+    );
     let claim_name = format!("default-{}", rng.suffix(5));
     let node = Node {
         name: name.to_string(),
@@ -339,7 +481,9 @@ mod tests {
     fn used(s: &ClusterSnapshot) -> BTreeMap<&str, Resources> {
         let mut out: BTreeMap<&str, Resources> = BTreeMap::new();
         for p in &s.pods {
-            out.entry(p.node_name.as_deref().unwrap_or("")).or_default().add(p.requests());
+            out.entry(p.node_name.as_deref().unwrap_or(""))
+                .or_default()
+                .add(p.requests());
         }
         out
     }
@@ -350,16 +494,33 @@ mod tests {
         let s = scale_in(40, 400, 0.6, 7, &catalog);
         assert_eq!(s.nodes.len(), 40);
         assert_eq!(s.node_claims.len(), 40);
-        assert_eq!(s.pods.iter().filter(|p| p.owner_kind.as_deref() == Some("ReplicaSet")).count(), 400);
+        assert_eq!(
+            s.pods
+                .iter()
+                .filter(|p| p.owner_kind.as_deref() == Some("ReplicaSet"))
+                .count(),
+            400
+        );
         assert_eq!(s.pods.iter().filter(|p| p.is_daemonset_pod()).count(), 40);
         assert!(s.node_claims.iter().all(|c| c.initialized));
         assert_eq!(s, scale_in(40, 400, 0.6, 7, &catalog));
         assert_ne!(s, scale_in(40, 400, 0.6, 8, &catalog));
         let used = used(&s);
         for n in &s.nodes {
-            assert!(used[n.name.as_str()].fits_in(&n.allocatable), "{} overfull", n.name);
+            assert!(
+                used[n.name.as_str()].fits_in(&n.allocatable),
+                "{} overfull",
+                n.name
+            );
             assert!(crate::optimizer::problem::node_price(n, &catalog) > 0.0);
-            assert!(s.nodepools[0].requirements.iter().all(|r| r.matches(&n.labels)), "{} off its pool", n.name);
+            assert!(
+                s.nodepools[0]
+                    .requirements
+                    .iter()
+                    .all(|r| r.matches(&n.labels)),
+                "{} off its pool",
+                n.name
+            );
         }
     }
 
@@ -370,7 +531,8 @@ mod tests {
         assert_eq!(s.pods.len(), 750 + 30);
         let used = used(&s);
         for n in &s.nodes {
-            let ratio = |r: &str| used[n.name.as_str()].get(r).as_f64() / n.allocatable.get(r).as_f64();
+            let ratio =
+                |r: &str| used[n.name.as_str()].get(r).as_f64() / n.allocatable.get(r).as_f64();
             let fill = ratio("cpu").max(ratio("memory"));
             assert!((0.75..=0.96).contains(&fill), "{} filled {fill:.2}", n.name);
         }

@@ -6,8 +6,8 @@
 
 use crate::domain::labels::{HOSTNAME, ZONE};
 use crate::domain::{
-    ClusterSnapshot, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
-    Resources, TopologySpread, Weighted, WhenUnsatisfiable,
+    ClusterSnapshot, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints,
+    Quantity, Resources, TopologySpread, Weighted, WhenUnsatisfiable,
 };
 
 const CPU_MILLI: [i64; 5] = [100, 250, 500, 1000, 1500];
@@ -43,7 +43,10 @@ impl Rng {
 }
 
 fn selector(app: &str) -> LabelSelector {
-    LabelSelector { match_labels: [("app".to_string(), app.to_string())].into(), match_expressions: vec![] }
+    LabelSelector {
+        match_labels: [("app".to_string(), app.to_string())].into(),
+        match_expressions: vec![],
+    }
 }
 
 fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
@@ -52,7 +55,12 @@ fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
         .with("cpu", Quantity::from_milli(rng.pick(&CPU_MILLI)))
         .with("memory", Quantity::from_mib(rng.pick(&MEMORY_MIB)))
         .with("pods", Quantity::from_units(1));
-    let mut c = PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, ..Default::default() };
+    let mut c = PodConstraints {
+        namespace: "default".into(),
+        labels: labels.clone(),
+        requests,
+        ..Default::default()
+    };
     let spread = |key: &str| TopologySpread {
         max_skew: 1,
         topology_key: key.into(),
@@ -60,7 +68,12 @@ fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
         selector: selector(app),
         min_domains: None,
     };
-    let term = |key: &str| PodAffinityTerm { selector: selector(app), namespaces: vec![], all_namespaces: false, topology_key: key.into() };
+    let term = |key: &str| PodAffinityTerm {
+        selector: selector(app),
+        namespaces: vec![],
+        all_namespaces: false,
+        topology_key: key.into(),
+    };
     match kind {
         1 => c.spread.push(spread(ZONE)),
         2 => c.spread.push(spread(HOSTNAME)),
@@ -68,31 +81,56 @@ fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
         4 => c.pod_anti_affinity.push(term(HOSTNAME)),
         _ => {}
     }
-    Pod { namespace: "default".into(), uid: format!("uid-{i:06}"), labels: std::sync::Arc::new(labels), ..Pod::new(format!("{app}-{i}"), c).owned_by("ReplicaSet", app) }
+    Pod {
+        namespace: "default".into(),
+        uid: format!("uid-{i:06}"),
+        labels: std::sync::Arc::new(labels),
+        ..Pod::new(format!("{app}-{i}"), c).owned_by("ReplicaSet", app)
+    }
 }
 
 /// `count` pending pods of the diverse mix and one unconstrained NodePool.
 pub fn diverse(count: usize, seed: u64) -> ClusterSnapshot {
     let mut rng = Rng(seed);
-    let names = ["generic", "zone-spread", "host-spread", "zone-affinity", "host-anti"];
+    let names = [
+        "generic",
+        "zone-spread",
+        "host-spread",
+        "zone-affinity",
+        "host-anti",
+    ];
     let pods = (0..count)
         .map(|i| {
             let kind = (i * 5 / count.max(1)).min(4);
             // Karpenter's benchmark gives every anti-affinity pod the same label: one per node
-            let app = if kind == 4 { names[4].to_string() } else { format!("{}-{}", names[kind], i % GROUPS) };
+            let app = if kind == 4 {
+                names[4].to_string()
+            } else {
+                format!("{}-{}", names[kind], i % GROUPS)
+            };
             std::sync::Arc::new(pod(i, &app, &mut rng, kind))
         })
         .collect();
     let nodepool = NodePool::unconstrained("default");
-    ClusterSnapshot { pods, nodepools: vec![nodepool], ..Default::default() }
+    ClusterSnapshot {
+        pods,
+        nodepools: vec![nodepool],
+        ..Default::default()
+    }
 }
 
 /// `count` pending pods like the diverse mix's generic fifth (10 Deployments, no placement rules):
 /// plain bin packing, where the bound is not loosened by rules it leaves out.
 pub fn generic(count: usize, seed: u64) -> ClusterSnapshot {
     let mut rng = Rng(seed);
-    let pods = (0..count).map(|i| std::sync::Arc::new(pod(i, &format!("generic-{}", i % GROUPS), &mut rng, 0))).collect();
-    ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() }
+    let pods = (0..count)
+        .map(|i| std::sync::Arc::new(pod(i, &format!("generic-{}", i % GROUPS), &mut rng, 0)))
+        .collect();
+    ClusterSnapshot {
+        pods,
+        nodepools: vec![NodePool::unconstrained("default")],
+        ..Default::default()
+    }
 }
 
 /// `count` pending pods whose placement rules are all preferences: half generic (20 Deployments),
@@ -111,13 +149,24 @@ pub fn preferring(count: usize, seed: u64) -> ClusterSnapshot {
             };
             let mut p = pod(i, &app, &mut rng, 0);
             if let Some(key) = key {
-                let term = PodAffinityTerm { selector: selector(&app), namespaces: vec![], all_namespaces: false, topology_key: key.into() };
-                std::sync::Arc::make_mut(&mut p.constraints).preferred_pod_anti_affinity.push(Weighted { weight, term });
+                let term = PodAffinityTerm {
+                    selector: selector(&app),
+                    namespaces: vec![],
+                    all_namespaces: false,
+                    topology_key: key.into(),
+                };
+                std::sync::Arc::make_mut(&mut p.constraints)
+                    .preferred_pod_anti_affinity
+                    .push(Weighted { weight, term });
             }
             std::sync::Arc::new(p)
         })
         .collect();
-    ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() }
+    ClusterSnapshot {
+        pods,
+        nodepools: vec![NodePool::unconstrained("default")],
+        ..Default::default()
+    }
 }
 
 /// Snapshot YAML for the same workload, so a benchmark case can be replayed with `joiner solve`.
@@ -136,7 +185,10 @@ pub fn to_yaml(snapshot: &ClusterSnapshot) -> String {
         for s in &c.spread {
             d += &format!("  topologySpreadConstraints:\n  - {{maxSkew: 1, topologyKey: {}, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: {app}}}}}}}\n", s.topology_key);
         }
-        for (terms, field) in [(&c.pod_affinity, "podAffinity"), (&c.pod_anti_affinity, "podAntiAffinity")] {
+        for (terms, field) in [
+            (&c.pod_affinity, "podAffinity"),
+            (&c.pod_anti_affinity, "podAntiAffinity"),
+        ] {
             for t in terms {
                 d += &format!("  affinity:\n    {field}:\n      requiredDuringSchedulingIgnoredDuringExecution:\n      - {{topologyKey: {}, labelSelector: {{matchLabels: {{app: {app}}}}}}}\n", t.topology_key);
             }

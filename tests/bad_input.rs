@@ -22,7 +22,9 @@ use joiner::snapshot::{load_snapshot, parse_snapshot, SnapshotError};
 // ------------------------------------------------------------------ helpers
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad-input").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/bad-input")
+        .join(name)
 }
 
 fn read(name: &str) -> String {
@@ -47,16 +49,25 @@ fn guarded<T>(case: &str, f: impl FnOnce() -> T) -> T {
 
 fn assert_fragments(case: &str, message: &str, fragments: &[&str]) {
     for f in fragments {
-        assert!(message.contains(f), "case {case}: error does not mention {f:?}:\n  {message}");
+        assert!(
+            message.contains(f),
+            "case {case}: error does not mention {f:?}:\n  {message}"
+        );
     }
-    assert!(!message.contains("panicked"), "case {case}: error mentions a panic:\n  {message}");
+    assert!(
+        !message.contains("panicked"),
+        "case {case}: error mentions a panic:\n  {message}"
+    );
 }
 
 /// The part of an error joiner wrote itself must start lowercase (the project's style); kinds and
 /// object names come before it and are exempt.
 fn assert_lowercase(case: &str, fragment: &str) {
     let first = fragment.chars().next().unwrap_or(' ');
-    assert!(!first.is_uppercase(), "case {case}: message fragment is not lowercase: {fragment:?}");
+    assert!(
+        !first.is_uppercase(),
+        "case {case}: message fragment is not lowercase: {fragment:?}"
+    );
 }
 
 /// The snapshot error for `text`, checked for style; panics (naming the case) when the text parses.
@@ -74,7 +85,10 @@ fn snapshot_error_text(case: &str, text: &str, origin: &str) -> String {
     };
     match &e {
         SnapshotError::Object { message, path, .. } => {
-            assert!(!path.is_empty(), "case {case}: object error without a field path: {e}");
+            assert!(
+                !path.is_empty(),
+                "case {case}: object error without a field path: {e}"
+            );
             assert_lowercase(case, message);
         }
         SnapshotError::Document { message, .. } | SnapshotError::Yaml { message, .. } => {
@@ -96,7 +110,10 @@ fn expect_snapshot_error(case: &str, file: &str, fragments: &[&str]) {
 fn expect_catalog_error(case: &str, file: &str, fragments: &[&str]) {
     let text = read(file);
     let e = match guarded(case, || Catalog::from_json(&text, file)) {
-        Ok(c) => panic!("case {case}: catalog accepted ({} instance types)", c.instance_types.len()),
+        Ok(c) => panic!(
+            "case {case}: catalog accepted ({} instance types)",
+            c.instance_types.len()
+        ),
         Err(e) => e,
     };
     let message = e.to_string();
@@ -110,7 +127,11 @@ fn expect_catalog_error(case: &str, file: &str, fragments: &[&str]) {
 fn expect_scenario_error(case: &str, file: &str, fragments: &[&str]) {
     let text = read(file);
     let e = match guarded(case, || Scenario::parse(&text, file, None)) {
-        Ok(s) => panic!("case {case}: scenario accepted ({} workloads, {} events)", s.workloads.len(), s.events.len()),
+        Ok(s) => panic!(
+            "case {case}: scenario accepted ({} workloads, {} events)",
+            s.workloads.len(),
+            s.events.len()
+        ),
         Err(e) => e,
     };
     let message = e.to_string();
@@ -200,7 +221,9 @@ fn quantity_parse_table() {
         ("1e2147483648", |e| matches!(e, Malformed(_) | Overflow(_))),
         ("99999999999999999999Ei", |e| matches!(e, Overflow(_))),
         ("9223372036854775807", |e| matches!(e, Overflow(_))),
-        ("1234567890123456789012345678901", |e| matches!(e, Overflow(_))),
+        ("1234567890123456789012345678901", |e| {
+            matches!(e, Overflow(_))
+        }),
         ("1µ", |e| matches!(e, Malformed(_) | Suffix(_))),
         ("١", |e| matches!(e, Malformed(_))),
         ("1 Gi", |e| matches!(e, Malformed(_) | Suffix(_))),
@@ -211,14 +234,20 @@ fn quantity_parse_table() {
         match r {
             Ok(q) => panic!("case quantity {text:?}: parsed as {q}"),
             Err(e) => {
-                assert!(ok(&e), "case quantity {text:?}: unexpected error kind {e:?}");
+                assert!(
+                    ok(&e),
+                    "case quantity {text:?}: unexpected error kind {e:?}"
+                );
                 assert_lowercase(text, &e.to_string());
                 println!("quantity {text:?}: {e}");
             }
         }
     }
     // negative amounts parse (the snapshot reader rejects them with the field path)
-    assert!(Quantity::parse("-1").unwrap().is_negative(), "case quantity \"-1\"");
+    assert!(
+        Quantity::parse("-1").unwrap().is_negative(),
+        "case quantity \"-1\""
+    );
 }
 
 // ------------------------------------------------------------------ requirements
@@ -314,7 +343,11 @@ fn budget_invalid_cron_fails_closed_when_evaluated() {
     use joiner::disruption::timing::parse_timestamp;
     use joiner::disruption::Reason;
     let case = "budget_invalid_cron_fails_closed_when_evaluated";
-    for file in ["budget-invalid-cron.yaml", "budget-cron-out-of-range.yaml", "budget-invalid-duration.yaml"] {
+    for file in [
+        "budget-invalid-cron.yaml",
+        "budget-cron-out-of-range.yaml",
+        "budget-invalid-duration.yaml",
+    ] {
         let text = read(file);
         let snapshot = match guarded(case, || parse_snapshot(&text, file)) {
             Ok(s) => s,
@@ -328,7 +361,10 @@ fn budget_invalid_cron_fails_closed_when_evaluated() {
         let budgets = &snapshot.nodepools[0].disruption.budgets;
         for reason in [Reason::Empty, Reason::Underutilized, Reason::Drifted] {
             let allowed = guarded(case, || allowed_disruptions(budgets, reason, 10, now));
-            assert_eq!(allowed, 0, "case {case}: {file}: a malformed budget must block {reason}");
+            assert_eq!(
+                allowed, 0,
+                "case {case}: {file}: a malformed budget must block {reason}"
+            );
         }
     }
 }
@@ -415,11 +451,19 @@ snapshot_rejects! {
 fn binary_garbage_file() {
     let case = "binary_garbage_file";
     let path = fixture("binary-garbage.bin");
-    let e = guarded(case, || load_snapshot(&path)).expect_err("case binary_garbage_file: garbage parsed");
+    let e = guarded(case, || load_snapshot(&path))
+        .expect_err("case binary_garbage_file: garbage parsed");
     let message = e.to_string();
     println!("{case}: {message}");
-    assert!(matches!(e, SnapshotError::Read { .. }), "case {case}: {e:?}");
-    assert_fragments(case, &message, &["cannot read", "binary-garbage.bin", "valid UTF-8"]);
+    assert!(
+        matches!(e, SnapshotError::Read { .. }),
+        "case {case}: {e:?}"
+    );
+    assert_fragments(
+        case,
+        &message,
+        &["cannot read", "binary-garbage.bin", "valid UTF-8"],
+    );
     // the same bytes, made into text, are still not a snapshot
     let lossy = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
     let text = snapshot_error_text(case, &lossy, "garbage");
@@ -433,7 +477,14 @@ fn deeply_nested_lists() {
     let case = "deeply_nested_lists";
     let text = format!("{}{}\n", "[".repeat(10_000), "]".repeat(10_000));
     let message = snapshot_error_text(case, &text, "nested.yaml");
-    assert_fragments(case, &message, &["nested.yaml: document 1: malformed yaml:", "recursion limit exceeded"]);
+    assert_fragments(
+        case,
+        &message,
+        &[
+            "nested.yaml: document 1: malformed yaml:",
+            "recursion limit exceeded",
+        ],
+    );
 }
 
 /// Deep nesting inside a field of an object joiner reads.
@@ -446,7 +497,14 @@ fn deeply_nested_mappings_in_a_pod() {
         "}".repeat(10_000)
     );
     let message = snapshot_error_text(case, &text, "nested.yaml");
-    assert_fragments(case, &message, &["nested.yaml: document 1: malformed yaml:", "recursion limit exceeded"]);
+    assert_fragments(
+        case,
+        &message,
+        &[
+            "nested.yaml: document 1: malformed yaml:",
+            "recursion limit exceeded",
+        ],
+    );
 }
 
 /// Many documents, each deeply (but legally) nested, and many small documents: no limit trips on size alone.
@@ -461,18 +519,27 @@ fn very_large_document_parses() {
         ));
     }
     let start = Instant::now();
-    let snapshot = guarded(case, || parse_snapshot(&text, "large.yaml")).unwrap_or_else(|e| panic!("case {case}: {e}"));
+    let snapshot = guarded(case, || parse_snapshot(&text, "large.yaml"))
+        .unwrap_or_else(|e| panic!("case {case}: {e}"));
     let took = start.elapsed();
-    println!("{case}: {} bytes, {} pods in {took:?}", text.len(), snapshot.pods.len());
+    println!(
+        "{case}: {} bytes, {} pods in {took:?}",
+        text.len(),
+        snapshot.pods.len()
+    );
     assert_eq!(snapshot.pods.len(), 20_000, "case {case}");
     assert_eq!(snapshot.pending_pods().count(), 20_000, "case {case}");
-    assert!(took < Duration::from_secs(60), "case {case}: parsing took {took:?}");
+    assert!(
+        took < Duration::from_secs(60),
+        "case {case}: parsing took {took:?}"
+    );
     // one kind: List of the same pods too
     let list = format!(
         "apiVersion: v1\nkind: List\nitems:\n{}",
         (0..20_000).map(|i| format!("- {{apiVersion: v1, kind: Pod, metadata: {{name: p{i}}}, spec: {{containers: []}}}}\n")).collect::<String>()
     );
-    let snapshot = guarded(case, || parse_snapshot(&list, "list.yaml")).unwrap_or_else(|e| panic!("case {case}: {e}"));
+    let snapshot = guarded(case, || parse_snapshot(&list, "list.yaml"))
+        .unwrap_or_else(|e| panic!("case {case}: {e}"));
     assert_eq!(snapshot.pods.len(), 20_000, "case {case} (List)");
 }
 
@@ -507,12 +574,20 @@ fn duplicate_pods() {
 
 #[test]
 fn duplicate_nodepools() {
-    expect_duplicate_reported("duplicate_nodepools", "duplicate-nodepools.yaml", "NodePool default");
+    expect_duplicate_reported(
+        "duplicate_nodepools",
+        "duplicate-nodepools.yaml",
+        "NodePool default",
+    );
 }
 
 #[test]
 fn duplicate_nodes() {
-    expect_duplicate_reported("duplicate_nodes", "duplicate-nodes.yaml", "Node ip-10-0-0-1");
+    expect_duplicate_reported(
+        "duplicate_nodes",
+        "duplicate-nodes.yaml",
+        "Node ip-10-0-0-1",
+    );
 }
 
 // ------------------------------------------------------------------ catalog files
@@ -552,18 +627,28 @@ catalog_rejects! {
 #[test]
 fn catalog_deeply_nested_json() {
     let case = "catalog_deeply_nested_json";
-    let text = format!("{{\"region\": \"r\", \"provenance\": {}{}, \"instance_types\": []}}", "[".repeat(10_000), "]".repeat(10_000));
-    let e = guarded(case, || Catalog::from_json(&text, "nested.json")).expect_err("case catalog_deeply_nested_json: accepted");
+    let text = format!(
+        "{{\"region\": \"r\", \"provenance\": {}{}, \"instance_types\": []}}",
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let e = guarded(case, || Catalog::from_json(&text, "nested.json"))
+        .expect_err("case catalog_deeply_nested_json: accepted");
     let message = e.to_string();
     println!("{case}: {message}");
-    assert_fragments(case, &message, &["catalog: nested.json:", "recursion limit exceeded"]);
+    assert_fragments(
+        case,
+        &message,
+        &["catalog: nested.json:", "recursion limit exceeded"],
+    );
 }
 
 #[test]
 fn catalog_empty_is_valid() {
     let case = "catalog_empty_is_valid";
     let text = read("catalog-empty.json");
-    let c = guarded(case, || Catalog::from_json(&text, "catalog-empty.json")).unwrap_or_else(|e| panic!("case {case}: {e}"));
+    let c = guarded(case, || Catalog::from_json(&text, "catalog-empty.json"))
+        .unwrap_or_else(|e| panic!("case {case}: {e}"));
     assert!(c.instance_types.is_empty(), "case {case}");
 }
 
@@ -605,52 +690,98 @@ scenario_rejects! {
 #[test]
 fn scenario_deeply_nested() {
     let case = "scenario_deeply_nested";
-    let text = format!("name: deep\nduration: 1h\nmanifests: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
-    let e = guarded(case, || Scenario::parse(&text, "nested.yaml", None)).err().unwrap_or_else(|| panic!("case {case}: accepted"));
+    let text = format!(
+        "name: deep\nduration: 1h\nmanifests: {}{}\n",
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let e = guarded(case, || Scenario::parse(&text, "nested.yaml", None))
+        .err()
+        .unwrap_or_else(|| panic!("case {case}: accepted"));
     let message = e.to_string();
     println!("{case}: {message}");
-    assert_fragments(case, &message, &["scenario nested.yaml:", "recursion limit exceeded"]);
+    assert_fragments(
+        case,
+        &message,
+        &["scenario nested.yaml:", "recursion limit exceeded"],
+    );
 }
 
 // ------------------------------------------------------------------ inputs that parse but make no sense
 
 fn settings() -> SolveSettings {
-    SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs(20), threads: 1, ..SolveSettings::default() }
+    SolveSettings {
+        strategy: Strategy::Milp,
+        time_limit: Duration::from_secs(20),
+        threads: 1,
+        ..SolveSettings::default()
+    }
 }
 
 fn small_catalog() -> Catalog {
-    Catalog::from_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/catalogs/test-small.json")).expect("test-small catalog")
+    Catalog::from_file(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/catalogs/test-small.json"),
+    )
+    .expect("test-small catalog")
 }
 
 fn placed(plan: &Plan) -> usize {
-    plan.nodes.iter().map(|n| n.pods.len()).sum::<usize>() + plan.existing.iter().map(|e| e.pods.len()).sum::<usize>()
+    plan.nodes.iter().map(|n| n.pods.len()).sum::<usize>()
+        + plan.existing.iter().map(|e| e.pods.len()).sum::<usize>()
 }
 
 /// Solves a fixture with both strategies and checks every pending pod is reported unschedulable
 /// with one of `reasons` and a message.
-fn expect_unschedulable(case: &str, file: &str, catalog: &Catalog, reasons: &[UnschedulableReason]) {
+fn expect_unschedulable(
+    case: &str,
+    file: &str,
+    catalog: &Catalog,
+    reasons: &[UnschedulableReason],
+) {
     let text = read(file);
-    let snapshot: ClusterSnapshot =
-        guarded(case, || parse_snapshot(&text, file)).unwrap_or_else(|e| panic!("case {case}: does not parse: {e}"));
+    let snapshot: ClusterSnapshot = guarded(case, || parse_snapshot(&text, file))
+        .unwrap_or_else(|e| panic!("case {case}: does not parse: {e}"));
     let pending = snapshot.pending_pods().count();
     assert!(pending > 0, "case {case}: fixture has no pending pods");
     for strategy in [Strategy::Greedy, Strategy::Milp] {
-        let s = SolveSettings { strategy, ..settings() };
+        let s = SolveSettings {
+            strategy,
+            ..settings()
+        };
         let plan = guarded(case, || optimizer::solve(&snapshot, catalog, &s))
             .unwrap_or_else(|e| panic!("case {case} ({strategy:?}): solve failed: {e}"));
         for u in &plan.unschedulable {
-            println!("{case} ({strategy:?}): {} {:?}: {}", u.pod, u.reason, u.message);
+            println!(
+                "{case} ({strategy:?}): {} {:?}: {}",
+                u.pod, u.reason, u.message
+            );
         }
         assert_eq!(
             placed(&plan),
             0,
             "case {case} ({strategy:?}): pods were placed: {:?}",
-            plan.nodes.iter().map(|n| (&n.nodepool, &n.instance_type, &n.pods)).collect::<Vec<_>>()
+            plan.nodes
+                .iter()
+                .map(|n| (&n.nodepool, &n.instance_type, &n.pods))
+                .collect::<Vec<_>>()
         );
-        assert_eq!(plan.unschedulable.len(), pending, "case {case} ({strategy:?}): not every pod is reported");
+        assert_eq!(
+            plan.unschedulable.len(),
+            pending,
+            "case {case} ({strategy:?}): not every pod is reported"
+        );
         for u in &plan.unschedulable {
-            assert!(reasons.contains(&u.reason), "case {case} ({strategy:?}): {} has reason {:?}, expected one of {reasons:?}", u.pod, u.reason);
-            assert!(!u.message.is_empty(), "case {case} ({strategy:?}): {} has no message", u.pod);
+            assert!(
+                reasons.contains(&u.reason),
+                "case {case} ({strategy:?}): {} has reason {:?}, expected one of {reasons:?}",
+                u.pod,
+                u.reason
+            );
+            assert!(
+                !u.message.is_empty(),
+                "case {case} ({strategy:?}): {} has no message",
+                u.pod
+            );
             assert_lowercase(case, &u.message);
         }
     }
@@ -658,7 +789,12 @@ fn expect_unschedulable(case: &str, file: &str, catalog: &Catalog, reasons: &[Un
 
 #[test]
 fn solver_missing_nodeclass() {
-    expect_unschedulable("solver_missing_nodeclass", "solver-missing-nodeclass.yaml", &small_catalog(), &[UnschedulableReason::NoCompatibleOffering]);
+    expect_unschedulable(
+        "solver_missing_nodeclass",
+        "solver-missing-nodeclass.yaml",
+        &small_catalog(),
+        &[UnschedulableReason::NoCompatibleOffering],
+    );
 }
 
 /// The same NodePool and pods without any EC2NodeClass in the snapshot (a what-if that leaves the
@@ -667,60 +803,121 @@ fn solver_missing_nodeclass() {
 fn solver_missing_nodeclass_without_any_nodeclass_plans() {
     let case = "solver_missing_nodeclass_without_any_nodeclass_plans";
     let text = read("solver-missing-nodeclass.yaml");
-    let snapshot = guarded(case, || parse_snapshot(&text, "solver-missing-nodeclass.yaml")).unwrap_or_else(|e| panic!("case {case}: {e}"));
-    let snapshot = ClusterSnapshot { node_classes: vec![], ..snapshot };
+    let snapshot = guarded(case, || {
+        parse_snapshot(&text, "solver-missing-nodeclass.yaml")
+    })
+    .unwrap_or_else(|e| panic!("case {case}: {e}"));
+    let snapshot = ClusterSnapshot {
+        node_classes: vec![],
+        ..snapshot
+    };
     for strategy in [Strategy::Greedy, Strategy::Milp] {
-        let s = SolveSettings { strategy, ..settings() };
-        let plan = guarded(case, || optimizer::solve(&snapshot, &small_catalog(), &s)).unwrap_or_else(|e| panic!("case {case}: {e}"));
-        assert_eq!(placed(&plan), 2, "case {case} ({strategy:?}): {:?}", plan.unschedulable);
+        let s = SolveSettings {
+            strategy,
+            ..settings()
+        };
+        let plan = guarded(case, || optimizer::solve(&snapshot, &small_catalog(), &s))
+            .unwrap_or_else(|e| panic!("case {case}: {e}"));
+        assert_eq!(
+            placed(&plan),
+            2,
+            "case {case} ({strategy:?}): {:?}",
+            plan.unschedulable
+        );
     }
 }
 
 #[test]
 fn solver_contradictory_nodepool() {
-    expect_unschedulable("solver_contradictory_nodepool", "solver-contradictory-nodepool.yaml", &small_catalog(), &[UnschedulableReason::NoCompatibleOffering]);
+    expect_unschedulable(
+        "solver_contradictory_nodepool",
+        "solver-contradictory-nodepool.yaml",
+        &small_catalog(),
+        &[UnschedulableReason::NoCompatibleOffering],
+    );
 }
 
 #[test]
 fn solver_contradictory_pod() {
-    expect_unschedulable("solver_contradictory_pod", "solver-contradictory-pod.yaml", &small_catalog(), &[UnschedulableReason::NoCompatibleOffering]);
+    expect_unschedulable(
+        "solver_contradictory_pod",
+        "solver-contradictory-pod.yaml",
+        &small_catalog(),
+        &[UnschedulableReason::NoCompatibleOffering],
+    );
 }
 
 #[test]
 fn solver_pod_too_large() {
     let catalog = Catalog::bundled("us-east-1").expect("bundled catalog");
-    expect_unschedulable("solver_pod_too_large", "solver-pod-too-large.yaml", &catalog, &[UnschedulableReason::LargerThanAnyType]);
+    expect_unschedulable(
+        "solver_pod_too_large",
+        "solver-pod-too-large.yaml",
+        &catalog,
+        &[UnschedulableReason::LargerThanAnyType],
+    );
 }
 
 #[test]
 fn solver_unknown_label() {
-    expect_unschedulable("solver_unknown_label", "solver-unknown-label.yaml", &small_catalog(), &[UnschedulableReason::NoCompatibleOffering]);
+    expect_unschedulable(
+        "solver_unknown_label",
+        "solver-unknown-label.yaml",
+        &small_catalog(),
+        &[UnschedulableReason::NoCompatibleOffering],
+    );
 }
 
 #[test]
 fn solver_nodepool_unknown_label() {
-    expect_unschedulable("solver_nodepool_unknown_label", "solver-nodepool-unknown-label.yaml", &small_catalog(), &[UnschedulableReason::NoCompatibleOffering]);
+    expect_unschedulable(
+        "solver_nodepool_unknown_label",
+        "solver-nodepool-unknown-label.yaml",
+        &small_catalog(),
+        &[UnschedulableReason::NoCompatibleOffering],
+    );
 }
 
 #[test]
 fn solver_no_nodepool() {
-    expect_unschedulable("solver_no_nodepool", "solver-no-nodepool.yaml", &small_catalog(), &[UnschedulableReason::NoCompatibleOffering]);
+    expect_unschedulable(
+        "solver_no_nodepool",
+        "solver-no-nodepool.yaml",
+        &small_catalog(),
+        &[UnschedulableReason::NoCompatibleOffering],
+    );
 }
 
 #[test]
 fn solver_zero_limits() {
-    expect_unschedulable("solver_zero_limits", "solver-zero-limits.yaml", &small_catalog(), &[UnschedulableReason::NodepoolLimit]);
+    expect_unschedulable(
+        "solver_zero_limits",
+        "solver-zero-limits.yaml",
+        &small_catalog(),
+        &[UnschedulableReason::NodepoolLimit],
+    );
 }
 
 #[test]
 fn solver_untolerated_taint() {
-    expect_unschedulable("solver_untolerated_taint", "solver-untolerated-taint.yaml", &small_catalog(), &[UnschedulableReason::NoCompatibleOffering]);
+    expect_unschedulable(
+        "solver_untolerated_taint",
+        "solver-untolerated-taint.yaml",
+        &small_catalog(),
+        &[UnschedulableReason::NoCompatibleOffering],
+    );
 }
 
 #[test]
 fn solver_empty_catalog() {
-    let catalog = Catalog::from_json(&read("catalog-empty.json"), "catalog-empty.json").expect("empty catalog");
-    expect_unschedulable("solver_empty_catalog", "solver-empty-catalog.yaml", &catalog, &[UnschedulableReason::NoCompatibleOffering]);
+    let catalog = Catalog::from_json(&read("catalog-empty.json"), "catalog-empty.json")
+        .expect("empty catalog");
+    expect_unschedulable(
+        "solver_empty_catalog",
+        "solver-empty-catalog.yaml",
+        &catalog,
+        &[UnschedulableReason::NoCompatibleOffering],
+    );
 }
 
 /// The catalog with a u64::MAX memory_mib is accepted today (see `catalog_memory_overflow`); solving
@@ -736,9 +933,21 @@ fn solver_catalog_memory_overflow_does_not_crash() {
             return;
         }
     };
-    let snapshot = parse_snapshot(&read("solver-empty-catalog.yaml"), "solver-empty-catalog.yaml").unwrap();
-    let plan = guarded(case, || optimizer::solve(&snapshot, &catalog, &settings())).unwrap_or_else(|e| panic!("case {case}: {e}"));
-    println!("{case}: placed {}, unschedulable {:?}", placed(&plan), plan.unschedulable.iter().map(|u| u.reason).collect::<Vec<_>>());
+    let snapshot = parse_snapshot(
+        &read("solver-empty-catalog.yaml"),
+        "solver-empty-catalog.yaml",
+    )
+    .unwrap();
+    let plan = guarded(case, || optimizer::solve(&snapshot, &catalog, &settings()))
+        .unwrap_or_else(|e| panic!("case {case}: {e}"));
+    println!(
+        "{case}: placed {}, unschedulable {:?}",
+        placed(&plan),
+        plan.unschedulable
+            .iter()
+            .map(|u| u.reason)
+            .collect::<Vec<_>>()
+    );
 }
 
 // ------------------------------------------------------------------ the binary
@@ -795,10 +1004,27 @@ fn joiner(case: &str, args: &[&std::ffi::OsStr], timeout: Duration) -> Run {
 fn expect_cli_error(case: &str, args: &[&std::ffi::OsStr], fragments: &[&str]) {
     let run = joiner(case, args, Duration::from_secs(120));
     println!("{case}: exit {:?}, stderr:\n{}", run.code, run.stderr);
-    assert!(!run.stderr.contains("panicked"), "case {case}: joiner panicked:\n{}", run.stderr);
-    let code = run.code.unwrap_or_else(|| panic!("case {case}: joiner was killed by a signal:\n{}", run.stderr));
-    assert_ne!(code, 0, "case {case}: joiner succeeded on bad input; stdout:\n{}", run.stdout);
-    assert!(run.stderr.contains("error: "), "case {case}: no `error:` line:\n{}", run.stderr);
+    assert!(
+        !run.stderr.contains("panicked"),
+        "case {case}: joiner panicked:\n{}",
+        run.stderr
+    );
+    let code = run.code.unwrap_or_else(|| {
+        panic!(
+            "case {case}: joiner was killed by a signal:\n{}",
+            run.stderr
+        )
+    });
+    assert_ne!(
+        code, 0,
+        "case {case}: joiner succeeded on bad input; stdout:\n{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr.contains("error: "),
+        "case {case}: no `error:` line:\n{}",
+        run.stderr
+    );
     assert_fragments(case, &run.stderr, fragments);
 }
 
@@ -831,25 +1057,41 @@ fn cli_unknown_operator() {
 #[test]
 fn cli_invalid_yaml() {
     let f = fixture("yaml-unclosed-flow.yaml");
-    expect_cli_error("cli_invalid_yaml", &solve_args(&f, &[]), &["yaml-unclosed-flow.yaml: document 2: malformed yaml:"]);
+    expect_cli_error(
+        "cli_invalid_yaml",
+        &solve_args(&f, &[]),
+        &["yaml-unclosed-flow.yaml: document 2: malformed yaml:"],
+    );
 }
 
 #[test]
 fn cli_binary_garbage() {
     let f = fixture("binary-garbage.bin");
-    expect_cli_error("cli_binary_garbage", &solve_args(&f, &[]), &["cannot read", "binary-garbage.bin"]);
+    expect_cli_error(
+        "cli_binary_garbage",
+        &solve_args(&f, &[]),
+        &["cannot read", "binary-garbage.bin"],
+    );
 }
 
 #[test]
 fn cli_missing_file() {
     let f = fixture("does-not-exist.yaml");
-    expect_cli_error("cli_missing_file", &solve_args(&f, &[]), &["cannot read", "does-not-exist.yaml"]);
+    expect_cli_error(
+        "cli_missing_file",
+        &solve_args(&f, &[]),
+        &["cannot read", "does-not-exist.yaml"],
+    );
 }
 
 #[test]
 fn cli_alias_bomb() {
     let f = fixture("yaml-alias-bomb.yaml");
-    expect_cli_error("cli_alias_bomb", &solve_args(&f, &[]), &["yaml-alias-bomb.yaml: document 1: malformed yaml:"]);
+    expect_cli_error(
+        "cli_alias_bomb",
+        &solve_args(&f, &[]),
+        &["yaml-alias-bomb.yaml: document 1: malformed yaml:"],
+    );
 }
 
 #[test]
@@ -857,8 +1099,19 @@ fn cli_deeply_nested() {
     let dir = std::env::temp_dir().join(format!("joiner-bad-input-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("nested.yaml");
-    std::fs::write(&f, format!("{}{}\n", "[".repeat(10_000), "]".repeat(10_000))).unwrap();
-    expect_cli_error("cli_deeply_nested", &solve_args(&f, &[]), &["nested.yaml: document 1: malformed yaml:", "recursion limit exceeded"]);
+    std::fs::write(
+        &f,
+        format!("{}{}\n", "[".repeat(10_000), "]".repeat(10_000)),
+    )
+    .unwrap();
+    expect_cli_error(
+        "cli_deeply_nested",
+        &solve_args(&f, &[]),
+        &[
+            "nested.yaml: document 1: malformed yaml:",
+            "recursion limit exceeded",
+        ],
+    );
     let _ = std::fs::remove_file(f);
 }
 
@@ -877,7 +1130,11 @@ fn cli_catalog_garbage() {
     let c = fixture("binary-garbage.bin");
     let mut args = solve_args(&f, &["--catalog"]);
     args.push(c.as_os_str());
-    expect_cli_error("cli_catalog_garbage", &args, &["catalog", "binary-garbage.bin"]);
+    expect_cli_error(
+        "cli_catalog_garbage",
+        &args,
+        &["catalog", "binary-garbage.bin"],
+    );
 }
 
 /// The OS error is printed once: `SnapshotError::Read`/`CatalogError::Read` put it in their message
@@ -887,45 +1144,80 @@ fn cli_read_error_not_repeated() {
     let case = "cli_read_error_not_repeated";
     let f = fixture("does-not-exist.yaml");
     let run = joiner(case, &solve_args(&f, &[]), Duration::from_secs(60));
-    assert_eq!(run.stderr.matches("No such file or directory").count(), 1, "case {case}: {}", run.stderr);
+    assert_eq!(
+        run.stderr.matches("No such file or directory").count(),
+        1,
+        "case {case}: {}",
+        run.stderr
+    );
 }
 
 #[test]
 fn cli_unknown_region() {
     let f = fixture("solver-no-nodepool.yaml");
-    expect_cli_error("cli_unknown_region", &solve_args(&f, &["--region", "mars-1"]), &["no bundled catalog for region \"mars-1\""]);
+    expect_cli_error(
+        "cli_unknown_region",
+        &solve_args(&f, &["--region", "mars-1"]),
+        &["no bundled catalog for region \"mars-1\""],
+    );
 }
 
 #[test]
 fn cli_time_limit_nan() {
     let f = fixture("solver-no-nodepool.yaml");
-    expect_cli_error("cli_time_limit_nan", &solve_args(&f, &["--time-limit", "NaN"]), &["--time-limit must be a positive number of seconds"]);
+    expect_cli_error(
+        "cli_time_limit_nan",
+        &solve_args(&f, &["--time-limit", "NaN"]),
+        &["--time-limit must be a positive number of seconds"],
+    );
 }
 
 #[test]
 fn cli_time_limit_huge() {
     let f = fixture("solver-no-nodepool.yaml");
-    expect_cli_error("cli_time_limit_huge", &solve_args(&f, &["--time-limit", "1e20"]), &["time-limit"]);
+    expect_cli_error(
+        "cli_time_limit_huge",
+        &solve_args(&f, &["--time-limit", "1e20"]),
+        &["time-limit"],
+    );
 }
 
 #[test]
 fn cli_gap_out_of_range() {
     let f = fixture("solver-no-nodepool.yaml");
-    expect_cli_error("cli_gap_out_of_range", &solve_args(&f, &["--gap", "5"]), &["gap 5 is not in [0, 1)"]);
+    expect_cli_error(
+        "cli_gap_out_of_range",
+        &solve_args(&f, &["--gap", "5"]),
+        &["gap 5 is not in [0, 1)"],
+    );
 }
 
 #[test]
 fn cli_threads_zero() {
     let f = fixture("solver-no-nodepool.yaml");
-    expect_cli_error("cli_threads_zero", &solve_args(&f, &["--threads", "0"]), &["threads must be at least 1"]);
+    expect_cli_error(
+        "cli_threads_zero",
+        &solve_args(&f, &["--threads", "0"]),
+        &["threads must be at least 1"],
+    );
 }
 
 #[test]
 fn cli_simulate_bad_scenario() {
     let f = fixture("scenario-unknown-event-kind.yaml");
     let out = std::env::temp_dir().join(format!("joiner-bad-input-{}-sim", std::process::id()));
-    let args = [os("simulate"), os("--scenario"), f.as_os_str(), os("--out"), out.as_os_str()];
-    expect_cli_error("cli_simulate_bad_scenario", &args, &["events[0].kind: unknown event kind \"explode\""]);
+    let args = [
+        os("simulate"),
+        os("--scenario"),
+        f.as_os_str(),
+        os("--out"),
+        out.as_os_str(),
+    ];
+    expect_cli_error(
+        "cli_simulate_bad_scenario",
+        &args,
+        &["events[0].kind: unknown event kind \"explode\""],
+    );
 }
 
 /// End to end, an input that parses but cannot be satisfied: exit 0 and a JSON plan that reports the pod.
@@ -933,11 +1225,32 @@ fn cli_simulate_bad_scenario() {
 fn cli_pod_too_large_is_reported_unschedulable() {
     let case = "cli_pod_too_large_is_reported_unschedulable";
     let f = fixture("solver-pod-too-large.yaml");
-    let run = joiner(case, &solve_args(&f, &["--output", "json", "--threads", "1", "--time-limit", "20"]), Duration::from_secs(120));
-    assert!(!run.stderr.contains("panicked"), "case {case}: joiner panicked:\n{}", run.stderr);
+    let run = joiner(
+        case,
+        &solve_args(
+            &f,
+            &["--output", "json", "--threads", "1", "--time-limit", "20"],
+        ),
+        Duration::from_secs(120),
+    );
+    assert!(
+        !run.stderr.contains("panicked"),
+        "case {case}: joiner panicked:\n{}",
+        run.stderr
+    );
     assert_eq!(run.code, Some(0), "case {case}: stderr:\n{}", run.stderr);
-    let plan: Plan = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("case {case}: plan JSON: {e}\n{}", run.stdout));
-    assert_eq!(plan.unschedulable.len(), 1, "case {case}: {:?}", plan.unschedulable);
-    assert_eq!(plan.unschedulable[0].reason, UnschedulableReason::LargerThanAnyType, "case {case}");
+    let plan: Plan = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("case {case}: plan JSON: {e}\n{}", run.stdout));
+    assert_eq!(
+        plan.unschedulable.len(),
+        1,
+        "case {case}: {:?}",
+        plan.unschedulable
+    );
+    assert_eq!(
+        plan.unschedulable[0].reason,
+        UnschedulableReason::LargerThanAnyType,
+        "case {case}"
+    );
     println!("{case}: {}", plan.unschedulable[0].message);
 }

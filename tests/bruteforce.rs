@@ -60,7 +60,12 @@ impl Search<'_> {
         cpu <= offer.alloc.0
             && mem <= offer.alloc.1
             && block.len() as i64 <= offer.alloc.2
-            && block.iter().all(|&p| classes[self.pods[p]].zone.as_ref().is_none_or(|z| *z == offer.zone))
+            && block.iter().all(|&p| {
+                classes[self.pods[p]]
+                    .zone
+                    .as_ref()
+                    .is_none_or(|z| *z == offer.zone)
+            })
     }
 
     /// Whether the pods in `block` may share a node at all: some offering holds them and no
@@ -68,7 +73,9 @@ impl Search<'_> {
     fn block_ok(&self, block: &[usize]) -> bool {
         let classes = &self.inst.classes;
         let mut anti = std::collections::BTreeSet::new();
-        block.iter().all(|&p| !classes[self.pods[p]].anti || anti.insert(self.pods[p]))
+        block
+            .iter()
+            .all(|&p| !classes[self.pods[p]].anti || anti.insert(self.pods[p]))
             && self.offers.iter().any(|o| self.fits(block, o))
     }
 
@@ -83,7 +90,12 @@ impl Search<'_> {
         }
         per_class
             .into_iter()
-            .filter_map(|(k, n)| classes[k].prefer_apart.filter(|_| n >= 2).map(|w| n as f64 * f64::from(w) * per_weight))
+            .filter_map(|(k, n)| {
+                classes[k]
+                    .prefer_apart
+                    .filter(|_| n >= 2)
+                    .map(|w| n as f64 * f64::from(w) * per_weight)
+            })
             .sum()
     }
 
@@ -92,7 +104,11 @@ impl Search<'_> {
         if i == self.pods.len() {
             let choices: Vec<Vec<usize>> = blocks
                 .iter()
-                .map(|b| (0..self.offers.len()).filter(|&o| self.fits(b, &self.offers[o])).collect())
+                .map(|b| {
+                    (0..self.offers.len())
+                        .filter(|&o| self.fits(b, &self.offers[o]))
+                        .collect()
+                })
                 .collect();
             let penalty = blocks.iter().map(|b| self.penalty(b)).sum();
             self.offerings(blocks, &choices, &mut Vec::new(), penalty);
@@ -116,7 +132,13 @@ impl Search<'_> {
     }
 
     /// Chooses an offering for every block, then checks zone spread and keeps the cheapest.
-    fn offerings(&mut self, blocks: &[Vec<usize>], choices: &[Vec<usize>], chosen: &mut Vec<usize>, cost: f64) {
+    fn offerings(
+        &mut self,
+        blocks: &[Vec<usize>],
+        choices: &[Vec<usize>],
+        chosen: &mut Vec<usize>,
+        cost: f64,
+    ) {
         if self.best.is_some_and(|b| cost >= b + 1e-12) {
             return; // prices are non-negative: this branch cannot become cheaper
         }
@@ -137,15 +159,20 @@ impl Search<'_> {
     fn spread_ok(&self, blocks: &[Vec<usize>], chosen: &[usize]) -> bool {
         self.inst.classes.iter().enumerate().all(|(k, c)| {
             let Some(skew) = c.spread else { return true };
-            let mut counts: std::collections::BTreeMap<String, i64> =
-                self.inst.eligible_zones(k).into_iter().map(|z| (z, 0)).collect();
+            let mut counts: std::collections::BTreeMap<String, i64> = self
+                .inst
+                .eligible_zones(k)
+                .into_iter()
+                .map(|z| (z, 0))
+                .collect();
             for (b, &o) in blocks.iter().zip(chosen) {
                 let n = b.iter().filter(|&&p| self.pods[p] == k).count() as i64;
                 if n > 0 {
                     *counts.entry(self.offers[o].zone.clone()).or_insert(0) += n;
                 }
             }
-            counts.values().max().unwrap_or(&0) - counts.values().min().unwrap_or(&0) <= i64::from(skew)
+            counts.values().max().unwrap_or(&0) - counts.values().min().unwrap_or(&0)
+                <= i64::from(skew)
         })
     }
 }
@@ -155,10 +182,21 @@ fn brute_force(inst: &Instance) -> Option<f64> {
     let offers = inst
         .types
         .iter()
-        .flat_map(|t| t.offerings.iter().map(move |o| Offer { zone: o.zone.clone(), price: o.price, alloc: t.alloc() }))
+        .flat_map(|t| {
+            t.offerings.iter().map(move |o| Offer {
+                zone: o.zone.clone(),
+                price: o.price,
+                alloc: t.alloc(),
+            })
+        })
         .collect();
     let pods = inst.pods().into_iter().map(|p| p.class).collect();
-    let mut s = Search { inst, pods, offers, best: None };
+    let mut s = Search {
+        inst,
+        pods,
+        offers,
+        best: None,
+    };
     s.partitions(0, &mut Vec::new());
     s.best
 }
@@ -181,18 +219,25 @@ fn assert_matches_brute_force(inst: &Instance, exact: bool) -> Result<Option<f64
         }
         let all = placed(&plan) == total;
         match (best, s) {
-            (None, _) if all => {
-                failures.push(format!("{}: places every pod, which the search says is impossible", label(s)))
-            }
+            (None, _) if all => failures.push(format!(
+                "{}: places every pod, which the search says is impossible",
+                label(s)
+            )),
             (None, _) => {}
             (Some(opt), Strategy::Milp) => {
                 if !all {
                     failures.push(format!("milp leaves pods unplaced; ${opt} places them all"));
                 } else if plan.objective < opt - EPS || (exact && plan.objective > opt + EPS) {
-                    failures.push(format!("milp's objective is ${}, the optimum is ${opt}", plan.objective));
+                    failures.push(format!(
+                        "milp's objective is ${}, the optimum is ${opt}",
+                        plan.objective
+                    ));
                 }
                 if plan.lower_bound > opt + EPS {
-                    failures.push(format!("milp lower bound {} is above the optimum ${opt}", plan.lower_bound));
+                    failures.push(format!(
+                        "milp lower bound {} is above the optimum ${opt}",
+                        plan.lower_bound
+                    ));
                 }
             }
             (Some(opt), Strategy::Greedy) => {
@@ -208,7 +253,10 @@ fn assert_matches_brute_force(inst: &Instance, exact: bool) -> Result<Option<f64
     if failures.is_empty() {
         Ok(best)
     } else {
-        Err(format!("{}\n{report}instance: {inst:#?}", failures.join("\n")))
+        Err(format!(
+            "{}\n{report}instance: {inst:#?}",
+            failures.join("\n")
+        ))
     }
 }
 
@@ -216,7 +264,10 @@ fn assert_matches_brute_force(inst: &Instance, exact: bool) -> Result<Option<f64
 fn hand_case(inst: Instance, expected: Option<f64>) {
     let found = brute_force(&inst);
     match (found, expected) {
-        (Some(f), Some(e)) => assert!((f - e).abs() < 1e-9, "the search finds ${f}, the hand computation ${e}"),
+        (Some(f), Some(e)) => assert!(
+            (f - e).abs() < 1e-9,
+            "the search finds ${f}, the hand computation ${e}"
+        ),
         (f, e) => assert_eq!(f, e, "the search and the hand computation disagree"),
     }
     if let Err(e) = assert_matches_brute_force(&inst, true) {
@@ -227,7 +278,11 @@ fn hand_case(inst: Instance, expected: Option<f64>) {
 // ------------------------------------------------------------------ builders for the hand cases
 
 fn off(zone: &str, ct: CapacityType, price: f64) -> OfferingSpec {
-    OfferingSpec { zone: zone.into(), ct, price }
+    OfferingSpec {
+        zone: zone.into(),
+        ct,
+        price,
+    }
 }
 
 fn od(zone: &str, price: f64) -> OfferingSpec {
@@ -235,8 +290,22 @@ fn od(zone: &str, price: f64) -> OfferingSpec {
 }
 
 /// A type with 100m / 256Mi overhead: allocatable is (vcpu * 1000 - 100)m, (mem - 256)Mi.
-fn ty(name: &str, vcpu: u32, mem_mib: i64, max_pods: u32, offerings: Vec<OfferingSpec>) -> TypeSpec {
-    TypeSpec { name: name.into(), vcpu, mem_mib, max_pods, ovh_cpu_m: 100, ovh_mem_mib: 256, offerings }
+fn ty(
+    name: &str,
+    vcpu: u32,
+    mem_mib: i64,
+    max_pods: u32,
+    offerings: Vec<OfferingSpec>,
+) -> TypeSpec {
+    TypeSpec {
+        name: name.into(),
+        vcpu,
+        mem_mib,
+        max_pods,
+        ovh_cpu_m: 100,
+        ovh_mem_mib: 256,
+        offerings,
+    }
 }
 
 fn with(mut c: ClassSpec, f: impl FnOnce(&mut ClassSpec)) -> ClassSpec {
@@ -278,7 +347,9 @@ fn one_big_node_beats_two_small() {
 /// Two pods that prefer separate nodes with `weight`, and one node type at $0.04 that holds both.
 fn prefer_apart_pair(weight: i32) -> Instance {
     Instance {
-        classes: vec![with(ClassSpec::plain("web", 2, 500, 512), |c| c.prefer_apart = Some(weight))],
+        classes: vec![with(ClassSpec::plain("web", 2, 500, 512), |c| {
+            c.prefer_apart = Some(weight)
+        })],
         types: vec![ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04)])],
     }
 }
@@ -331,7 +402,10 @@ fn cpu_heavy_and_memory_heavy_pods_take_matching_types() {
     // c(2 cpu-heavy) + r(2 memory-heavy) = $0.16 beats m + c = $0.22
     hand_case(
         Instance {
-            classes: vec![ClassSpec::plain("cpu", 2, 1800, 512), ClassSpec::plain("mem", 2, 200, 7000)],
+            classes: vec![
+                ClassSpec::plain("cpu", 2, 1800, 512),
+                ClassSpec::plain("mem", 2, 200, 7000),
+            ],
             types: vec![
                 ty("c.large", 4, 4096, 16, vec![od("zone-a", 0.07)]),
                 ty("r.large", 2, 16384, 16, vec![od("zone-a", 0.09)]),
@@ -348,11 +422,19 @@ fn zone_selector_makes_a_shared_node_in_the_dearer_zone_cheapest() {
     hand_case(
         Instance {
             classes: vec![
-                with(ClassSpec::plain("pinned", 1, 1500, 512), |c| c.zone = Some("zone-b".into())),
+                with(ClassSpec::plain("pinned", 1, 1500, 512), |c| {
+                    c.zone = Some("zone-b".into())
+                }),
                 ClassSpec::plain("free", 1, 1500, 512),
             ],
             types: vec![
-                ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04), od("zone-b", 0.05)]),
+                ty(
+                    "s.small",
+                    2,
+                    4096,
+                    8,
+                    vec![od("zone-a", 0.04), od("zone-b", 0.05)],
+                ),
                 ty("b.big", 4, 8192, 16, vec![od("zone-b", 0.06)]),
             ],
         },
@@ -371,9 +453,19 @@ fn spot_offering_wins_where_it_exists() {
                     4,
                     8192,
                     16,
-                    vec![od("zone-a", 0.10), off("zone-a", CapacityType::Spot, 0.035), od("zone-b", 0.10)],
+                    vec![
+                        od("zone-a", 0.10),
+                        off("zone-a", CapacityType::Spot, 0.035),
+                        od("zone-b", 0.10),
+                    ],
                 ),
-                ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04), od("zone-b", 0.04)]),
+                ty(
+                    "s.small",
+                    2,
+                    4096,
+                    8,
+                    vec![od("zone-a", 0.04), od("zone-b", 0.04)],
+                ),
             ],
         },
         Some(0.035),
@@ -385,9 +477,17 @@ fn zone_spread_puts_half_the_pods_in_the_dearer_zone() {
     // 4 pods, maxSkew 1 over zone-a and zone-b: 2 + 2, one small node per zone ($0.04 + $0.05)
     hand_case(
         Instance {
-            classes: vec![with(ClassSpec::plain("web", 4, 500, 512), |c| c.spread = Some(1))],
+            classes: vec![with(ClassSpec::plain("web", 4, 500, 512), |c| {
+                c.spread = Some(1)
+            })],
             types: vec![
-                ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04), od("zone-b", 0.05)]),
+                ty(
+                    "s.small",
+                    2,
+                    4096,
+                    8,
+                    vec![od("zone-a", 0.04), od("zone-b", 0.05)],
+                ),
                 ty("b.big", 4, 8192, 16, vec![od("zone-a", 0.07)]),
             ],
         },
@@ -401,7 +501,10 @@ fn imbalanced_packing_mixes_a_big_and_a_small_node() {
     // plus a small (1200+600) cost $0.115
     hand_case(
         Instance {
-            classes: vec![ClassSpec::plain("large", 3, 1200, 512), ClassSpec::plain("small", 3, 600, 512)],
+            classes: vec![
+                ClassSpec::plain("large", 3, 1200, 512),
+                ClassSpec::plain("small", 3, 600, 512),
+            ],
             types: vec![
                 ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04)]),
                 ty("b.big", 4, 8192, 16, vec![od("zone-a", 0.075)]),
@@ -442,11 +545,19 @@ fn spread_pods_share_a_node_with_big_pods_in_one_zone() {
         Instance {
             classes: vec![
                 ClassSpec::plain("big", 2, 1500, 128),
-                with(ClassSpec::plain("spread", 4, 250, 128), |c| c.spread = Some(1)),
+                with(ClassSpec::plain("spread", 4, 250, 128), |c| {
+                    c.spread = Some(1)
+                }),
             ],
             types: vec![
                 ty("m5.medium", 2, 4096, 8, vec![spot("zone-b", 0.016104)]),
-                ty("m5.large", 4, 8192, 16, vec![spot("zone-a", 0.030844), spot("zone-b", 0.031989)]),
+                ty(
+                    "m5.large",
+                    4,
+                    8192,
+                    16,
+                    vec![spot("zone-a", 0.030844), spot("zone-b", 0.031989)],
+                ),
             ],
         },
         Some(0.046948),
@@ -472,7 +583,13 @@ fn spread_pair_needs_one_node_in_the_dear_zone() {
             ],
             types: vec![
                 ty("t0.x", 1, 2048, 2, vec![]),
-                ty("t1.x", 1, 2048, 2, vec![spot("zone-a", 0.026), spot("zone-b", 0.005)]),
+                ty(
+                    "t1.x",
+                    1,
+                    2048,
+                    2,
+                    vec![spot("zone-a", 0.026), spot("zone-b", 0.005)],
+                ),
             ],
         },
         Some(0.041),
@@ -485,7 +602,9 @@ fn no_full_placement_leaves_a_pod_unschedulable() {
     // minimum stays 0 there and maxSkew 1 admits one pod in zone-a; the second cannot be placed
     hand_case(
         Instance {
-            classes: vec![with(ClassSpec::plain("db", 2, 1500, 512), |c| c.spread = Some(1))],
+            classes: vec![with(ClassSpec::plain("db", 2, 1500, 512), |c| {
+                c.spread = Some(1)
+            })],
             types: vec![
                 ty("s.small", 2, 4096, 8, vec![od("zone-a", 0.04)]),
                 ty("t.tiny", 1, 2048, 4, vec![od("zone-b", 0.02)]),
@@ -513,7 +632,11 @@ fn tiny_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
         prop::sample::select(vec![2u32, 3, 8]),
         prop::collection::vec(prop::option::weighted(0.6, 5u32..=120), 4),
     );
-    (prop::collection::vec(class, 1..=3), prop::collection::vec(type_spec, 2..=3), 1usize..=2)
+    (
+        prop::collection::vec(class, 1..=3),
+        prop::collection::vec(type_spec, 2..=3),
+        1usize..=2,
+    )
         .prop_map(|(classes, types, zones)| {
             let mut left = 6usize;
             let classes = classes
@@ -542,7 +665,14 @@ fn tiny_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
                 .map(|(i, (vcpu, mem, max_pods, prices))| {
                     let mut offerings = Vec::new();
                     for (j, p) in prices.into_iter().enumerate() {
-                        let (z, ct) = (j / 2, if j % 2 == 0 { CapacityType::OnDemand } else { CapacityType::Spot });
+                        let (z, ct) = (
+                            j / 2,
+                            if j % 2 == 0 {
+                                CapacityType::OnDemand
+                            } else {
+                                CapacityType::Spot
+                            },
+                        );
                         if let (true, Some(p)) = (z < zones, p) {
                             offerings.push(off(ZONES[z], ct, f64::from(p) / 1000.0));
                         }
@@ -557,7 +687,10 @@ fn tiny_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
 
 /// A tiny instance whose classes without required anti-affinity may prefer to be apart.
 fn tiny_preferring_instance() -> impl proptest::strategy::Strategy<Value = Instance> {
-    let weights = prop::collection::vec(prop::option::weighted(0.5, prop::sample::select(vec![1i32, 10, 40, 100])), 3);
+    let weights = prop::collection::vec(
+        prop::option::weighted(0.5, prop::sample::select(vec![1i32, 10, 40, 100])),
+        3,
+    );
     (tiny_instance(), weights).prop_map(|(mut inst, weights)| {
         for (c, w) in inst.classes.iter_mut().zip(weights) {
             c.prefer_apart = w.filter(|_| !c.anti);

@@ -30,7 +30,8 @@ const NS: &str = "default";
 /// A NodePool over general-purpose on-demand amd64 types and its EC2NodeClass.
 async fn install_nodepool(client: &Client) {
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
-    let classes: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
+    let classes: Api<DynamicObject> =
+        Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
     let class: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
         "spec": {"role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
@@ -38,7 +39,10 @@ async fn install_nodepool(client: &Client) {
                  "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
     }))
     .unwrap();
-    classes.create(&PostParams::default(), &class).await.expect("ec2nodeclass created");
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("ec2nodeclass created");
     let pool: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
         "spec": {
@@ -57,12 +61,18 @@ async fn install_nodepool(client: &Client) {
         },
     }))
     .unwrap();
-    pools.create(&PostParams::default(), &pool).await.expect("nodepool created");
+    pools
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("nodepool created");
 }
 
 async fn namespace(client: &Client, name: &str) {
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})).unwrap();
+    let ns = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+    )
+    .unwrap();
     let _ = api.create(&PostParams::default(), &ns).await;
 }
 
@@ -81,19 +91,45 @@ async fn one_web_pod_down_at_a_time(client: &Client) {
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
     }))
     .unwrap();
-    Api::<PodDisruptionBudget>::namespaced(client.clone(), NS).create(&PostParams::default(), &pdb).await.unwrap();
+    Api::<PodDisruptionBudget>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &pdb)
+        .await
+        .unwrap();
 }
 
 fn web(replicas: usize, cpu: &str) -> Deployment {
-    Deployment { namespace: NS.into(), name: "web".into(), replicas, cpu: cpu.into(), memory: "1Gi".into() }
+    Deployment {
+        namespace: NS.into(),
+        name: "web".into(),
+        replicas,
+        cpu: cpu.into(),
+        memory: "1Gi".into(),
+    }
 }
 
 async fn node_names(client: &Client) -> std::collections::BTreeSet<String> {
-    Api::<Node>::all(client.clone()).list(&ListParams::default()).await.expect("nodes").items.into_iter().filter_map(|n| n.metadata.name).collect()
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("nodes")
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect()
 }
 
 async fn settled(client: &Client, pods: usize) -> Result<Census, Census> {
-    eventually(Duration::from_secs(60), || async { census(client, NS).await.expect("census") }, |c| c.pods_running == pods && c.pods_pending == 0 && c.claims_without_node == 0 && c.claims == c.nodes).await
+    eventually(
+        Duration::from_secs(60),
+        || async { census(client, NS).await.expect("census") },
+        |c| {
+            c.pods_running == pods
+                && c.pods_pending == 0
+                && c.claims_without_node == 0
+                && c.claims == c.nodes
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,48 +138,145 @@ async fn pending_pods_become_nodeclaims_nodes_and_running_pods() {
     let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(web(12, "700m"));
-    let c = settled(&client, 12).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let c = settled(&client, 12)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
     assert!(c.nodes >= 1, "{c:?}");
     // every claim goes through Karpenter's lifecycle (Initialized may land a step after the pods bind)
     let true_conditions = |claim: &DynamicObject| -> Vec<String> {
-        claim.data["status"]["conditions"].as_array().into_iter().flatten().filter(|c| c["status"] == "True").filter_map(|c| c["type"].as_str().map(str::to_string)).collect()
+        claim.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["status"] == "True")
+            .filter_map(|c| c["type"].as_str().map(str::to_string))
+            .collect()
     };
-    let wanted = ["Launched", "Registered", "Initialized", "Ready", "Consolidatable"];
+    let wanted = [
+        "Launched",
+        "Registered",
+        "Initialized",
+        "Ready",
+        "Consolidatable",
+    ];
     let lifecycle = eventually(
         Duration::from_secs(10),
-        || async { nodeclaims(&client).list(&ListParams::default()).await.unwrap().items },
-        |claims| claims.iter().all(|c| wanted.iter().all(|w| true_conditions(c).iter().any(|t| t == w))),
+        || async {
+            nodeclaims(&client)
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+        },
+        |claims| {
+            claims.iter().all(|c| {
+                wanted
+                    .iter()
+                    .all(|w| true_conditions(c).iter().any(|t| t == w))
+            })
+        },
     )
     .await;
-    let claims = lifecycle.unwrap_or_else(|cs| panic!("claims short of {wanted:?}: {:?}\n{}", cs.iter().map(true_conditions).collect::<Vec<_>>(), joiner.log()));
+    let claims = lifecycle.unwrap_or_else(|cs| {
+        panic!(
+            "claims short of {wanted:?}: {:?}\n{}",
+            cs.iter().map(true_conditions).collect::<Vec<_>>(),
+            joiner.log()
+        )
+    });
     for claim in claims {
-        assert_eq!(claim.metadata.finalizers.as_deref(), Some(&["karpenter.sh/termination".to_string()][..]));
+        assert_eq!(
+            claim.metadata.finalizers.as_deref(),
+            Some(&["karpenter.sh/termination".to_string()][..])
+        );
         let reqs = claim.data["spec"]["requirements"].as_array().unwrap();
-        assert!(reqs.iter().any(|r| r["key"] == "node.kubernetes.io/instance-type" && r["operator"] == "In"));
+        assert!(reqs
+            .iter()
+            .any(|r| r["key"] == "node.kubernetes.io/instance-type" && r["operator"] == "In"));
     }
-    for node in Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items {
+    for node in Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
         let labels = node.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels.get("karpenter.sh/nodepool").map(String::as_str), Some("default"));
-        assert_eq!(labels.get("karpenter.sh/registered").map(String::as_str), Some("true"));
-        assert_eq!(labels.get("karpenter.sh/initialized").map(String::as_str), Some("true"));
-        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-        assert!(!taints.iter().any(|t| t.key == "karpenter.sh/unregistered"), "{taints:?}");
-        assert!(node.metadata.finalizers.unwrap_or_default().contains(&"karpenter.sh/termination".to_string()));
+        assert_eq!(
+            labels.get("karpenter.sh/nodepool").map(String::as_str),
+            Some("default")
+        );
+        assert_eq!(
+            labels.get("karpenter.sh/registered").map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(
+            labels.get("karpenter.sh/initialized").map(String::as_str),
+            Some("true")
+        );
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        assert!(
+            !taints.iter().any(|t| t.key == "karpenter.sh/unregistered"),
+            "{taints:?}"
+        );
+        assert!(node
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"karpenter.sh/termination".to_string()));
     }
     // the NodePool reports itself Ready with its nodes' capacity
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
-    let reported = eventually(Duration::from_secs(10), || async { pools.get("default").await.unwrap() }, |p| p.data["status"]["resources"]["nodes"].as_str() == Some(c.nodes.to_string().as_str())).await;
-    let pool = reported.unwrap_or_else(|p| panic!("nodepool status not reported: {:?}", p.data["status"]));
-    let ready = |o: &DynamicObject, t: &str| o.data["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"));
+    let reported = eventually(
+        Duration::from_secs(10),
+        || async { pools.get("default").await.unwrap() },
+        |p| p.data["status"]["resources"]["nodes"].as_str() == Some(c.nodes.to_string().as_str()),
+    )
+    .await;
+    let pool =
+        reported.unwrap_or_else(|p| panic!("nodepool status not reported: {:?}", p.data["status"]));
+    let ready = |o: &DynamicObject, t: &str| {
+        o.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"))
+    };
     for t in ["Ready", "NodeClassReady", "ValidationSucceeded"] {
-        assert!(ready(&pool, t), "nodepool not {t}: {:?}", pool.data["status"]);
+        assert!(
+            ready(&pool, t),
+            "nodepool not {t}: {:?}",
+            pool.data["status"]
+        );
     }
     // pods were told where they were going
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
-    let nominated = events.list(&ListParams::default()).await.unwrap().items.iter().filter(|e| e.reason.as_deref() == Some("Nominated")).count();
+    let nominated = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Nominated"))
+        .count();
     assert!(nominated >= 1, "no Nominated event");
-    assert!(joiner.metric("joiner_nodeclaims_created_total{reason=\"launched\"}").await >= c.claims as f64);
-    assert!(joiner.metric("joiner_solver_solves_total{phase=\"provisioning\"").await == 0.0 || joiner.metrics().await.contains("joiner_solver_solves_total{phase=\"provisioning\""));
+    assert!(
+        joiner
+            .metric("joiner_nodeclaims_created_total{reason=\"launched\"}")
+            .await
+            >= c.claims as f64
+    );
+    assert!(
+        joiner
+            .metric("joiner_solver_solves_total{phase=\"provisioning\"")
+            .await
+            == 0.0
+            || joiner
+                .metrics()
+                .await
+                .contains("joiner_solver_solves_total{phase=\"provisioning\"")
+    );
     sim.stop().await;
 }
 
@@ -154,7 +287,9 @@ async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() 
     let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(16, "1500m"));
-    let before = settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let before = settled(&client, 16)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
     let original = node_names(&client).await;
     let timeline = Timeline::start(&server);
     sim.scale(NS, "web", 4);
@@ -167,19 +302,47 @@ async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() 
             fewest.fetch_min(c.pods_running, std::sync::atomic::Ordering::Relaxed);
             (c, node_names(&client).await)
         },
-        |(c, nodes)| c.pods_running == 4 && nodes.is_disjoint(&original) && c.claims == c.nodes && c.pods_pending == 0,
+        |(c, nodes)| {
+            c.pods_running == 4
+                && nodes.is_disjoint(&original)
+                && c.claims == c.nodes
+                && c.pods_pending == 0
+        },
     )
     .await
-    .unwrap_or_else(|c| panic!("not consolidated: before {before:?}, now {c:?}\n{}", joiner.log()));
+    .unwrap_or_else(|c| {
+        panic!(
+            "not consolidated: before {before:?}, now {c:?}\n{}",
+            joiner.log()
+        )
+    });
     let fewest = fewest.into_inner();
-    assert!(fewest >= 3, "running pods fell to {fewest}\n{}", joiner.log());
+    assert!(
+        fewest >= 3,
+        "running pods fell to {fewest}\n{}",
+        joiner.log()
+    );
     // the smaller fleet costs less: no more nodes than before, each replaced by a cheaper one
     assert!(after.0.nodes <= before.nodes, "{after:?}");
-    assert!(joiner.metric("joiner_disruption_decisions_total{reason=\"executed\"}").await >= 1.0);
+    assert!(
+        joiner
+            .metric("joiner_disruption_decisions_total{reason=\"executed\"}")
+            .await
+            >= 1.0
+    );
     // from the change feed: no node went before its replacements were Ready, none with pods on it,
     // and the budget held counting only pods on nodes that still exist
-    assert_eq!(timeline.violations(), Vec::<String>::new(), "\n{}", joiner.log());
-    assert!(timeline.replaced_deletions() >= 1, "no node was replaced ({} disrupted deletions)", timeline.disrupted_deletions());
+    assert_eq!(
+        timeline.violations(),
+        Vec::<String>::new(),
+        "\n{}",
+        joiner.log()
+    );
+    assert!(
+        timeline.replaced_deletions() >= 1,
+        "no node was replaced ({} disrupted deletions)",
+        timeline.disrupted_deletions()
+    );
     sim.stop().await;
 }
 
@@ -187,7 +350,9 @@ async fn set_weights(client: &Client, data: serde_json::Value) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NS);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "joiner-cost-weights", "namespace": SYSTEM_NS}, "data": data});
     let params = PatchParams::apply("e2e").force();
-    api.patch("joiner-cost-weights", &params, &Patch::Apply(&cm)).await.expect("configmap applied");
+    api.patch("joiner-cost-weights", &params, &Patch::Apply(&cm))
+        .await
+        .expect("configmap applied");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,22 +363,59 @@ async fn a_cost_weight_change_applies_without_restart_and_a_bad_one_keeps_the_la
     let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(12, "1500m"));
-    settled(&client, 12).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    settled(&client, 12)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
     let original = node_names(&client).await;
     sim.scale(NS, "web", 2);
     tokio::time::sleep(Duration::from_secs(8)).await;
-    assert_eq!(node_names(&client).await, original, "consolidated although minSavings forbids it");
+    assert_eq!(
+        node_names(&client).await,
+        original,
+        "consolidated although minSavings forbids it"
+    );
     // an invalid value: the last good weights (minSavings 1000) stay, and joiner says so
     set_weights(&client, json!({"minSavings": "lots"})).await;
-    let flagged = eventually(Duration::from_secs(20), || async { joiner.metric("joiner_config_invalid").await }, |v| *v == 1.0).await;
-    assert!(flagged.is_ok(), "invalid configmap not reported\n{}", joiner.log());
+    let flagged = eventually(
+        Duration::from_secs(20),
+        || async { joiner.metric("joiner_config_invalid").await },
+        |v| *v == 1.0,
+    )
+    .await;
+    assert!(
+        flagged.is_ok(),
+        "invalid configmap not reported\n{}",
+        joiner.log()
+    );
     assert_eq!(node_names(&client).await, original);
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), SYSTEM_NS);
-    assert!(events.list(&ListParams::default()).await.unwrap().items.iter().any(|e| e.reason.as_deref() == Some("InvalidCostWeights")));
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), SYSTEM_NS);
+    assert!(events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .any(|e| e.reason.as_deref() == Some("InvalidCostWeights")));
     // a good value again: consolidation goes ahead, no restart
     set_weights(&client, json!({"minSavings": "0.01"})).await;
-    let after = eventually(Duration::from_secs(60), || async { (census(&client, NS).await.unwrap(), node_names(&client).await) }, |(c, n)| n.is_disjoint(&original) && c.pods_running == 2).await;
-    assert!(after.is_ok(), "not consolidated after the weights changed: {:?}\n{}", after, joiner.log());
+    let after = eventually(
+        Duration::from_secs(60),
+        || async {
+            (
+                census(&client, NS).await.unwrap(),
+                node_names(&client).await,
+            )
+        },
+        |(c, n)| n.is_disjoint(&original) && c.pods_running == 2,
+    )
+    .await;
+    assert!(
+        after.is_ok(),
+        "not consolidated after the weights changed: {:?}\n{}",
+        after,
+        joiner.log()
+    );
     assert_eq!(joiner.metric("joiner_config_invalid").await, 0.0);
     sim.stop().await;
 }
@@ -222,27 +424,59 @@ async fn a_cost_weight_change_applies_without_restart_and_a_bad_one_keeps_the_la
 async fn a_standby_acts_on_nothing_until_the_leaders_lease_expires() {
     let (server, client, dir) = cluster("leader").await;
     let mut a = Joiner::start(&server, &dir, "joiner-a", &[]);
-    let leader = eventually(Duration::from_secs(20), || async { a.metric("joiner_leader").await }, |v| *v == 1.0).await;
+    let leader = eventually(
+        Duration::from_secs(20),
+        || async { a.metric("joiner_leader").await },
+        |v| *v == 1.0,
+    )
+    .await;
     assert!(leader.is_ok(), "first replica never led\n{}", a.log());
     let b = Joiner::start(&server, &dir, "joiner-b", &[]);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(6, "1"));
-    settled(&client, 6).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", a.log()));
+    settled(&client, 6)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", a.log()));
     // the standby serves metrics but created nothing and holds nothing
     assert_eq!(b.metric("joiner_leader").await, 0.0);
-    assert_eq!(b.metric("joiner_nodeclaims_created_total{reason=\"launched\"}").await, 0.0);
+    assert_eq!(
+        b.metric("joiner_nodeclaims_created_total{reason=\"launched\"}")
+            .await,
+        0.0
+    );
     assert!(!b.metrics().await.is_empty(), "standby not serving");
     // the leader dies without releasing its Lease; the standby takes over once it expires
     a.kill();
-    let took_over = eventually(Duration::from_secs(20), || async { b.metric("joiner_leader").await }, |v| *v == 1.0).await;
+    let took_over = eventually(
+        Duration::from_secs(20),
+        || async { b.metric("joiner_leader").await },
+        |v| *v == 1.0,
+    )
+    .await;
     assert!(took_over.is_ok(), "standby never took over\n{}", b.log());
-    let lease: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let lease: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), SYSTEM_NS);
     let l = lease.get("joiner-leader-election").await.unwrap();
-    assert_eq!(l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()), Some("joiner-b"));
-    assert!(l.spec.as_ref().and_then(|s| s.lease_transitions).unwrap_or(0) >= 1);
+    assert_eq!(
+        l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()),
+        Some("joiner-b")
+    );
+    assert!(
+        l.spec
+            .as_ref()
+            .and_then(|s| s.lease_transitions)
+            .unwrap_or(0)
+            >= 1
+    );
     sim.scale(NS, "web", 12);
-    settled(&client, 12).await.unwrap_or_else(|c| panic!("new leader did not provision: {c:?}\n{}", b.log()));
-    assert!(b.metric("joiner_nodeclaims_created_total{reason=\"launched\"}").await >= 1.0);
+    settled(&client, 12)
+        .await
+        .unwrap_or_else(|c| panic!("new leader did not provision: {c:?}\n{}", b.log()));
+    assert!(
+        b.metric("joiner_nodeclaims_created_total{reason=\"launched\"}")
+            .await
+            >= 1.0
+    );
     sim.stop().await;
 }
 
@@ -251,7 +485,12 @@ async fn dropped_watches_conflicts_and_server_errors_neither_lose_nor_duplicate_
     let (server, client, dir) = cluster("faults").await;
     let server = std::sync::Arc::new(server);
     // no disruption: a duplicated launch would stay as an empty node for the test to see
-    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption"]);
+    let joiner = Joiner::start(
+        &server,
+        &dir,
+        "joiner-a",
+        &["--disable-leader-election", "--disable-disruption"],
+    );
     server.fail_next(RequestMatch::new("POST", "nodeclaims"), 2, 500);
     server.fail_next(RequestMatch::new("PATCH", "nodeclaims"), 3, 409);
     server.fail_next(RequestMatch::new("PATCH", "nodes"), 2, 500);
@@ -269,100 +508,275 @@ async fn dropped_watches_conflicts_and_server_errors_neither_lose_nor_duplicate_
             }
         })
     };
-    let c = settled(&client, 10).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let c = settled(&client, 10)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
     chaos.await.unwrap();
     // settle again after the last dropped watch, then check nothing is wasted
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = census(&client, NS).await.unwrap();
     assert_eq!(after, c, "cluster changed after the faults stopped");
-    let pods = Api::<Pod>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items;
-    for node in Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items {
+    let pods = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    for node in Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
         let name = node.metadata.name.clone().unwrap();
-        assert!(pods.iter().any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name)), "node {name} is empty: capacity was duplicated");
+        assert!(
+            pods.iter()
+                .any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name)),
+            "node {name} is empty: capacity was duplicated"
+        );
     }
-    assert!(server.count("POST", "nodeclaims") > c.claims, "the injected failures were not hit");
+    assert!(
+        server.count("POST", "nodeclaims") > c.claims,
+        "the injected failures were not hit"
+    );
     sim.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_node_is_drained_through_the_eviction_api_then_released() {
     let (server, client, dir) = cluster("terminate").await;
-    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption"]);
+    let joiner = Joiner::start(
+        &server,
+        &dir,
+        "joiner-a",
+        &["--disable-leader-election", "--disable-disruption"],
+    );
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(6, "1"));
-    settled(&client, 6).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    settled(&client, 6)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
     let original = node_names(&client).await;
     let victim = original.iter().next().unwrap().clone();
-    let pods_on_victim = Api::<Pod>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&victim)).count();
+    let pods_on_victim = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&victim))
+        .count();
     // what `kubectl delete node` does: the finalizer keeps the node until joiner lets it go
-    Api::<Node>::all(client.clone()).delete(&victim, &kube::api::DeleteParams::default()).await.unwrap();
+    Api::<Node>::all(client.clone())
+        .delete(&victim, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
     let done = eventually(
         Duration::from_secs(60),
-        || async { (census(&client, NS).await.unwrap(), node_names(&client).await) },
-        |(c, nodes)| !nodes.contains(&victim) && c.pods_running == 6 && c.pods_pending == 0 && c.claims == c.nodes && c.claims_without_node == 0,
+        || async {
+            (
+                census(&client, NS).await.unwrap(),
+                node_names(&client).await,
+            )
+        },
+        |(c, nodes)| {
+            !nodes.contains(&victim)
+                && c.pods_running == 6
+                && c.pods_pending == 0
+                && c.claims == c.nodes
+                && c.claims_without_node == 0
+        },
     )
     .await;
-    assert!(done.is_ok(), "not drained and released: {done:?}\n{}", joiner.log());
-    let evictions = server.request_count(&RequestMatch::new("POST", "pods").subresource("eviction"));
-    assert!(evictions >= pods_on_victim, "{evictions} evictions for {pods_on_victim} pods");
-    assert!(joiner.metric("joiner_nodeclaims_terminated_total{reason=\"deleted\"}").await >= 1.0);
+    assert!(
+        done.is_ok(),
+        "not drained and released: {done:?}\n{}",
+        joiner.log()
+    );
+    let evictions =
+        server.request_count(&RequestMatch::new("POST", "pods").subresource("eviction"));
+    assert!(
+        evictions >= pods_on_victim,
+        "{evictions} evictions for {pods_on_victim} pods"
+    );
+    assert!(
+        joiner
+            .metric("joiner_nodeclaims_terminated_total{reason=\"deleted\"}")
+            .await
+            >= 1.0
+    );
     sim.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_that_never_registers_is_given_up_and_its_pods_solved_again() {
     let (server, client, dir) = cluster("registration").await;
-    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption", "--registration-timeout", "3s"]);
+    let joiner = Joiner::start(
+        &server,
+        &dir,
+        "joiner-a",
+        &[
+            "--disable-leader-election",
+            "--disable-disruption",
+            "--registration-timeout",
+            "3s",
+        ],
+    );
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.never_boot(1);
     sim.deploy(web(4, "1"));
-    let first = eventually(Duration::from_secs(20), || async { nodeclaims(&client).list(&ListParams::default()).await.unwrap().items }, |cs| !cs.is_empty()).await;
-    let first = first.unwrap_or_else(|_| panic!("no nodeclaim\n{}", joiner.log()))[0].metadata.name.clone().unwrap();
-    let c = settled(&client, 4).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
-    let names: Vec<String> = nodeclaims(&client).list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
-    assert!(!names.contains(&first), "the claim that never registered is still there: {names:?}");
+    let first = eventually(
+        Duration::from_secs(20),
+        || async {
+            nodeclaims(&client)
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+        },
+        |cs| !cs.is_empty(),
+    )
+    .await;
+    let first = first.unwrap_or_else(|_| panic!("no nodeclaim\n{}", joiner.log()))[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    let c = settled(&client, 4)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let names: Vec<String> = nodeclaims(&client)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert!(
+        !names.contains(&first),
+        "the claim that never registered is still there: {names:?}"
+    );
     assert_eq!(c.claims, c.nodes);
-    assert!(joiner.metric("joiner_nodeclaims_terminated_total{reason=\"registration-timeout\"}").await >= 1.0, "{}", joiner.log());
-    assert!(joiner.metric("joiner_cloudprovider_duration_seconds_count{method=\"delete\"}").await >= 1.0, "its instance was not terminated");
+    assert!(
+        joiner
+            .metric("joiner_nodeclaims_terminated_total{reason=\"registration-timeout\"}")
+            .await
+            >= 1.0,
+        "{}",
+        joiner.log()
+    );
+    assert!(
+        joiner
+            .metric("joiner_cloudprovider_duration_seconds_count{method=\"delete\"}")
+            .await
+            >= 1.0,
+        "its instance was not terminated"
+    );
     sim.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_solver_falls_back_to_karpenters_rules_and_says_so() {
     let (server, client, dir) = cluster("solver-fault").await;
-    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--inject-solver-fault", "error"]);
+    let joiner = Joiner::start(
+        &server,
+        &dir,
+        "joiner-a",
+        &[
+            "--disable-leader-election",
+            "--inject-solver-fault",
+            "error",
+        ],
+    );
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(16, "1500m"));
-    let before = settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let before = settled(&client, 16)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
     let original = node_names(&client).await;
     let timeline = Timeline::start(&server);
     sim.scale(NS, "web", 4);
     // Karpenter's consolidation still runs: the scaled-down fleet is replaced or shrunk
     let after = eventually(
         Duration::from_secs(90),
-        || async { (census(&client, NS).await.expect("census"), node_names(&client).await) },
-        |(c, nodes)| c.pods_running == 4 && c.pods_pending == 0 && c.claims == c.nodes && nodes.is_disjoint(&original),
+        || async {
+            (
+                census(&client, NS).await.expect("census"),
+                node_names(&client).await,
+            )
+        },
+        |(c, nodes)| {
+            c.pods_running == 4
+                && c.pods_pending == 0
+                && c.claims == c.nodes
+                && nodes.is_disjoint(&original)
+        },
     )
     .await
-    .unwrap_or_else(|c| panic!("not consolidated: before {before:?}, now {c:?}\n{}", joiner.log()));
+    .unwrap_or_else(|c| {
+        panic!(
+            "not consolidated: before {before:?}, now {c:?}\n{}",
+            joiner.log()
+        )
+    });
     assert!(after.0.nodes <= before.nodes, "{after:?}");
-    assert_eq!(timeline.violations(), Vec::<String>::new(), "\n{}", joiner.log());
-    for phase in ["provisioning\",status=\"fallback-greedy", "disruption\",status=\"fallback-baseline"] {
-        let solves = joiner.metric(&format!("joiner_solver_solves_total{{phase=\"{phase}\"}}")).await;
-        assert!(solves >= 1.0, "no {phase} solves counted\n{}", joiner.metrics().await);
+    assert_eq!(
+        timeline.violations(),
+        Vec::<String>::new(),
+        "\n{}",
+        joiner.log()
+    );
+    for phase in [
+        "provisioning\",status=\"fallback-greedy",
+        "disruption\",status=\"fallback-baseline",
+    ] {
+        let solves = joiner
+            .metric(&format!("joiner_solver_solves_total{{phase=\"{phase}\"}}"))
+            .await;
+        assert!(
+            solves >= 1.0,
+            "no {phase} solves counted\n{}",
+            joiner.metrics().await
+        );
     }
-    assert_eq!(joiner.metric("joiner_solver_solves_total{phase=\"provisioning\",status=\"time-limit\"}").await, 0.0);
+    assert_eq!(
+        joiner
+            .metric("joiner_solver_solves_total{phase=\"provisioning\",status=\"time-limit\"}")
+            .await,
+        0.0
+    );
     // a Warning Event on the NodePool says which decision fell back and why
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
-    let fallbacks: Vec<_> = events.list(&ListParams::default()).await.unwrap().items.into_iter().filter(|e| e.reason.as_deref() == Some("SolverFallback")).collect();
-    let about = |phase: &str| fallbacks.iter().any(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("NodePool") && e.type_.as_deref() == Some("Warning") && e.note.as_deref().is_some_and(|n| n.starts_with(phase) && n.contains("highs error")));
-    assert!(about("provisioning") && about("disruption"), "{fallbacks:?}");
+    let fallbacks: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("SolverFallback"))
+        .collect();
+    let about = |phase: &str| {
+        fallbacks.iter().any(|e| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("NodePool")
+                && e.type_.as_deref() == Some("Warning")
+                && e.note
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(phase) && n.contains("highs error"))
+        })
+    };
+    assert!(
+        about("provisioning") && about("disruption"),
+        "{fallbacks:?}"
+    );
     sim.stop().await;
 }
 
 /// Whether a node carries the `karpenter.sh/disrupted` taint a disruption command puts on.
 fn disrupted(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| ts.iter().any(|t| t.key == "karpenter.sh/disrupted"))
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == "karpenter.sh/disrupted"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -370,17 +784,39 @@ async fn a_leader_killed_mid_disruption_leaves_nothing_cordoned_lost_or_leaked()
     let (server, client, dir) = cluster("leader-disruption").await;
     one_web_pod_down_at_a_time(&client).await;
     let mut a = Joiner::start(&server, &dir, "joiner-a", &[]);
-    eventually(Duration::from_secs(20), || async { a.metric("joiner_leader").await }, |v| *v == 1.0).await.unwrap_or_else(|_| panic!("no leader\n{}", a.log()));
+    eventually(
+        Duration::from_secs(20),
+        || async { a.metric("joiner_leader").await },
+        |v| *v == 1.0,
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no leader\n{}", a.log()));
     let b = Joiner::start(&server, &dir, "joiner-b", &[]);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(16, "1500m"));
-    settled(&client, 16).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", a.log()));
+    settled(&client, 16)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", a.log()));
     let original = node_names(&client).await;
     let timeline = Timeline::start(&server);
     sim.scale(NS, "web", 4);
     // the leader dies once its disruption command has cordoned a node
     let nodes: Api<Node> = Api::all(client.clone());
-    let cordoned = eventually(Duration::from_secs(60), || async { nodes.list(&ListParams::default()).await.unwrap().items.iter().filter(|n| disrupted(n)).count() }, |n| *n > 0).await;
+    let cordoned = eventually(
+        Duration::from_secs(60),
+        || async {
+            nodes
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .filter(|n| disrupted(n))
+                .count()
+        },
+        |n| *n > 0,
+    )
+    .await;
     cordoned.unwrap_or_else(|_| panic!("no disruption command started\n{}", a.log()));
     a.kill();
     // the standby takes over and finishes the job: no node left cordoned, every pod running, the
@@ -392,21 +828,46 @@ async fn a_leader_killed_mid_disruption_leaves_nothing_cordoned_lost_or_leaked()
             let c = census(&client, NS).await.expect("census");
             fewest.fetch_min(c.pods_running, std::sync::atomic::Ordering::Relaxed);
             let all = nodes.list(&ListParams::default()).await.unwrap().items;
-            (c, all.iter().filter(|n| disrupted(n)).count(), all.iter().filter_map(|n| n.metadata.name.clone()).collect::<std::collections::BTreeSet<_>>())
+            (
+                c,
+                all.iter().filter(|n| disrupted(n)).count(),
+                all.iter()
+                    .filter_map(|n| n.metadata.name.clone())
+                    .collect::<std::collections::BTreeSet<_>>(),
+            )
         },
         // the standby decides afresh (the dead leader's taint is removed, its unrecorded replacement
         // given up): done once the big node is gone or the fleet is smaller
-        |(c, cordoned, names)| c.pods_running == 4 && c.pods_pending == 0 && c.claims == c.nodes && *cordoned == 0 && (c.nodes < original.len() || names.is_disjoint(&original)),
+        |(c, cordoned, names)| {
+            c.pods_running == 4
+                && c.pods_pending == 0
+                && c.claims == c.nodes
+                && *cordoned == 0
+                && (c.nodes < original.len() || names.is_disjoint(&original))
+        },
     )
     .await
     .unwrap_or_else(|s| panic!("not finished after the takeover: {s:?}\n{}", b.log()));
     assert_eq!(b.metric("joiner_leader").await, 1.0);
     let fewest = fewest.into_inner();
-    assert!(fewest >= 3, "running pods fell to {fewest}: the PodDisruptionBudget was broken\n{}", b.log());
-    assert!(after.0.nodes < original.len() || after.2.is_disjoint(&original), "nothing consolidated: {after:?}");
+    assert!(
+        fewest >= 3,
+        "running pods fell to {fewest}: the PodDisruptionBudget was broken\n{}",
+        b.log()
+    );
+    assert!(
+        after.0.nodes < original.len() || after.2.is_disjoint(&original),
+        "nothing consolidated: {after:?}"
+    );
     // from the change feed, across both leaders: no node went before its replacements were
     // Ready, none with pods on it, and the budget held counting only pods on nodes still there
-    assert_eq!(timeline.violations(), Vec::<String>::new(), "\n{}\n{}", a.log(), b.log());
+    assert_eq!(
+        timeline.violations(),
+        Vec::<String>::new(),
+        "\n{}\n{}",
+        a.log(),
+        b.log()
+    );
     sim.stop().await;
 }
 
@@ -416,34 +877,99 @@ async fn api_server_timeouts_and_stalls_neither_lose_nor_duplicate_capacity() {
     // the delays stay under joiner's `--api-timeout` (30 s): a request is answered late by
     // kube-apiserver's own request timeout, a 504 `Timeout` which kube retries three times.
     // Only joiner's requests (its kubeconfig's token) meet the faults, not the kubelet stand-ins'.
-    let late = |delay_ms: u64, committed: bool| Injected::Timeout { delay: Duration::from_millis(delay_ms), committed };
+    let late = |delay_ms: u64, committed: bool| Injected::Timeout {
+        delay: Duration::from_millis(delay_ms),
+        committed,
+    };
     // NodeClaim creates that take effect but whose answer is lost: kube's retry then finds the claim
     // already there (409)
-    server.inject_next(RequestMatch::new("POST", "nodeclaims").by("joiner-a"), 2, late(1500, true));
+    server.inject_next(
+        RequestMatch::new("POST", "nodeclaims").by("joiner-a"),
+        2,
+        late(1500, true),
+    );
     // launches recorded on the claim time out without effect, as do node registrations
-    server.inject_next(RequestMatch::new("PATCH", "nodeclaims").subresource("status").by("joiner-a"), 4, late(1500, false));
-    server.inject_next(RequestMatch::new("PATCH", "nodes").by("joiner-a"), 4, late(1000, false));
+    server.inject_next(
+        RequestMatch::new("PATCH", "nodeclaims")
+            .subresource("status")
+            .by("joiner-a"),
+        4,
+        late(1500, false),
+    );
+    server.inject_next(
+        RequestMatch::new("PATCH", "nodes").by("joiner-a"),
+        4,
+        late(1000, false),
+    );
     // pod lists time out past kube's retries, and node and pod watches hang before their first event
-    server.inject_next(RequestMatch::verb("list", "pods").by("joiner-a"), 5, late(1000, false));
-    server.inject_next(RequestMatch::verb("watch", "nodes").by("joiner-a"), 1, Injected::Stall(Duration::from_secs(4)));
-    server.inject_next(RequestMatch::verb("watch", "pods").by("joiner-a"), 1, Injected::Stall(Duration::from_secs(4)));
+    server.inject_next(
+        RequestMatch::verb("list", "pods").by("joiner-a"),
+        5,
+        late(1000, false),
+    );
+    server.inject_next(
+        RequestMatch::verb("watch", "nodes").by("joiner-a"),
+        1,
+        Injected::Stall(Duration::from_secs(4)),
+    );
+    server.inject_next(
+        RequestMatch::verb("watch", "pods").by("joiner-a"),
+        1,
+        Injected::Stall(Duration::from_secs(4)),
+    );
     let timeline = Timeline::start(&server);
     // no disruption: a duplicated launch would stay as an empty node for the test to see
-    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption"]);
+    let joiner = Joiner::start(
+        &server,
+        &dir,
+        "joiner-a",
+        &["--disable-leader-election", "--disable-disruption"],
+    );
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(10, "1"));
-    let c = settled(&client, 10).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
-    assert_eq!(server.faults_pending(), vec![], "not every injected fault was met");
+    let c = settled(&client, 10)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    assert_eq!(
+        server.faults_pending(),
+        vec![],
+        "not every injected fault was met"
+    );
     // nothing changes once settled: no late duplicate launch, no claim given up later
-    let quiet = eventually(Duration::from_secs(4), || async { census(&client, NS).await.unwrap() }, |now| now != &c).await;
-    assert!(quiet.is_err(), "cluster changed after it settled: {c:?} then {quiet:?}");
-    let pods = Api::<Pod>::namespaced(client.clone(), NS).list(&ListParams::default()).await.unwrap().items;
-    for node in Api::<Node>::all(client.clone()).list(&ListParams::default()).await.unwrap().items {
+    let quiet = eventually(
+        Duration::from_secs(4),
+        || async { census(&client, NS).await.unwrap() },
+        |now| now != &c,
+    )
+    .await;
+    assert!(
+        quiet.is_err(),
+        "cluster changed after it settled: {c:?} then {quiet:?}"
+    );
+    let pods = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    for node in Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
         let name = node.metadata.name.clone().unwrap();
-        assert!(pods.iter().any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name)), "node {name} is empty: capacity was duplicated");
+        assert!(
+            pods.iter()
+                .any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&name)),
+            "node {name} is empty: capacity was duplicated"
+        );
     }
     // the claims whose creation timed out were created all the same: none is left without a launch
-    assert!(timeline.claims_created().len() > c.claims, "no claim creation was lost to a timeout: {:?}", timeline.claims_created());
+    assert!(
+        timeline.claims_created().len() > c.claims,
+        "no claim creation was lost to a timeout: {:?}",
+        timeline.claims_created()
+    );
     assert_eq!(c.claims_without_node, 0);
     sim.stop().await;
 }
@@ -452,13 +978,33 @@ async fn api_server_timeouts_and_stalls_neither_lose_nor_duplicate_capacity() {
 async fn a_request_never_answered_times_out_and_decisions_go_on() {
     let (server, client, dir) = cluster("hung").await;
     // the first NodeClaim create hangs: its answer would come ten minutes later, long after the test
-    server.inject_next(RequestMatch::new("POST", "nodeclaims").by("joiner-a"), 1, Injected::Stall(Duration::from_secs(600)));
-    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election", "--disable-disruption", "--api-timeout", "2s"]);
+    server.inject_next(
+        RequestMatch::new("POST", "nodeclaims").by("joiner-a"),
+        1,
+        Injected::Stall(Duration::from_secs(600)),
+    );
+    let joiner = Joiner::start(
+        &server,
+        &dir,
+        "joiner-a",
+        &[
+            "--disable-leader-election",
+            "--disable-disruption",
+            "--api-timeout",
+            "2s",
+        ],
+    );
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(4, "1"));
     // without the timeout the decision thread would wait on that answer and place nothing
-    let c = settled(&client, 4).await.unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
-    assert_eq!(server.faults_pending(), vec![], "the hung request was never made");
+    let c = settled(&client, 4)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    assert_eq!(
+        server.faults_pending(),
+        vec![],
+        "the hung request was never made"
+    );
     assert!(c.nodes >= 1, "{c:?}");
     sim.stop().await;
 }

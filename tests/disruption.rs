@@ -14,7 +14,9 @@ use std::path::PathBuf;
 
 use joiner::catalog::Catalog;
 use joiner::disruption::timing::parse_timestamp;
-use joiner::disruption::{consolidate, DisruptionPlan, DisruptionSettings, DisruptionStrategy, Reason};
+use joiner::disruption::{
+    consolidate, DisruptionPlan, DisruptionSettings, DisruptionStrategy, Reason,
+};
 use joiner::domain::ClusterSnapshot;
 use joiner::snapshot::load_snapshot;
 
@@ -22,7 +24,9 @@ use common::{catalog_name, manifest_dir, CapacityType, EPS};
 
 const NOW: &str = "2026-11-30T12:00:00Z";
 fn fixture_path(name: &str) -> PathBuf {
-    manifest_dir().join("fixtures/disruption").join(format!("{name}.yaml"))
+    manifest_dir()
+        .join("fixtures/disruption")
+        .join(format!("{name}.yaml"))
 }
 
 /// The catalog a fixture names in its `# catalog: NAME` header line (`us-east-1` is the bundled one).
@@ -32,7 +36,12 @@ fn catalog_for(name: &str) -> Catalog {
     if cat == "us-east-1" {
         return Catalog::bundled("us-east-1").expect("bundled us-east-1");
     }
-    Catalog::from_file(&manifest_dir().join("fixtures/catalogs").join(format!("{cat}.json"))).expect("catalog loads")
+    Catalog::from_file(
+        &manifest_dir()
+            .join("fixtures/catalogs")
+            .join(format!("{cat}.json")),
+    )
+    .expect("catalog loads")
 }
 
 fn settings(strategy: DisruptionStrategy) -> DisruptionSettings {
@@ -56,8 +65,14 @@ fn load(name: &'static str) -> (ClusterSnapshot, Catalog) {
 }
 
 fn run_on(name: &'static str, snapshot: ClusterSnapshot, catalog: Catalog) -> Case {
-    let plan = consolidate(&snapshot, &catalog, &settings(DisruptionStrategy::Milp)).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let case = Case { name, snapshot, catalog, plan };
+    let plan = consolidate(&snapshot, &catalog, &settings(DisruptionStrategy::Milp))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let case = Case {
+        name,
+        snapshot,
+        catalog,
+        plan,
+    };
     check_invariants(&case);
     case
 }
@@ -73,15 +88,35 @@ fn summary(p: &DisruptionPlan) -> String {
         p.cost_before_per_hour, p.cost_after_per_hour, p.lower_bound, p.savings_per_hour
     );
     for a in &p.actions {
-        let launch: Vec<String> = a.launch.iter().map(|l| format!("{}:{}@{}/{:?}${}", l.id, l.instance_type, l.zone, l.capacity_type, l.price)).collect();
-        s += &format!("  {:?} delete {:?} launch {:?} moves {}\n", a.reason, a.delete, launch, a.moves.len());
+        let launch: Vec<String> = a
+            .launch
+            .iter()
+            .map(|l| {
+                format!(
+                    "{}:{}@{}/{:?}${}",
+                    l.id, l.instance_type, l.zone, l.capacity_type, l.price
+                )
+            })
+            .collect();
+        s += &format!(
+            "  {:?} delete {:?} launch {:?} moves {}\n",
+            a.reason,
+            a.delete,
+            launch,
+            a.moves.len()
+        );
     }
     for b in &p.blocked {
         s += &format!("  blocked {}: {}\n", b.node, b.reason);
     }
     s += &format!(
         "  solver: {} candidates {} classes {} vars {} rows {} gap {:?}\n",
-        p.solver.status, p.solver.candidates, p.solver.pod_classes, p.solver.variables, p.solver.constraints, p.solver.mip_gap
+        p.solver.status,
+        p.solver.candidates,
+        p.solver.pod_classes,
+        p.solver.variables,
+        p.solver.constraints,
+        p.solver.mip_gap
     );
     for n in &p.solver.notes {
         s += &format!("  note: {n}\n");
@@ -96,37 +131,75 @@ fn summary(p: &DisruptionPlan) -> String {
 fn check_invariants(c: &Case) {
     let p = &c.plan;
     let ctx = format!("{}\n{}", c.name, summary(p));
-    assert!(p.cost_after_per_hour >= p.lower_bound - EPS, "cost after below the lower bound: {ctx}");
-    assert!((p.cost_before_per_hour - p.savings_per_hour - p.cost_after_per_hour).abs() < 1e-5, "{ctx}");
+    assert!(
+        p.cost_after_per_hour >= p.lower_bound - EPS,
+        "cost after below the lower bound: {ctx}"
+    );
+    assert!(
+        (p.cost_before_per_hour - p.savings_per_hour - p.cost_after_per_hour).abs() < 1e-5,
+        "{ctx}"
+    );
     let sum: f64 = p.actions.iter().map(|a| a.savings_per_hour).sum();
     assert!((sum - p.savings_per_hour).abs() < 1e-5, "{ctx}");
     let deleted: Vec<&String> = p.actions.iter().flat_map(|a| &a.delete).collect();
     let deleted_set: BTreeSet<&String> = deleted.iter().copied().collect();
-    assert_eq!(deleted.len(), deleted_set.len(), "a node deleted twice: {ctx}");
+    assert_eq!(
+        deleted.len(),
+        deleted_set.len(),
+        "a node deleted twice: {ctx}"
+    );
     let node_names: BTreeSet<&String> = c.snapshot.nodes.iter().map(|n| &n.name).collect();
     for d in &deleted_set {
-        assert!(node_names.contains(d), "deleted node {d} not in the snapshot: {ctx}");
-        assert!(!p.blocked.iter().any(|b| &&b.node == d), "{d} both deleted and blocked: {ctx}");
+        assert!(
+            node_names.contains(d),
+            "deleted node {d} not in the snapshot: {ctx}"
+        );
+        assert!(
+            !p.blocked.iter().any(|b| &&b.node == d),
+            "{d} both deleted and blocked: {ctx}"
+        );
     }
     let mut moves_of: BTreeMap<&str, usize> = BTreeMap::new();
     for a in &p.actions {
         let launch_ids: BTreeSet<&str> = a.launch.iter().map(|l| l.id.as_str()).collect();
         for m in &a.moves {
             *moves_of.entry(m.pod.as_str()).or_default() += 1;
-            assert!(a.delete.contains(&m.from), "move {m:?} from a node its action does not delete: {ctx}");
+            assert!(
+                a.delete.contains(&m.from),
+                "move {m:?} from a node its action does not delete: {ctx}"
+            );
             let to_existing = node_names.contains(&m.to) && !deleted_set.contains(&m.to);
-            assert!(launch_ids.contains(m.to.as_str()) || to_existing, "move {m:?} to nowhere: {ctx}");
+            assert!(
+                launch_ids.contains(m.to.as_str()) || to_existing,
+                "move {m:?} to nowhere: {ctx}"
+            );
         }
         let placed: usize = a.launch.iter().map(|l| l.pods.len()).sum();
-        assert!(placed <= a.moves.len(), "launched nodes hold pods that are not moved: {ctx}");
+        assert!(
+            placed <= a.moves.len(),
+            "launched nodes hold pods that are not moved: {ctx}"
+        );
     }
     for pod in &c.snapshot.pods {
-        let on_deleted = pod.node_name.as_ref().is_some_and(|n| deleted_set.contains(n));
+        let on_deleted = pod
+            .node_name
+            .as_ref()
+            .is_some_and(|n| deleted_set.contains(n));
         let n = moves_of.get(pod.key().as_str()).copied().unwrap_or(0);
         if on_deleted && pod.is_reschedulable() {
-            assert_eq!(n, 1, "pod {} of a deleted node must move exactly once: {ctx}", pod.key());
+            assert_eq!(
+                n,
+                1,
+                "pod {} of a deleted node must move exactly once: {ctx}",
+                pod.key()
+            );
         } else {
-            assert_eq!(n, 0, "pod {} is moved but its node stays (or it is not reschedulable): {ctx}", pod.key());
+            assert_eq!(
+                n,
+                0,
+                "pod {} is moved but its node stays (or it is not reschedulable): {ctx}",
+                pod.key()
+            );
         }
     }
     let underutilized_types: BTreeSet<String> = p
@@ -137,35 +210,64 @@ fn check_invariants(c: &Case) {
         .map(|n| instance_type(&c.snapshot, n))
         .collect();
     for l in p.actions.iter().flat_map(|a| &a.launch) {
-        assert!(!underutilized_types.contains(&l.instance_type), "launches {} which an Underutilized action removes: {ctx}", l.instance_type);
+        assert!(
+            !underutilized_types.contains(&l.instance_type),
+            "launches {} which an Underutilized action removes: {ctx}",
+            l.instance_type
+        );
         let price = c
             .catalog
             .instance_types
             .iter()
             .find(|t| t.name == l.instance_type)
-            .unwrap_or_else(|| panic!("launched type {} not in the catalog: {ctx}", l.instance_type))
+            .unwrap_or_else(|| {
+                panic!(
+                    "launched type {} not in the catalog: {ctx}",
+                    l.instance_type
+                )
+            })
             .offerings
             .iter()
             .find(|o| o.zone == l.zone && o.capacity_type == l.capacity_type)
             .map(|o| o.price);
-        assert!(price.is_some_and(|x| (x - l.price).abs() < EPS), "launch {} priced {} but the catalog says {price:?}: {ctx}", l.id, l.price);
+        assert!(
+            price.is_some_and(|x| (x - l.price).abs() < EPS),
+            "launch {} priced {} but the catalog says {price:?}: {ctx}",
+            l.id,
+            l.price
+        );
     }
 }
 
 fn instance_type(s: &ClusterSnapshot, node: &str) -> String {
-    s.nodes.iter().find(|n| n.name == node).and_then(|n| n.labels.get("node.kubernetes.io/instance-type").cloned()).unwrap_or_default()
+    s.nodes
+        .iter()
+        .find(|n| n.name == node)
+        .and_then(|n| n.labels.get("node.kubernetes.io/instance-type").cloned())
+        .unwrap_or_default()
 }
 
 fn zone_of(s: &ClusterSnapshot, node: &str) -> String {
-    s.nodes.iter().find(|n| n.name == node).and_then(|n| n.labels.get("topology.kubernetes.io/zone").cloned()).unwrap_or_default()
+    s.nodes
+        .iter()
+        .find(|n| n.name == node)
+        .and_then(|n| n.labels.get("topology.kubernetes.io/zone").cloned())
+        .unwrap_or_default()
 }
 
 fn deleted(p: &DisruptionPlan) -> BTreeSet<String> {
-    p.actions.iter().flat_map(|a| a.delete.iter().cloned()).collect()
+    p.actions
+        .iter()
+        .flat_map(|a| a.delete.iter().cloned())
+        .collect()
 }
 
 fn deleted_for(p: &DisruptionPlan, reason: Reason) -> BTreeSet<String> {
-    p.actions.iter().filter(|a| a.reason == reason).flat_map(|a| a.delete.iter().cloned()).collect()
+    p.actions
+        .iter()
+        .filter(|a| a.reason == reason)
+        .flat_map(|a| a.delete.iter().cloned())
+        .collect()
 }
 
 fn launches(p: &DisruptionPlan) -> Vec<&joiner::optimizer::NewNode> {
@@ -173,7 +275,10 @@ fn launches(p: &DisruptionPlan) -> Vec<&joiner::optimizer::NewNode> {
 }
 
 fn blocked_reason<'a>(p: &'a DisruptionPlan, node: &str) -> Option<&'a str> {
-    p.blocked.iter().find(|b| b.node == node).map(|b| b.reason.as_str())
+    p.blocked
+        .iter()
+        .find(|b| b.node == node)
+        .map(|b| b.reason.as_str())
 }
 
 fn set(names: &[&str]) -> BTreeSet<String> {
@@ -181,14 +286,26 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 }
 
 fn node_names(prefix_count: &[(usize, usize)]) -> BTreeSet<String> {
-    prefix_count.iter().map(|(a, b)| format!("ip-10-0-{a}-{b}.test")).collect()
+    prefix_count
+        .iter()
+        .map(|(a, b)| format!("ip-10-0-{a}-{b}.test"))
+        .collect()
 }
 
 fn assert_no_action(c: &Case) {
     let p = &c.plan;
-    assert!(p.actions.is_empty(), "{}: expected no action\n{}", c.name, summary(p));
+    assert!(
+        p.actions.is_empty(),
+        "{}: expected no action\n{}",
+        c.name,
+        summary(p)
+    );
     assert!(p.savings_per_hour.abs() < EPS, "{}", c.name);
-    assert!((p.cost_after_per_hour - p.cost_before_per_hour).abs() < EPS, "{}", c.name);
+    assert!(
+        (p.cost_after_per_hour - p.cost_before_per_hour).abs() < EPS,
+        "{}",
+        c.name
+    );
 }
 
 // ------------------------------------------------------------------ D1: empty nodes and budgets
@@ -206,13 +323,27 @@ fn empty_nodes_with_budget(name: &'static str, expected: usize) {
     if expected > 0 {
         assert_eq!(p.actions.len(), 1, "empty nodes go in one command: {ctx}");
     }
-    assert!((p.savings_per_hour - 0.4 * expected as f64).abs() < 1e-5, "{ctx}");
+    assert!(
+        (p.savings_per_hour - 0.4 * expected as f64).abs() < 1e-5,
+        "{ctx}"
+    );
     for n in all.iter().skip(expected) {
         let why = blocked_reason(p, n).unwrap_or_else(|| panic!("{n} not blocked: {ctx}"));
-        assert!(why.contains("budget") && why.contains("Empty"), "{n}: {why}");
+        assert!(
+            why.contains("budget") && why.contains("Empty"),
+            "{n}: {why}"
+        );
     }
-    let empty = p.budgets.iter().find(|b| b.nodepool == "default" && b.reason == Reason::Empty).expect("budget row");
-    assert_eq!((empty.allowed, empty.planned), (expected, expected), "{ctx}");
+    let empty = p
+        .budgets
+        .iter()
+        .find(|b| b.nodepool == "default" && b.reason == Reason::Empty)
+        .expect("budget row");
+    assert_eq!(
+        (empty.allowed, empty.planned),
+        (expected, expected),
+        "{ctx}"
+    );
 }
 
 #[test]
@@ -241,10 +372,19 @@ fn empty_only_zero_budget_blocks_emptiness_but_not_underutilized() {
     assert!(!deleted(p).contains(small), "{ctx}");
     let why = blocked_reason(p, small).unwrap_or_else(|| panic!("empty node not blocked: {ctx}"));
     assert!(why.contains("budget") && why.contains("Empty"), "{why}");
-    assert_eq!(deleted_for(p, Reason::Underutilized), node_names(&[(2, 10), (3, 10)]), "{ctx}");
+    assert_eq!(
+        deleted_for(p, Reason::Underutilized),
+        node_names(&[(2, 10), (3, 10)]),
+        "{ctx}"
+    );
     assert!(deleted_for(p, Reason::Empty).is_empty(), "{ctx}");
     assert!(p.savings_per_hour > 0.0, "{ctx}");
-    let b = |r: Reason| p.budgets.iter().find(|b| b.nodepool == "default" && b.reason == r).map(|b| b.allowed);
+    let b = |r: Reason| {
+        p.budgets
+            .iter()
+            .find(|b| b.nodepool == "default" && b.reason == r)
+            .map(|b| b.allowed)
+    };
     assert_eq!(b(Reason::Empty), Some(0), "{ctx}");
     assert_eq!(b(Reason::Underutilized), Some(3), "{ctx}");
 }
@@ -254,7 +394,8 @@ fn active_schedule_budget_with_zero_nodes_blocks() {
     let c = run("budget-schedule-active");
     assert_no_action(&c);
     for n in ["ip-10-0-1-10.test", "ip-10-0-2-10.test"] {
-        let why = blocked_reason(&c.plan, n).unwrap_or_else(|| panic!("{n} not blocked: {}", summary(&c.plan)));
+        let why = blocked_reason(&c.plan, n)
+            .unwrap_or_else(|| panic!("{n} not blocked: {}", summary(&c.plan)));
         assert!(why.contains("budget"), "{n}: {why}");
     }
 }
@@ -263,7 +404,12 @@ fn active_schedule_budget_with_zero_nodes_blocks() {
 fn inactive_schedule_budget_does_not_block() {
     let c = run("budget-schedule-inactive");
     let p = &c.plan;
-    assert_eq!(deleted_for(p, Reason::Empty), node_names(&[(1, 10), (2, 10)]), "{}", summary(p));
+    assert_eq!(
+        deleted_for(p, Reason::Empty),
+        node_names(&[(1, 10), (2, 10)]),
+        "{}",
+        summary(p)
+    );
     assert!(launches(p).is_empty());
     assert!((p.savings_per_hour - 0.8).abs() < 1e-5, "{}", summary(p));
     assert!(p.blocked.is_empty(), "{}", summary(p));
@@ -285,7 +431,10 @@ fn expensive_node_with_one_small_pod_is_replaced_by_one_cheaper_node() {
     assert_ne!(l.instance_type, "it-32cpu-128gi", "{ctx}");
     assert_eq!(l.capacity_type, CapacityType::OnDemand, "{ctx}");
     assert!(l.price < 16.0, "{ctx}");
-    assert_eq!(l.instance_type, "it-1cpu-1gi", "the cheapest type that holds the pod: {ctx}");
+    assert_eq!(
+        l.instance_type, "it-1cpu-1gi",
+        "the cheapest type that holds the pod: {ctx}"
+    );
     assert_eq!(a.moves.len(), 1);
     assert_eq!(a.moves[0].to, l.id, "{ctx}");
     assert!((p.savings_per_hour - 15.8).abs() < 1e-5, "{ctx}");
@@ -306,12 +455,23 @@ fn pdb_with_zero_allowed_disruptions_blocks_its_node_only() {
     let c = run("pdb-blocks-one-node");
     let p = &c.plan;
     let ctx = summary(p);
-    let why = blocked_reason(p, "ip-10-0-2-10.test").unwrap_or_else(|| panic!("PDB node not blocked: {ctx}"));
+    let why = blocked_reason(p, "ip-10-0-2-10.test")
+        .unwrap_or_else(|| panic!("PDB node not blocked: {ctx}"));
     assert!(why.contains("pdb") && why.contains("default/db"), "{why}");
     assert_eq!(deleted(p), set(&["ip-10-0-1-10.test"]), "{ctx}");
-    assert_eq!(deleted_for(p, Reason::Underutilized), set(&["ip-10-0-1-10.test"]), "{ctx}");
+    assert_eq!(
+        deleted_for(p, Reason::Underutilized),
+        set(&["ip-10-0-1-10.test"]),
+        "{ctx}"
+    );
     assert!(launches(p).is_empty(), "{ctx}");
-    assert!(p.actions[0].moves.iter().all(|m| m.to == "ip-10-0-2-10.test"), "{ctx}");
+    assert!(
+        p.actions[0]
+            .moves
+            .iter()
+            .all(|m| m.to == "ip-10-0-2-10.test"),
+        "{ctx}"
+    );
     assert!((p.savings_per_hour - 0.8).abs() < 1e-5, "{ctx}");
 }
 
@@ -325,12 +485,19 @@ fn three_expensive_nodes_become_one_cheaper_node() {
     assert_eq!(p.actions.len(), 1, "{ctx}");
     let a = &p.actions[0];
     assert_eq!(a.reason, Reason::Underutilized, "{ctx}");
-    assert_eq!(a.delete.iter().cloned().collect::<BTreeSet<_>>(), node_names(&[(1, 10), (2, 10), (3, 10)]), "{ctx}");
+    assert_eq!(
+        a.delete.iter().cloned().collect::<BTreeSet<_>>(),
+        node_names(&[(1, 10), (2, 10), (3, 10)]),
+        "{ctx}"
+    );
     assert_eq!(a.launch.len(), 1, "{ctx}");
     assert_ne!(a.launch[0].instance_type, "it-32cpu-128gi");
     assert_eq!(a.launch[0].capacity_type, CapacityType::OnDemand);
     assert_eq!(a.launch[0].pods.len(), 3, "{ctx}");
-    assert!((a.launch[0].price - 0.8).abs() < 1e-5, "cheapest holder of 3 CPU/3Gi is it-4cpu-4gi: {ctx}");
+    assert!(
+        (a.launch[0].price - 0.8).abs() < 1e-5,
+        "cheapest holder of 3 CPU/3Gi is it-4cpu-4gi: {ctx}"
+    );
     assert!((p.savings_per_hour - 47.2).abs() < 1e-5, "{ctx}");
 }
 
@@ -340,7 +507,10 @@ fn only_the_emptier_of_two_cheapest_nodes_is_deleted() {
     let p = &c.plan;
     let ctx = summary(p);
     assert_eq!(deleted(p), set(&["ip-10-0-1-10.test"]), "{ctx}");
-    assert!(launches(p).is_empty(), "no launch, in particular no small-instance-type: {ctx}");
+    assert!(
+        launches(p).is_empty(),
+        "no launch, in particular no small-instance-type: {ctx}"
+    );
     assert_eq!(p.actions[0].moves.len(), 1);
     assert_eq!(p.actions[0].moves[0].to, "ip-10-0-2-10.test", "{ctx}");
     assert!((p.savings_per_hour - 0.4).abs() < 1e-5, "{ctx}");
@@ -357,21 +527,44 @@ fn zonal_spread_is_kept_when_a_node_is_replaced() {
     let l = launches(p);
     assert_eq!(l.len(), 1, "{ctx}");
     assert_eq!(l[0].zone, "test-zone-2", "{ctx}");
-    assert_eq!(l[0].labels.get("topology.kubernetes.io/zone").map(String::as_str), Some("test-zone-2"), "{ctx}");
+    assert_eq!(
+        l[0].labels
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str),
+        Some("test-zone-2"),
+        "{ctx}"
+    );
     assert!(l[0].price < 4.0, "{ctx}");
     // pods per zone once the plan is carried out
-    let launch_zone: BTreeMap<&str, &str> = l.iter().map(|n| (n.id.as_str(), n.zone.as_str())).collect();
-    let moved: BTreeMap<&str, &str> = p.actions.iter().flat_map(|a| &a.moves).map(|m| (m.pod.as_str(), m.to.as_str())).collect();
+    let launch_zone: BTreeMap<&str, &str> =
+        l.iter().map(|n| (n.id.as_str(), n.zone.as_str())).collect();
+    let moved: BTreeMap<&str, &str> = p
+        .actions
+        .iter()
+        .flat_map(|a| &a.moves)
+        .map(|m| (m.pod.as_str(), m.to.as_str()))
+        .collect();
     let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
-    for pod in c.snapshot.pods.iter().filter(|p| p.labels.get("app").map(String::as_str) == Some("web")) {
+    for pod in c
+        .snapshot
+        .pods
+        .iter()
+        .filter(|p| p.labels.get("app").map(String::as_str) == Some("web"))
+    {
         let key = pod.key();
         let zone = match moved.get(key.as_str()) {
-            Some(to) => launch_zone.get(to).map(|z| z.to_string()).unwrap_or_else(|| zone_of(&c.snapshot, to)),
+            Some(to) => launch_zone
+                .get(to)
+                .map(|z| z.to_string())
+                .unwrap_or_else(|| zone_of(&c.snapshot, to)),
             None => zone_of(&c.snapshot, pod.node_name.as_deref().unwrap()),
         };
         *per_zone.entry(zone).or_default() += 1;
     }
-    let want: BTreeMap<String, usize> = ["test-zone-1", "test-zone-2", "test-zone-3"].iter().map(|z| (z.to_string(), 1)).collect();
+    let want: BTreeMap<String, usize> = ["test-zone-1", "test-zone-2", "test-zone-3"]
+        .iter()
+        .map(|z| (z.to_string(), 1))
+        .collect();
     assert_eq!(per_zone, want, "{ctx}");
     assert!(p.savings_per_hour > 0.0, "{ctx}");
 }
@@ -385,7 +578,11 @@ fn zonal_replacement_uses_the_cheapest_type_in_the_zone() {
     let ctx = summary(p);
     let l = launches(p);
     assert_eq!(l.len(), 1, "{ctx}");
-    assert_eq!((l[0].instance_type.as_str(), l[0].zone.as_str()), ("it-1cpu-1gi", "test-zone-2"), "{ctx}");
+    assert_eq!(
+        (l[0].instance_type.as_str(), l[0].zone.as_str()),
+        ("it-1cpu-1gi", "test-zone-2"),
+        "{ctx}"
+    );
     assert!((p.savings_per_hour - 3.8).abs() < 1e-5, "{ctx}");
     assert!((p.cost_after_per_hour - 0.6).abs() < 1e-5, "{ctx}");
 }
@@ -404,7 +601,10 @@ fn preferred_anti_affinity_does_not_block_a_merge_the_way_required_anti_affinity
     for pod in &mut s.pods {
         let c = std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(pod).constraints);
         let terms = std::mem::take(&mut c.pod_anti_affinity);
-        c.preferred_pod_anti_affinity = terms.into_iter().map(|term| joiner::domain::Weighted { weight: 100, term }).collect();
+        c.preferred_pod_anti_affinity = terms
+            .into_iter()
+            .map(|term| joiner::domain::Weighted { weight: 100, term })
+            .collect();
     }
     let c = run_on("hostname-anti-affinity-no-action", s, cat);
     assert_eq!(deleted(&c.plan).len(), 2, "{}", summary(&c.plan));
@@ -419,7 +619,11 @@ fn daemonset_only_node_is_empty_and_deleted() {
     let p = &c.plan;
     let ctx = summary(p);
     assert_eq!(deleted(p), set(&["ip-10-0-1-10.test"]), "{ctx}");
-    assert_eq!(deleted_for(p, Reason::Empty), set(&["ip-10-0-1-10.test"]), "{ctx}");
+    assert_eq!(
+        deleted_for(p, Reason::Empty),
+        set(&["ip-10-0-1-10.test"]),
+        "{ctx}"
+    );
     assert!(launches(p).is_empty(), "{ctx}");
     assert_eq!(p.evictions(), 0, "DaemonSet pods are not moved: {ctx}");
     assert!((p.savings_per_hour - 0.4).abs() < 1e-5, "{ctx}");
@@ -431,9 +635,15 @@ fn do_not_disrupt_on_pods_and_nodes_blocks_until_its_duration_elapses() {
     let p = &c.plan;
     let ctx = summary(p);
     for (n, words) in [
-        ("ip-10-0-1-10.test", &["pod default/pinned-0", "do-not-disrupt"][..]),
+        (
+            "ip-10-0-1-10.test",
+            &["pod default/pinned-0", "do-not-disrupt"][..],
+        ),
         ("ip-10-0-2-10.test", &["node", "do-not-disrupt"][..]),
-        ("ip-10-0-4-10.test", &["pod default/cold-9a8b7-a1b2c", "do-not-disrupt"][..]),
+        (
+            "ip-10-0-4-10.test",
+            &["pod default/cold-9a8b7-a1b2c", "do-not-disrupt"][..],
+        ),
     ] {
         assert!(!deleted(p).contains(n), "{n}: {ctx}");
         let why = blocked_reason(p, n).unwrap_or_else(|| panic!("{n} not blocked: {ctx}"));
@@ -441,8 +651,15 @@ fn do_not_disrupt_on_pods_and_nodes_blocks_until_its_duration_elapses() {
             assert!(why.contains(w), "{n}: {why:?} lacks {w:?}");
         }
     }
-    assert!(blocked_reason(p, "ip-10-0-3-10.test").is_none(), "elapsed do-not-disrupt still blocks: {ctx}");
-    assert_eq!(deleted_for(p, Reason::Underutilized), node_names(&[(3, 10), (5, 10)]), "{ctx}");
+    assert!(
+        blocked_reason(p, "ip-10-0-3-10.test").is_none(),
+        "elapsed do-not-disrupt still blocks: {ctx}"
+    );
+    assert_eq!(
+        deleted_for(p, Reason::Underutilized),
+        node_names(&[(3, 10), (5, 10)]),
+        "{ctx}"
+    );
     assert!(p.savings_per_hour > 0.0, "{ctx}");
 }
 
@@ -464,8 +681,15 @@ fn drifted_node_is_replaced_by_several_smaller_nodes() {
         assert_eq!(l.pods.len(), 1, "{ctx}");
     }
     let targets: BTreeSet<&str> = a.moves.iter().map(|m| m.to.as_str()).collect();
-    assert_eq!(targets.len(), 3, "each worker on its own replacement: {ctx}");
-    assert!((a.savings_per_hour - (2.4 - 2.7)).abs() < 1e-5, "drift has no price check: {ctx}");
+    assert_eq!(
+        targets.len(),
+        3,
+        "each worker on its own replacement: {ctx}"
+    );
+    assert!(
+        (a.savings_per_hour - (2.4 - 2.7)).abs() < 1e-5,
+        "drift has no price check: {ctx}"
+    );
 }
 
 // ------------------------------------------------------------------ expiration
@@ -476,27 +700,39 @@ fn expired_node_is_deleted_even_when_budgets_are_zero() {
     let p = &c.plan;
     let ctx = summary(p);
     assert_eq!(deleted(p), set(&["ip-10-0-1-10.test"]), "{ctx}");
-    assert_eq!(deleted_for(p, Reason::Expired), set(&["ip-10-0-1-10.test"]), "{ctx}");
+    assert_eq!(
+        deleted_for(p, Reason::Expired),
+        set(&["ip-10-0-1-10.test"]),
+        "{ctx}"
+    );
     assert!(launches(p).is_empty(), "{ctx}");
     assert_eq!(p.actions[0].moves.len(), 1, "{ctx}");
     assert_eq!(p.actions[0].moves[0].to, "ip-10-0-2-10.test", "{ctx}");
-    let why = blocked_reason(p, "ip-10-0-2-10.test").unwrap_or_else(|| panic!("young node not blocked: {ctx}"));
+    let why = blocked_reason(p, "ip-10-0-2-10.test")
+        .unwrap_or_else(|| panic!("young node not blocked: {ctx}"));
     assert!(why.contains("budget"), "{why}");
     assert!((p.savings_per_hour - 0.8).abs() < 1e-5, "{ctx}");
 }
-
 
 // ------------------------------------------------------------------ joiner against Karpenter's consolidation
 
 /// Hourly price of every node of `s`.
 fn cluster_price(s: &ClusterSnapshot, catalog: &Catalog) -> f64 {
-    s.nodes.iter().map(|n| joiner::optimizer::problem::node_price(n, catalog)).sum()
+    s.nodes
+        .iter()
+        .map(|n| joiner::optimizer::problem::node_price(n, catalog))
+        .sum()
 }
 
 /// The baseline's end state: Karpenter's consolidation pass repeated, each plan carried out, until it finds nothing.
 fn baseline_end_cost(c: &Case) -> (f64, usize) {
-    let (end, plans) = joiner::disruption::baseline::run_to_fixpoint(&c.snapshot, &c.catalog, &settings(DisruptionStrategy::Baseline), 50)
-        .unwrap_or_else(|e| panic!("{}: baseline: {e}", c.name));
+    let (end, plans) = joiner::disruption::baseline::run_to_fixpoint(
+        &c.snapshot,
+        &c.catalog,
+        &settings(DisruptionStrategy::Baseline),
+        50,
+    )
+    .unwrap_or_else(|e| panic!("{}: baseline: {e}", c.name));
     (cluster_price(&end, &c.catalog), plans.len())
 }
 
@@ -510,8 +746,15 @@ fn assert_beats_baseline(c: &Case) -> f64 {
         p.cost_after_per_hour,
         summary(p)
     );
-    assert!(baseline < p.cost_before_per_hour, "{}: the baseline should improve too ({baseline:.4})", c.name);
-    eprintln!("{}: before {:.4}, milp {:.4}, baseline {baseline:.4} ({rounds} rounds), lower bound {:.4}", c.name, p.cost_before_per_hour, p.cost_after_per_hour, p.lower_bound);
+    assert!(
+        baseline < p.cost_before_per_hour,
+        "{}: the baseline should improve too ({baseline:.4})",
+        c.name
+    );
+    eprintln!(
+        "{}: before {:.4}, milp {:.4}, baseline {baseline:.4} ({rounds} rounds), lower bound {:.4}",
+        c.name, p.cost_before_per_hour, p.cost_after_per_hour, p.lower_bound
+    );
     baseline
 }
 
@@ -520,9 +763,18 @@ fn oversized_node_splits_into_two_cheaper_nodes_and_beats_baseline() {
     let c = run("beat-baseline-split-oversized-node");
     let p = &c.plan;
     let ctx = summary(p);
-    assert_eq!(deleted_for(p, Reason::Underutilized), set(&["ip-10-0-1-10.ec2.internal"]), "{ctx}");
+    assert_eq!(
+        deleted_for(p, Reason::Underutilized),
+        set(&["ip-10-0-1-10.ec2.internal"]),
+        "{ctx}"
+    );
     assert_eq!(launches(p).len(), 2, "{ctx}");
-    assert!(launches(p).iter().all(|l| l.capacity_type == CapacityType::OnDemand && l.instance_type != "m5.4xlarge"), "{ctx}");
+    assert!(
+        launches(p)
+            .iter()
+            .all(|l| l.capacity_type == CapacityType::OnDemand && l.instance_type != "m5.4xlarge"),
+        "{ctx}"
+    );
     assert_beats_baseline(&c);
 }
 
@@ -531,12 +783,27 @@ fn cpu_optimized_nodes_move_to_memory_richer_types_and_beat_baseline() {
     let c = run("beat-baseline-cpu-nodes-to-memory-types");
     let p = &c.plan;
     let ctx = summary(p);
-    let all: BTreeSet<String> = (1..=4).map(|i| format!("ip-10-0-{i}-20.ec2.internal")).collect();
+    let all: BTreeSet<String> = (1..=4)
+        .map(|i| format!("ip-10-0-{i}-20.ec2.internal"))
+        .collect();
     assert_eq!(deleted(p), all, "{ctx}");
     for l in launches(p) {
-        let t = c.catalog.instance_types.iter().find(|t| t.name == l.instance_type).unwrap();
-        assert!(!l.instance_type.starts_with('c'), "compute-optimized launch {}: {ctx}", l.instance_type);
-        assert!(t.memory_mib >= 4096 * u64::from(t.vcpu), "{} has < 4 GiB per vCPU: {ctx}", l.instance_type);
+        let t = c
+            .catalog
+            .instance_types
+            .iter()
+            .find(|t| t.name == l.instance_type)
+            .unwrap();
+        assert!(
+            !l.instance_type.starts_with('c'),
+            "compute-optimized launch {}: {ctx}",
+            l.instance_type
+        );
+        assert!(
+            t.memory_mib >= 4096 * u64::from(t.vcpu),
+            "{} has < 4 GiB per vCPU: {ctx}",
+            l.instance_type
+        );
     }
     assert_beats_baseline(&c);
 }
@@ -551,8 +818,6 @@ fn fifty_nodes_pack_into_twenty_or_fewer_and_beat_baseline() {
     assert_beats_baseline(&c);
 }
 
-
-
 /// The fingerprint covers what the plan acts on: a change on a deleted node (a new pod there) changes
 /// it, a change on a node the plan does not touch does not, and the same inputs give the same value.
 #[test]
@@ -561,16 +826,38 @@ fn fingerprint_changes_only_with_the_inputs_the_plan_acts_on() {
     let plan = run_on("three-nodes-to-one", snapshot.clone(), catalog.clone()).plan;
     assert_eq!(plan.fingerprint.len(), 64, "sha-256 hex");
     let again = consolidate(&snapshot, &catalog, &settings(DisruptionStrategy::Milp)).unwrap();
-    assert_eq!(plan.fingerprint, again.fingerprint, "same inputs, same fingerprint");
+    assert_eq!(
+        plan.fingerprint, again.fingerprint,
+        "same inputs, same fingerprint"
+    );
     let deleted = plan.actions[0].delete[0].clone();
     let mut touched = snapshot.clone();
-    let mut extra = touched.pods.iter().find(|p| p.node_name.as_deref() == Some(deleted.as_str())).expect("a pod on the deleted node").clone();
+    let mut extra = touched
+        .pods
+        .iter()
+        .find(|p| p.node_name.as_deref() == Some(deleted.as_str()))
+        .expect("a pod on the deleted node")
+        .clone();
     std::sync::Arc::make_mut(&mut extra).name.push_str("-new");
     touched.pods.push(extra);
-    assert_ne!(joiner::disruption::fingerprint::of(&touched, &catalog, &plan), plan.fingerprint, "a new pod on a deleted node");
+    assert_ne!(
+        joiner::disruption::fingerprint::of(&touched, &catalog, &plan),
+        plan.fingerprint,
+        "a new pod on a deleted node"
+    );
     let mut elsewhere = snapshot.clone();
-    elsewhere.nodes.push(joiner::domain::Node { name: "unrelated".into(), ..(*snapshot.nodes[0]).clone() }.into());
-    assert_eq!(joiner::disruption::fingerprint::of(&elsewhere, &catalog, &plan), plan.fingerprint, "a node the plan does not touch");
+    elsewhere.nodes.push(
+        joiner::domain::Node {
+            name: "unrelated".into(),
+            ..(*snapshot.nodes[0]).clone()
+        }
+        .into(),
+    );
+    assert_eq!(
+        joiner::disruption::fingerprint::of(&elsewhere, &catalog, &plan),
+        plan.fingerprint,
+        "a node the plan does not touch"
+    );
 }
 
 /// Applying a plan gives a cluster with the deleted nodes gone, every moved pod bound where the plan
@@ -578,14 +865,35 @@ fn fingerprint_changes_only_with_the_inputs_the_plan_acts_on() {
 #[test]
 fn applying_a_plan_leaves_nothing_more_to_consolidate() {
     let (snapshot, catalog) = load("beat-baseline-fifty-nodes-into-twenty");
-    let plan = run_on("beat-baseline-fifty-nodes-into-twenty", snapshot.clone(), catalog.clone()).plan;
-    let after = joiner::disruption::edit::with_disruption(&snapshot, &catalog, &plan, "applied-", NOW);
+    let plan = run_on(
+        "beat-baseline-fifty-nodes-into-twenty",
+        snapshot.clone(),
+        catalog.clone(),
+    )
+    .plan;
+    let after =
+        joiner::disruption::edit::with_disruption(&snapshot, &catalog, &plan, "applied-", NOW);
     let deleted = deleted(&plan);
     assert!(after.nodes.iter().all(|n| !deleted.contains(&n.name)));
-    assert_eq!(after.nodes.len(), snapshot.nodes.len() - deleted.len() + launches(&plan).len());
-    assert!(after.pods.iter().filter(|p| !p.is_daemonset_pod()).all(|p| p.node_name.is_some()), "every pod bound");
+    assert_eq!(
+        after.nodes.len(),
+        snapshot.nodes.len() - deleted.len() + launches(&plan).len()
+    );
+    assert!(
+        after
+            .pods
+            .iter()
+            .filter(|p| !p.is_daemonset_pod())
+            .all(|p| p.node_name.is_some()),
+        "every pod bound"
+    );
     let second = consolidate(&after, &catalog, &settings(DisruptionStrategy::Milp)).unwrap();
-    assert!(second.savings_per_hour < 0.05 * plan.savings_per_hour, "second pass still saves {}: {}", second.savings_per_hour, summary(&second));
+    assert!(
+        second.savings_per_hour < 0.05 * plan.savings_per_hour,
+        "second pass still saves {}: {}",
+        second.savings_per_hour,
+        summary(&second)
+    );
 }
 
 /// A fixture with its first NodePool restricted to spot and every node relabelled spot.
@@ -597,7 +905,9 @@ fn spot_only(name: &'static str) -> (ClusterSnapshot, Catalog) {
         }
     }
     for n in &mut snapshot.nodes {
-        std::sync::Arc::make_mut(n).labels.insert("karpenter.sh/capacity-type".into(), "spot".into());
+        std::sync::Arc::make_mut(n)
+            .labels
+            .insert("karpenter.sh/capacity-type".into(), "spot".into());
     }
     (snapshot, catalog)
 }
@@ -616,17 +926,33 @@ fn spot_to_spot_replacement_needs_enough_cheaper_spot_types() {
     };
     let flexible = decide(1);
     assert_eq!(deleted(&flexible), set(&[&node]), "{}", summary(&flexible));
-    assert!(launches(&flexible).iter().all(|l| l.capacity_type == CapacityType::Spot), "{}", summary(&flexible));
+    assert!(
+        launches(&flexible)
+            .iter()
+            .all(|l| l.capacity_type == CapacityType::Spot),
+        "{}",
+        summary(&flexible)
+    );
     let rigid = decide(1000);
     assert!(deleted(&rigid).is_empty(), "{}", summary(&rigid));
-    assert!(blocked_reason(&rigid, &node).is_some_and(|r| r.contains("spot-to-spot")), "{}", summary(&rigid));
+    assert!(
+        blocked_reason(&rigid, &node).is_some_and(|r| r.contains("spot-to-spot")),
+        "{}",
+        summary(&rigid)
+    );
 }
 
 /// The decision does not depend on the order objects come in: the snapshot with its nodes, pods and
 /// NodeClaims reversed gets a plan of the same cost after and the same deleted nodes.
 #[test]
 fn plans_do_not_depend_on_object_order() {
-    for name in ["three-nodes-to-one", "beat-baseline-cpu-nodes-to-memory-types", "pdb-blocks-one-node", "empty-nodes-budget-30-percent", "zone-spread-replacement"] {
+    for name in [
+        "three-nodes-to-one",
+        "beat-baseline-cpu-nodes-to-memory-types",
+        "pdb-blocks-one-node",
+        "empty-nodes-budget-30-percent",
+        "zone-spread-replacement",
+    ] {
         let (snapshot, catalog) = load(name);
         let plan = run_on(name, snapshot.clone(), catalog.clone()).plan;
         let mut reversed = snapshot;
@@ -634,7 +960,12 @@ fn plans_do_not_depend_on_object_order() {
         reversed.pods.reverse();
         reversed.node_claims.reverse();
         let other = run_on(name, reversed, catalog).plan;
-        assert!((plan.cost_after_per_hour - other.cost_after_per_hour).abs() < 1e-6, "{name}: {} vs {}", summary(&plan), summary(&other));
+        assert!(
+            (plan.cost_after_per_hour - other.cost_after_per_hour).abs() < 1e-6,
+            "{name}: {} vs {}",
+            summary(&plan),
+            summary(&other)
+        );
         assert_eq!(deleted(&plan), deleted(&other), "{name}");
     }
 }
@@ -645,7 +976,12 @@ fn plans_do_not_depend_on_object_order() {
 fn nothing_pending_is_an_empty_optimal_plan() {
     let (snapshot, catalog) = load("three-nodes-to-one");
     assert!(snapshot.pending_pods().next().is_none());
-    let plan = joiner::optimizer::solve(&snapshot, &catalog, &joiner::optimizer::SolveSettings::default()).unwrap();
+    let plan = joiner::optimizer::solve(
+        &snapshot,
+        &catalog,
+        &joiner::optimizer::SolveSettings::default(),
+    )
+    .unwrap();
     assert!(plan.nodes.is_empty() && plan.unschedulable.is_empty());
     assert_eq!(plan.solver.status, "optimal", "{:?}", plan.solver);
 }
@@ -664,7 +1000,13 @@ fn replacing_several_spot_nodes_is_not_held_by_the_flexibility_rule() {
         // all three go and one cheap spot node replaces them (deleting two and keeping a $16/h node is dearer)
         assert_eq!(deleted(&plan).len(), 3, "{strategy:?}: {}", summary(&plan));
         assert_eq!(launches(&plan).len(), 1, "{strategy:?}: {}", summary(&plan));
-        assert!(plan.blocked.iter().all(|b| !b.reason.contains("spot-to-spot")), "{strategy:?}: {}", summary(&plan));
+        assert!(
+            plan.blocked
+                .iter()
+                .all(|b| !b.reason.contains("spot-to-spot")),
+            "{strategy:?}: {}",
+            summary(&plan)
+        );
     }
 }
 
@@ -679,7 +1021,16 @@ fn a_selection_stopped_before_its_first_answer_still_answers_with_its_start() {
     let mut s = settings(DisruptionStrategy::Milp);
     s.time_limit = std::time::Duration::from_millis(200);
     let plan = consolidate(&snapshot, &catalog, &s).unwrap();
-    assert_ne!(plan.solver.status, joiner::disruption::FALLBACK_STATUS, "{:?}", plan.solver);
+    assert_ne!(
+        plan.solver.status,
+        joiner::disruption::FALLBACK_STATUS,
+        "{:?}",
+        plan.solver
+    );
     assert!(deleted(&plan).len() >= 100, "{}", summary(&plan));
-    assert!(plan.cost_after_per_hour < 0.5 * plan.cost_before_per_hour, "{}", summary(&plan));
+    assert!(
+        plan.cost_after_per_hour < 0.5 * plan.cost_before_per_hour,
+        "{}",
+        summary(&plan)
+    );
 }

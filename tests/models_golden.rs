@@ -34,7 +34,8 @@ fn read(path: &Path) -> String {
 }
 
 fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+    serde_json::from_str(&read(path))
+        .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
 /// The solve-dump arguments of scripts/dump-models.sh (its `DUMP_ARGS=(...)` line), so this test re-runs
@@ -55,15 +56,24 @@ fn catalog_of(name: &str) -> PathBuf {
     let cat = catalog_name(&read(&snapshot))
         .unwrap_or_else(|| panic!("scenario {name} has no `# catalog: NAME` header line"));
     let path = manifest_dir().join(format!("fixtures/catalogs/{cat}.json"));
-    assert!(path.is_file(), "scenario {name}: catalog {} does not exist", path.display());
+    assert!(
+        path.is_file(),
+        "scenario {name}: catalog {} does not exist",
+        path.display()
+    );
     path
 }
 
 /// Scenarios with a committed `models/<name>.json`.
 fn dumped_scenarios() -> Vec<String> {
-    let names: Vec<String> =
-        scenario_names().into_iter().filter(|n| models_dir().join(format!("{n}.json")).is_file()).collect();
-    assert!(!names.is_empty(), "models/ holds no scenario dump; run scripts/dump-models.sh");
+    let names: Vec<String> = scenario_names()
+        .into_iter()
+        .filter(|n| models_dir().join(format!("{n}.json")).is_file())
+        .collect();
+    assert!(
+        !names.is_empty(),
+        "models/ holds no scenario dump; run scripts/dump-models.sh"
+    );
     names
 }
 
@@ -87,7 +97,11 @@ fn solve_dump(name: &str, out: &Path) -> Result<(), String> {
         .output()
         .map_err(|e| format!("cannot run joiner: {e}"))?;
     if !result.status.success() {
-        return Err(format!("joiner solve-dump failed ({}):\n{}", result.status, String::from_utf8_lossy(&result.stderr)));
+        return Err(format!(
+            "joiner solve-dump failed ({}):\n{}",
+            result.status,
+            String::from_utf8_lossy(&result.stderr)
+        ));
     }
     Ok(())
 }
@@ -97,7 +111,10 @@ fn solve_dump(name: &str, out: &Path) -> Result<(), String> {
 #[test]
 fn every_scenario_has_a_dump() {
     let scenarios = scenario_names();
-    assert!(!scenarios.is_empty(), "fixtures/scenarios holds no scenario");
+    assert!(
+        !scenarios.is_empty(),
+        "fixtures/scenarios holds no scenario"
+    );
     let mut problems = Vec::new();
     for name in &scenarios {
         let json = models_dir().join(format!("{name}.json"));
@@ -119,9 +136,15 @@ fn every_scenario_has_a_dump() {
         for entry in entries.flatten() {
             let path = entry.path();
             let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("").to_string();
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("")
+                .to_string();
             if ["json", "lp", "mps"].contains(&ext) && !scenarios.contains(&stem) {
-                problems.push(format!("models/{stem}.{ext} has no scenario fixtures/scenarios/{stem}.yaml"));
+                problems.push(format!(
+                    "models/{stem}.{ext} has no scenario fixtures/scenarios/{stem}.yaml"
+                ));
             }
         }
     }
@@ -208,7 +231,11 @@ fn dumps_reproduce() {
         let mut lines = Vec::new();
         json_diff("", &committed, &fresh, &mut lines);
         if !lines.is_empty() {
-            let _ = writeln!(report, "models/{name}.json (committed -> now), {} differences:", lines.len());
+            let _ = writeln!(
+                report,
+                "models/{name}.json (committed -> now), {} differences:",
+                lines.len()
+            );
             for l in lines.iter().take(40) {
                 let _ = writeln!(report, "  {l}");
             }
@@ -262,13 +289,17 @@ fn highs_optimum(path: &Path) -> Result<f64, String> {
         }
         let status = highs_sys::Highs_getModelStatus(h.0);
         if status != highs_sys::MODEL_STATUS_OPTIMAL {
-            return Err(format!("HiGHS model status {status}, not optimal ({})", highs_sys::MODEL_STATUS_OPTIMAL));
+            return Err(format!(
+                "HiGHS model status {status}, not optimal ({})",
+                highs_sys::MODEL_STATUS_OPTIMAL
+            ));
         }
         Ok(highs_sys::Highs_getObjectiveValue(h.0))
     }
 }
 
-const PLAN_DERIVED: &str = "plan.objective + unschedulablePod x unplaced model pods, as model.mip_objective is absent";
+const PLAN_DERIVED: &str =
+    "plan.objective + unschedulablePod x unplaced model pods, as model.mip_objective is absent";
 
 /// The integer program's objective the JSON records, and where it comes from.
 ///
@@ -279,18 +310,41 @@ const PLAN_DERIVED: &str = "plan.objective + unschedulablePod x unplaced model p
 /// replayed unchanged and no ScheduleAnyway skew is penalised; the message says which value was used.
 fn recorded_objective(name: &str, json: &Value) -> Result<(f64, &'static str), String> {
     if let Some(v) = json["model"].get("mip_objective") {
-        return v.as_f64().map(|v| (v, "model.mip_objective")).ok_or_else(|| format!("model.mip_objective is {v}, not a number"));
+        return v
+            .as_f64()
+            .map(|v| (v, "model.mip_objective"))
+            .ok_or_else(|| format!("model.mip_objective is {v}, not a number"));
     }
     let plan = &json["plan"];
-    let objective = plan["objective"].as_f64().ok_or("plan.objective is not a number")?;
+    let objective = plan["objective"]
+        .as_f64()
+        .ok_or("plan.objective is not a number")?;
     let count = |v: &Value| v.as_array().map_or(0, |a| a.len());
-    let placed: usize = plan["nodes"].as_array().into_iter().flatten().map(|n| count(&n["pods"])).sum::<usize>()
-        + plan["existing"].as_array().into_iter().flatten().map(|e| count(&e["pods"])).sum::<usize>();
-    let in_model: u64 = json["model"]["pod_classes"].as_array().into_iter().flatten().filter_map(|c| c["pods"].as_u64()).sum();
+    let placed: usize = plan["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| count(&n["pods"]))
+        .sum::<usize>()
+        + plan["existing"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| count(&e["pods"]))
+            .sum::<usize>();
+    let in_model: u64 = json["model"]["pod_classes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["pods"].as_u64())
+        .sum();
     let snapshot = joiner::snapshot::load_snapshot(&scenarios_dir().join(format!("{name}.yaml")))
         .map_err(|e| format!("reading the scenario: {e}"))?;
     let unplaced = (in_model as f64 - placed as f64).max(0.0);
-    Ok((objective + unplaced * snapshot.weights.unschedulable_pod, PLAN_DERIVED))
+    Ok((
+        objective + unplaced * snapshot.weights.unschedulable_pod,
+        PLAN_DERIVED,
+    ))
 }
 
 #[test]
@@ -303,7 +357,9 @@ fn mps_optimum_matches_recorded_objective() {
         // integer program it was given is the model's own status
         let status = json["model"]["mip_status"].as_str().unwrap_or("?");
         if json["model"].is_null() {
-            failures.push(format!("{name}: the dump holds no integer program (solver status {status})"));
+            failures.push(format!(
+                "{name}: the dump holds no integer program (solver status {status})"
+            ));
             continue;
         }
         if status != "optimal" {

@@ -52,7 +52,9 @@ const TYPES: [(&str, u32, i64, u32, f64); 6] = [
     ("r5.large", 2, 16384, 16, 0.1013),
     ("m5.xlarge", 8, 16384, 32, 0.1693),
 ];
-const PRIMES: [u32; 24] = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89];
+const PRIMES: [u32; 24] = [
+    2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89,
+];
 
 /// A distinct, generic price: zone-b about 4% dearer, spot about 37% of on-demand, plus up to 1% of
 /// jitter from the fractional part of a prime's square root, rounded to 6 decimals.
@@ -69,20 +71,44 @@ fn catalog_types(chosen: &[usize], present: &[bool]) -> Vec<TypeSpec> {
             let (name, vcpu, mem_mib, max_pods, _) = TYPES[t];
             let mut offerings = Vec::new();
             for z in 0..2 {
-                for (c, ct) in [CapacityType::OnDemand, CapacityType::Spot].into_iter().enumerate() {
+                for (c, ct) in [CapacityType::OnDemand, CapacityType::Spot]
+                    .into_iter()
+                    .enumerate()
+                {
                     if present[t * 4 + z * 2 + c] {
-                        offerings.push(OfferingSpec { zone: ZONES[z].into(), ct, price: price(t, z, c) });
+                        offerings.push(OfferingSpec {
+                            zone: ZONES[z].into(),
+                            ct,
+                            price: price(t, z, c),
+                        });
                     }
                 }
             }
-            TypeSpec { name: name.into(), vcpu, mem_mib, max_pods, ovh_cpu_m: 100, ovh_mem_mib: 256, offerings }
+            TypeSpec {
+                name: name.into(),
+                vcpu,
+                mem_mib,
+                max_pods,
+                ovh_cpu_m: 100,
+                ovh_mem_mib: 256,
+                offerings,
+            }
         })
         .collect()
 }
 
 /// (pods, cpu index, memory index, spread maxSkew, anti-affinity, zone index, soft spread, preferred
 /// type: index into TYPES and weight)
-type ClassDraw = (usize, usize, usize, Option<u32>, bool, Option<usize>, bool, Option<(usize, i32)>);
+type ClassDraw = (
+    usize,
+    usize,
+    usize,
+    Option<u32>,
+    bool,
+    Option<usize>,
+    bool,
+    Option<(usize, i32)>,
+);
 
 fn class_strategy() -> impl proptest::strategy::Strategy<Value = ClassDraw> {
     (
@@ -110,18 +136,22 @@ fn instance_strategy() -> impl proptest::strategy::Strategy<Value = Instance> {
             classes: classes
                 .into_iter()
                 .enumerate()
-                .map(|(i, (count, cpu, mem, spread, anti, zone, soft_spread, prefer_type))| ClassSpec {
-                    name: format!("c{i}"),
-                    count,
-                    cpu_m: CPU_M[cpu],
-                    mem_mib: MEM_MIB[mem],
-                    spread,
-                    soft_spread,
-                    anti,
-                    zone: zone.map(|z| ZONES[z].to_string()),
-                    prefer_apart: None,
-                    prefer_type: prefer_type.map(|(t, w)| (TYPES[t].0.to_string(), w)),
-                })
+                .map(
+                    |(i, (count, cpu, mem, spread, anti, zone, soft_spread, prefer_type))| {
+                        ClassSpec {
+                            name: format!("c{i}"),
+                            count,
+                            cpu_m: CPU_M[cpu],
+                            mem_mib: MEM_MIB[mem],
+                            spread,
+                            soft_spread,
+                            anti,
+                            zone: zone.map(|z| ZONES[z].to_string()),
+                            prefer_apart: None,
+                            prefer_type: prefer_type.map(|(t, w)| (TYPES[t].0.to_string(), w)),
+                        }
+                    },
+                )
                 .collect(),
             types: catalog_types(&chosen, &present),
         })
@@ -156,7 +186,11 @@ fn check_determinism(inst: &Instance) -> Result<(), TestCaseError> {
     for s in STRATEGIES {
         let a = json_without_time(&solve_with(&snap, &cat, s));
         let b = json_without_time(&solve_with(&snap, &cat, s));
-        prop_assert!(a == b, "{}: two solves of the same input differ\nfirst:\n{a}\nsecond:\n{b}", label(s));
+        prop_assert!(
+            a == b,
+            "{}: two solves of the same input differ\nfirst:\n{a}\nsecond:\n{b}",
+            label(s)
+        );
     }
     Ok(())
 }
@@ -191,11 +225,29 @@ fn check_catalog_order(inst: &Instance, seed: u64, s: Strategy) -> Result<(), Te
         summary(&base),
         summary(&shuffled)
     );
-    prop_assert!((base.cost_per_hour - shuffled.cost_per_hour).abs() <= EPS, "cost: {why}");
-    prop_assert_eq!(unschedulable_set(&base), unschedulable_set(&shuffled), "unschedulable: {}", why);
-    prop_assert_eq!(offerings_canonical(&base), offerings_canonical(&shuffled), "offerings: {}", why);
+    prop_assert!(
+        (base.cost_per_hour - shuffled.cost_per_hour).abs() <= EPS,
+        "cost: {why}"
+    );
+    prop_assert_eq!(
+        unschedulable_set(&base),
+        unschedulable_set(&shuffled),
+        "unschedulable: {}",
+        why
+    );
+    prop_assert_eq!(
+        offerings_canonical(&base),
+        offerings_canonical(&shuffled),
+        "offerings: {}",
+        why
+    );
     if s == Strategy::Greedy {
-        prop_assert_eq!(nodes_canonical(&base), nodes_canonical(&shuffled), "nodes: {}", why);
+        prop_assert_eq!(
+            nodes_canonical(&base),
+            nodes_canonical(&shuffled),
+            "nodes: {}",
+            why
+        );
     }
     Ok(())
 }
@@ -205,7 +257,11 @@ fn check_feasible(inst: &Instance) -> Result<(), TestCaseError> {
     for s in STRATEGIES {
         let plan = solve_with(&snap, &cat, s);
         if let Err(e) = check_plan(inst, &plan) {
-            return Err(TestCaseError::fail(format!("{}: {e}\n{}", label(s), summary(&plan))));
+            return Err(TestCaseError::fail(format!(
+                "{}: {e}\n{}",
+                label(s),
+                summary(&plan)
+            )));
         }
     }
     Ok(())
@@ -217,11 +273,21 @@ fn check_milp_vs_greedy(inst: &Instance) -> Result<(), TestCaseError> {
     let m = solve_with(&snap, &cat, Strategy::Milp);
     let why = format!("\ngreedy:\n{}milp:\n{}", summary(&g), summary(&m));
     for p in [&g, &m] {
-        prop_assert!(p.lower_bound <= p.objective + EPS, "{:?}: lower bound above objective{why}", p.strategy);
+        prop_assert!(
+            p.lower_bound <= p.objective + EPS,
+            "{:?}: lower bound above objective{why}",
+            p.strategy
+        );
     }
-    prop_assert!(placed(&m) >= placed(&g), "milp places fewer pods than greedy{why}");
+    prop_assert!(
+        placed(&m) >= placed(&g),
+        "milp places fewer pods than greedy{why}"
+    );
     if placed(&m) == placed(&g) {
-        prop_assert!(m.objective <= g.objective + EPS, "milp objective above greedy's{why}");
+        prop_assert!(
+            m.objective <= g.objective + EPS,
+            "milp objective above greedy's{why}"
+        );
     }
     Ok(())
 }
@@ -245,7 +311,10 @@ proptest! {
 /// as long as both searches end before the clock, the choice between them is deterministic.
 fn check_side_by_side_searches(inst: &Instance) -> Result<(), TestCaseError> {
     let (snap, cat) = (inst.snapshot(), inst.catalog());
-    let two = SolveSettings { searches: 2, ..settings(Strategy::Milp) };
+    let two = SolveSettings {
+        searches: 2,
+        ..settings(Strategy::Milp)
+    };
     let g = solve_with(&snap, &cat, Strategy::Greedy);
     let a = solve(&snap, &cat, &two).expect("solve returns a plan");
     let b = solve(&snap, &cat, &two).expect("solve returns a plan");
@@ -253,11 +322,20 @@ fn check_side_by_side_searches(inst: &Instance) -> Result<(), TestCaseError> {
     if let Err(e) = check_plan(inst, &a) {
         return Err(TestCaseError::fail(format!("two searches: {e}{why}")));
     }
-    prop_assert!(placed(&a) >= placed(&g), "two searches place fewer pods than greedy{why}");
+    prop_assert!(
+        placed(&a) >= placed(&g),
+        "two searches place fewer pods than greedy{why}"
+    );
     if placed(&a) == placed(&g) {
-        prop_assert!(a.objective <= g.objective + EPS, "two searches score above greedy{why}");
+        prop_assert!(
+            a.objective <= g.objective + EPS,
+            "two searches score above greedy{why}"
+        );
     }
-    prop_assert!(json_without_time(&a) == json_without_time(&b), "two solves with two searches differ{why}");
+    prop_assert!(
+        json_without_time(&a) == json_without_time(&b),
+        "two solves with two searches differ{why}"
+    );
     Ok(())
 }
 
@@ -314,7 +392,12 @@ fn all_properties_hold_on_a_mixed_instance() {
     let mut pinned = ClassSpec::plain("cache", 2, 250, 3072);
     pinned.zone = Some("zone-b".into());
     let inst = Instance {
-        classes: vec![spread, anti, pinned, ClassSpec::plain("batch", 5, 1500, 1024)],
+        classes: vec![
+            spread,
+            anti,
+            pinned,
+            ClassSpec::plain("batch", 5, 1500, 1024),
+        ],
         types: catalog_types(&[0, 1, 2, 3, 4, 5], &all),
     };
     let run = |r: Result<(), TestCaseError>| r.unwrap_or_else(|e| panic!("{e}"));
@@ -330,11 +413,23 @@ fn all_properties_hold_on_a_mixed_instance() {
 }
 
 fn spot(zone: &str, price: f64) -> OfferingSpec {
-    OfferingSpec { zone: zone.into(), ct: CapacityType::Spot, price }
+    OfferingSpec {
+        zone: zone.into(),
+        ct: CapacityType::Spot,
+        price,
+    }
 }
 
 fn small_type(name: &str, vcpu: u32, mem_mib: i64, offerings: Vec<OfferingSpec>) -> TypeSpec {
-    TypeSpec { name: name.into(), vcpu, mem_mib, max_pods: 16, ovh_cpu_m: 100, ovh_mem_mib: 256, offerings }
+    TypeSpec {
+        name: name.into(),
+        vcpu,
+        mem_mib,
+        max_pods: 16,
+        ovh_cpu_m: 100,
+        ovh_mem_mib: 256,
+        offerings,
+    }
 }
 
 /// Shrunk counterexamples of `catalog_order_does_not_matter` for greedy. Greedy takes the `c1` pods
@@ -350,8 +445,24 @@ fn greedy_claim_zone_follows_offering_order() {
     let mut c0 = ClassSpec::plain("c0", 1, 100, 128);
     c0.spread = Some(1);
     let cases = [
-        (vec![small_type("c5.large", 4, 4096, vec![spot("zone-a", 0.027151), spot("zone-b", 0.028152)])], 0.027151),
-        (vec![small_type("c5.large", 4, 4096, vec![spot("zone-b", 0.028152), spot("zone-a", 0.027151)])], 0.027151),
+        (
+            vec![small_type(
+                "c5.large",
+                4,
+                4096,
+                vec![spot("zone-a", 0.027151), spot("zone-b", 0.028152)],
+            )],
+            0.027151,
+        ),
+        (
+            vec![small_type(
+                "c5.large",
+                4,
+                4096,
+                vec![spot("zone-b", 0.028152), spot("zone-a", 0.027151)],
+            )],
+            0.027151,
+        ),
         (
             vec![
                 small_type("m5.large", 4, 8192, vec![spot("zone-b", 0.031989)]),
@@ -359,7 +470,11 @@ fn greedy_claim_zone_follows_offering_order() {
                     "m5.xlarge",
                     8,
                     16384,
-                    vec![OfferingSpec { zone: "zone-a".into(), ct: CapacityType::OnDemand, price: 0.170221 }],
+                    vec![OfferingSpec {
+                        zone: "zone-a".into(),
+                        ct: CapacityType::OnDemand,
+                        price: 0.170221,
+                    }],
                 ),
             ],
             0.031989,
@@ -367,17 +482,29 @@ fn greedy_claim_zone_follows_offering_order() {
     ];
     let mut failures = Vec::new();
     for (types, best) in cases {
-        let inst = Instance { classes: vec![c0.clone(), ClassSpec::plain("c1", 2, 500, 1024)], types };
-        let orders = if inst.types.len() == 1 { vec![vec![0]] } else { vec![vec![0, 1], vec![1, 0]] };
+        let inst = Instance {
+            classes: vec![c0.clone(), ClassSpec::plain("c1", 2, 500, 1024)],
+            types,
+        };
+        let orders = if inst.types.len() == 1 {
+            vec![vec![0]]
+        } else {
+            vec![vec![0, 1], vec![1, 0]]
+        };
         for order in orders {
             let (snap, cat) = (inst.snapshot(), inst.catalog_ordered(&order));
             for s in STRATEGIES {
                 let plan = solve_with(&snap, &cat, s);
-                check_plan(&inst, &plan).unwrap_or_else(|e| panic!("{}: {e}\n{}", label(s), summary(&plan)));
+                check_plan(&inst, &plan)
+                    .unwrap_or_else(|e| panic!("{}: {e}\n{}", label(s), summary(&plan)));
                 let listed: Vec<String> = cat
                     .instance_types
                     .iter()
-                    .flat_map(|t| t.offerings.iter().map(move |o| format!("{} {}", t.name, o.zone)))
+                    .flat_map(|t| {
+                        t.offerings
+                            .iter()
+                            .map(move |o| format!("{} {}", t.name, o.zone))
+                    })
                     .collect();
                 if (plan.cost_per_hour - best).abs() > EPS {
                     failures.push(format!(

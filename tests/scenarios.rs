@@ -18,7 +18,13 @@ fn tiny_pods_share_one_small_node() {
     let o = scenario("binpack-small-pods");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(types(p), ["small-instance-type"], "{}\n{}", s.label(), summary(p));
+        assert_eq!(
+            types(p),
+            ["small-instance-type"],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_eq!(p.nodes[0].pods.len(), 5, "{}", s.label());
         assert!(p.unschedulable.is_empty(), "{}", s.label());
         assert_cost(s.label(), p, 0.40);
@@ -34,14 +40,20 @@ fn large_and_small_pods_pack_two_plus_one_per_default_node() {
         for n in &p.nodes {
             assert_eq!(n.instance_type, "default-instance-type", "{}", s.label());
             assert_eq!(
-                n.pods.iter().filter(|x| x.starts_with("default/large-")).count(),
+                n.pods
+                    .iter()
+                    .filter(|x| x.starts_with("default/large-"))
+                    .count(),
                 2,
                 "{}: {:?}",
                 s.label(),
                 n.pods
             );
             assert_eq!(
-                n.pods.iter().filter(|x| x.starts_with("default/small-")).count(),
+                n.pods
+                    .iter()
+                    .filter(|x| x.starts_with("default/small-"))
+                    .count(),
                 1,
                 "{}: {:?}",
                 s.label(),
@@ -57,7 +69,13 @@ fn pod_count_cap_limits_each_node_to_five_pods() {
     let o = scenario("binpack-pod-count-cap");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(types(p), ["small-instance-type"; 5], "{}\n{}", s.label(), summary(p));
+        assert_eq!(
+            types(p),
+            ["small-instance-type"; 5],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert!(p.nodes.iter().all(|n| n.pods.len() == 5), "{}", s.label());
         assert_cost(s.label(), p, 2.00);
     }
@@ -70,7 +88,11 @@ fn pod_larger_than_any_type_is_unschedulable_and_the_rest_is_placed() {
         let p = &s.plan;
         assert_eq!(
             unschedulable(p),
-            [("default/huge".to_string(), UnschedulableReason::LargerThanAnyType)].into(),
+            [(
+                "default/huge".to_string(),
+                UnschedulableReason::LargerThanAnyType
+            )]
+            .into(),
             "{}",
             s.label()
         );
@@ -87,9 +109,23 @@ fn cheapest_type_wins_and_the_other_types_are_fallbacks() {
         let p = &s.plan;
         assert_eq!(types(p), ["large-type"], "{}\n{}", s.label(), summary(p));
         let n = &p.nodes[0];
-        assert_eq!((n.zone.as_str(), n.capacity_type), ("test-zone-1", CapacityType::OnDemand), "{}", s.label());
-        let fallbacks: Vec<&str> = n.fallbacks.iter().map(|f| f.instance_type.as_str()).collect();
-        assert_eq!(fallbacks, ["small-type", "medium-type"], "{}: fallbacks cheapest first", s.label());
+        assert_eq!(
+            (n.zone.as_str(), n.capacity_type),
+            ("test-zone-1", CapacityType::OnDemand),
+            "{}",
+            s.label()
+        );
+        let fallbacks: Vec<&str> = n
+            .fallbacks
+            .iter()
+            .map(|f| f.instance_type.as_str())
+            .collect();
+        assert_eq!(
+            fallbacks,
+            ["small-type", "medium-type"],
+            "{}: fallbacks cheapest first",
+            s.label()
+        );
         assert_cost(s.label(), p, 1.00);
     }
 }
@@ -106,7 +142,12 @@ fn pods_of_different_sizes_get_nodes_of_different_types() {
             s.label(),
             summary(p)
         );
-        assert_eq!(node_of(p, "default/little").map(|n| n.instance_type.as_str()), Some("fake-it-2"), "{}", s.label());
+        assert_eq!(
+            node_of(p, "default/little").map(|n| n.instance_type.as_str()),
+            Some("fake-it-2"),
+            "{}",
+            s.label()
+        );
         assert_eq!(p.nodes.len(), 2, "{}", s.label());
         assert_cost(s.label(), p, 2.10);
     }
@@ -117,8 +158,19 @@ fn pods_with_the_same_host_port_get_separate_nodes() {
     let o = scenario("host-port-conflict");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(types(p), ["small-instance-type"; 2], "{}\n{}", s.label(), summary(p));
-        assert_ne!(host_of(p, "default/ingress-0"), host_of(p, "default/ingress-1"), "{}", s.label());
+        assert_eq!(
+            types(p),
+            ["small-instance-type"; 2],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
+        assert_ne!(
+            host_of(p, "default/ingress-0"),
+            host_of(p, "default/ingress-1"),
+            "{}",
+            s.label()
+        );
         assert_cost(s.label(), p, 0.80);
     }
 }
@@ -130,7 +182,13 @@ fn daemonset_overhead_rules_out_types_too_small_for_it() {
     let o = scenario("daemonset-overhead");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(types(p), ["default-instance-type"], "{}\n{}", s.label(), summary(p));
+        assert_eq!(
+            types(p),
+            ["default-instance-type"],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_eq!(p.nodes[0].pods, ["default/app"], "{}", s.label());
         assert_cost(s.label(), p, 0.80);
     }
@@ -143,7 +201,13 @@ fn daemonset_overhead_plan_reports_node_allocatable() {
     let o = Outcome::run("daemonset-overhead");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(types(p), ["default-instance-type"], "{}\n{}", s.label(), summary(p));
+        assert_eq!(
+            types(p),
+            ["default-instance-type"],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_eq!(p.nodes[0].pods, ["default/app"], "{}", s.label());
         let alloc = &p.nodes[0].allocatable;
         assert_eq!(
@@ -168,7 +232,11 @@ fn daemonset_host_port_makes_a_clashing_pod_unschedulable() {
         let p = &s.plan;
         assert_eq!(
             unschedulable(p),
-            [("default/exporter-clash".to_string(), UnschedulableReason::HostPort)].into(),
+            [(
+                "default/exporter-clash".to_string(),
+                UnschedulableReason::HostPort
+            )]
+            .into(),
             "{}",
             s.label()
         );
@@ -195,7 +263,11 @@ fn nodepool_cpu_limit_admits_one_small_node_only() {
         assert_eq!(p.nodes.len(), 1, "{}", s.label());
         assert_eq!(
             unschedulable(p),
-            [("default/too-big".to_string(), UnschedulableReason::NodepoolLimit)].into(),
+            [(
+                "default/too-big".to_string(),
+                UnschedulableReason::NodepoolLimit
+            )]
+            .into(),
             "{}",
             s.label()
         );
@@ -208,11 +280,22 @@ fn nodepool_limit_with_anti_affinity_schedules_exactly_one_pod() {
     let o = scenario("nodepool-limit-with-anti-affinity");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(types(p), ["small-instance-type"], "{}\n{}", s.label(), summary(p));
+        assert_eq!(
+            types(p),
+            ["small-instance-type"],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_eq!(p.nodes[0].pods.len(), 1, "{}", s.label());
         let un = unschedulable(p);
         assert_eq!(un.len(), 1, "{}: {un:?}", s.label());
-        assert_eq!(un.values().next(), Some(&UnschedulableReason::NodepoolLimit), "{}", s.label());
+        assert_eq!(
+            un.values().next(),
+            Some(&UnschedulableReason::NodepoolLimit),
+            "{}",
+            s.label()
+        );
         assert_cost(s.label(), p, 0.40);
     }
 }
@@ -232,7 +315,12 @@ fn highest_weight_nodepool_wins_unless_the_pod_selects_another() {
                 summary(p)
             );
         }
-        assert_eq!(node_of(p, "default/pinned").map(|n| n.nodepool.as_str()), Some("unweighted"), "{}", s.label());
+        assert_eq!(
+            node_of(p, "default/pinned").map(|n| n.nodepool.as_str()),
+            Some("unweighted"),
+            "{}",
+            s.label()
+        );
         assert_eq!(types(p), ["small-instance-type"; 2], "{}", s.label());
         assert_cost(s.label(), p, 0.80);
     }
@@ -246,14 +334,22 @@ fn prefer_no_schedule_taint_is_avoided_when_an_untainted_pool_fits() {
     assert_eq!(p.nodes[0].nodepool, "b-untainted", "{}", summary(p));
     assert_eq!(p.nodes[0].pods.len(), 3);
     assert_cost("milp", p, 0.40);
-    assert!((p.objective - p.cost_per_hour).abs() < EPS, "no preference penalty expected: {}", summary(p));
+    assert!(
+        (p.objective - p.cost_per_hour).abs() < EPS,
+        "no preference penalty expected: {}",
+        summary(p)
+    );
 }
 
 #[test]
 fn greedy_baseline_avoids_prefer_no_schedule_taint_like_karpenter() {
     let o = scenario("prefer-no-schedule-taint");
     let p = &o.greedy.plan;
-    assert!(p.nodes.iter().all(|n| n.nodepool == "b-untainted"), "{}", summary(p));
+    assert!(
+        p.nodes.iter().all(|n| n.nodepool == "b-untainted"),
+        "{}",
+        summary(p)
+    );
     assert_cost("greedy", p, 0.40);
 }
 
@@ -273,8 +369,14 @@ fn nodepool_zone_and_capacity_type_requirements_restrict_pods() {
         assert_eq!(
             unschedulable(p),
             [
-                ("default/wants-spot".to_string(), UnschedulableReason::NoCompatibleOffering),
-                ("default/wants-zone-1".to_string(), UnschedulableReason::NoCompatibleOffering)
+                (
+                    "default/wants-spot".to_string(),
+                    UnschedulableReason::NoCompatibleOffering
+                ),
+                (
+                    "default/wants-zone-1".to_string(),
+                    UnschedulableReason::NoCompatibleOffering
+                )
             ]
             .into(),
             "{}",
@@ -289,20 +391,45 @@ fn node_selectors_and_operators_on_template_labels_and_undefined_keys() {
     let o = scenario("pod-requirements-and-labels");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(types(p), ["small-instance-type"], "{}\n{}", s.label(), summary(p));
-        let n = &p.nodes[0];
-        assert_eq!(n.labels.get("team").map(String::as_str), Some("checkout"), "{}", s.label());
         assert_eq!(
-            pods_of(n),
-            set(["default/team-in-either", "default/undefined-doesnotexist", "default/undefined-notin"]),
+            types(p),
+            ["small-instance-type"],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
+        let n = &p.nodes[0];
+        assert_eq!(
+            n.labels.get("team").map(String::as_str),
+            Some("checkout"),
             "{}",
             s.label()
         );
-        let expected: std::collections::BTreeMap<String, UnschedulableReason> =
-            ["red-node", "team-other", "undefined-exists", "undefined-in", "undefined-selector"]
-                .iter()
-                .map(|n| (format!("default/{n}"), UnschedulableReason::NoCompatibleOffering))
-                .collect();
+        assert_eq!(
+            pods_of(n),
+            set([
+                "default/team-in-either",
+                "default/undefined-doesnotexist",
+                "default/undefined-notin"
+            ]),
+            "{}",
+            s.label()
+        );
+        let expected: std::collections::BTreeMap<String, UnschedulableReason> = [
+            "red-node",
+            "team-other",
+            "undefined-exists",
+            "undefined-in",
+            "undefined-selector",
+        ]
+        .iter()
+        .map(|n| {
+            (
+                format!("default/{n}"),
+                UnschedulableReason::NoCompatibleOffering,
+            )
+        })
+        .collect();
         assert_eq!(unschedulable(p), expected, "{}", s.label());
         assert_cost(s.label(), p, 0.40);
     }
@@ -321,8 +448,18 @@ fn integer_label_gt_lt_gte_lte_pick_the_right_sizes() {
         ] {
             let n = node_of(p, &format!("default/on-{pool}"))
                 .unwrap_or_else(|| panic!("{}: on-{pool} not placed\n{}", s.label(), summary(p)));
-            assert_eq!((n.nodepool.as_str(), n.instance_type.as_str()), (pool, itype), "{}", s.label());
-            assert_eq!(n.labels.get("test.joiner.dev/integer").map(String::as_str), Some(value), "{}", s.label());
+            assert_eq!(
+                (n.nodepool.as_str(), n.instance_type.as_str()),
+                (pool, itype),
+                "{}",
+                s.label()
+            );
+            assert_eq!(
+                n.labels.get("test.joiner.dev/integer").map(String::as_str),
+                Some(value),
+                "{}",
+                s.label()
+            );
         }
         assert_eq!(p.nodes.len(), 4, "{}", s.label());
         assert_cost(s.label(), p, 29.60);
@@ -359,14 +496,23 @@ fn zone_spread_min_domains_leaves_the_third_pod_pending() {
         let zones = per_zone(p, "default/web-");
         assert_eq!(
             zones,
-            [("test-zone-1".to_string(), 1), ("test-zone-2".to_string(), 1)].into(),
+            [
+                ("test-zone-1".to_string(), 1),
+                ("test-zone-2".to_string(), 1)
+            ]
+            .into(),
             "{}\n{}",
             s.label(),
             summary(p)
         );
         let un = unschedulable(p);
         assert_eq!(un.len(), 1, "{}: {un:?}", s.label());
-        assert_eq!(un.values().next(), Some(&UnschedulableReason::Topology), "{}", s.label());
+        assert_eq!(
+            un.values().next(),
+            Some(&UnschedulableReason::Topology),
+            "{}",
+            s.label()
+        );
         assert_cost(s.label(), p, 0.80);
     }
 }
@@ -376,10 +522,19 @@ fn zone_spread_counts_pods_already_running() {
     let o = scenario("zone-spread-counts-running-pods");
     for s in o.both() {
         let p = &s.plan;
-        assert!(p.existing.is_empty(), "{}: nothing may join test-zone-1\n{}", s.label(), summary(p));
+        assert!(
+            p.existing.is_empty(),
+            "{}: nothing may join test-zone-1\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_eq!(
             per_zone(p, "default/web-"),
-            [("test-zone-2".to_string(), 2), ("test-zone-3".to_string(), 2)].into(),
+            [
+                ("test-zone-2".to_string(), 2),
+                ("test-zone-3".to_string(), 2)
+            ]
+            .into(),
             "{}",
             s.label()
         );
@@ -394,7 +549,13 @@ fn hostname_spread_max_skew_one_puts_each_pod_on_its_own_node() {
     let o = scenario("hostname-spread");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(per_node(p, "default/web-"), [1, 1, 1, 1], "{}\n{}", s.label(), summary(p));
+        assert_eq!(
+            per_node(p, "default/web-"),
+            [1, 1, 1, 1],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_eq!(types(p), ["small-instance-type"; 4], "{}", s.label());
         assert_cost(s.label(), p, 1.60);
     }
@@ -405,7 +566,13 @@ fn hostname_spread_max_skew_four_lets_four_pods_share_a_node() {
     let o = scenario("hostname-spread-loose");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(per_node(p, "default/web-"), [4], "{}\n{}", s.label(), summary(p));
+        assert_eq!(
+            per_node(p, "default/web-"),
+            [4],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_cost(s.label(), p, 0.40);
     }
 }
@@ -415,9 +582,20 @@ fn capacity_type_spread_splits_spot_and_on_demand_evenly() {
     let o = scenario("capacity-type-spread");
     for s in o.both() {
         let p = &s.plan;
-        let count =
-            |ct: CapacityType| p.nodes.iter().filter(|n| n.capacity_type == ct).map(|n| n.pods.len()).sum::<usize>();
-        assert_eq!((count(CapacityType::Spot), count(CapacityType::OnDemand)), (2, 2), "{}\n{}", s.label(), summary(p));
+        let count = |ct: CapacityType| {
+            p.nodes
+                .iter()
+                .filter(|n| n.capacity_type == ct)
+                .map(|n| n.pods.len())
+                .sum::<usize>()
+        };
+        assert_eq!(
+            (count(CapacityType::Spot), count(CapacityType::OnDemand)),
+            (2, 2),
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_eq!(p.nodes.len(), 2, "{}", s.label());
         assert_cost(s.label(), p, 0.80);
     }
@@ -428,8 +606,18 @@ fn hostname_anti_affinity_puts_each_replica_on_its_own_node() {
     let o = scenario("hostname-anti-affinity");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(per_node(p, "default/db-"), [1, 1, 1], "{}\n{}", s.label(), summary(p));
-        assert!(node_of(p, "default/web").is_some(), "{}: web shares a db node", s.label());
+        assert_eq!(
+            per_node(p, "default/db-"),
+            [1, 1, 1],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
+        assert!(
+            node_of(p, "default/web").is_some(),
+            "{}: web shares a db node",
+            s.label()
+        );
         assert_eq!(types(p), ["small-instance-type"; 3], "{}", s.label());
         assert_cost(s.label(), p, 1.20);
     }
@@ -440,11 +628,22 @@ fn zone_self_affinity_keeps_the_group_in_one_zone_and_milp_avoids_the_huge_node(
     let o = scenario("zone-self-affinity");
     for s in o.both() {
         let zones = per_zone(&s.plan, "default/etcd-");
-        assert_eq!(zones.len(), 1, "{}: one zone\n{}", s.label(), summary(&s.plan));
+        assert_eq!(
+            zones.len(),
+            1,
+            "{}: one zone\n{}",
+            s.label(),
+            summary(&s.plan)
+        );
         assert_eq!(zones.values().sum::<usize>(), 3, "{}", s.label());
     }
     assert_cost("milp", &o.milp.plan, 1.20);
-    assert_eq!(types(&o.greedy.plan), ["arm-instance-type"], "greedy packs one claim\n{}", summary(&o.greedy.plan));
+    assert_eq!(
+        types(&o.greedy.plan),
+        ["arm-instance-type"],
+        "greedy packs one claim\n{}",
+        summary(&o.greedy.plan)
+    );
     assert_cost("greedy", &o.greedy.plan, 14.40);
     o.assert_milp_strictly_cheaper();
 }
@@ -455,13 +654,32 @@ fn preferred_pod_terms_are_priced_and_traded_against_nodes() {
     let p = &o.milp.plan;
     assert_cost("milp", p, 1.20);
     // the batch pods share a node and pay 3 x weight 1 x 0.005; every other preference is met
-    assert!((p.objective - 1.215).abs() < EPS, "objective {}\n{}", p.objective, summary(p));
+    assert!(
+        (p.objective - 1.215).abs() < EPS,
+        "objective {}\n{}",
+        p.objective,
+        summary(p)
+    );
     assert_eq!(per_node(p, "default/batch-"), [3], "{}", summary(p));
-    assert_eq!(per_zone(p, "default/worker-").len(), 2, "workers prefer two zones\n{}", summary(p));
+    assert_eq!(
+        per_zone(p, "default/worker-").len(),
+        2,
+        "workers prefer two zones\n{}",
+        summary(p)
+    );
     assert_eq!(per_node(p, "default/web-"), [1, 1], "{}", summary(p));
     let cache = node_of(p, "default/cache-0").expect("cache placed");
-    assert!(cache.pods.iter().any(|x| x.starts_with("default/web-")), "cache prefers a web node\n{}", summary(p));
-    assert_eq!(per_node(&o.greedy.plan, "default/batch-"), [1, 1, 1], "karpenter holds the preference\n{}", summary(&o.greedy.plan));
+    assert!(
+        cache.pods.iter().any(|x| x.starts_with("default/web-")),
+        "cache prefers a web node\n{}",
+        summary(p)
+    );
+    assert_eq!(
+        per_node(&o.greedy.plan, "default/batch-"),
+        [1, 1, 1],
+        "karpenter holds the preference\n{}",
+        summary(&o.greedy.plan)
+    );
     assert_cost("greedy", &o.greedy.plan, 2.00);
     o.assert_milp_strictly_cheaper();
 }
@@ -476,7 +694,11 @@ fn greedy_holds_the_first_satisfiable_required_term_like_karpenter() {
     assert_cost("greedy", g, 0.40);
     let m = &o.milp.plan;
     assert_eq!(m.nodes.len(), 1, "{}", summary(m));
-    assert!(["test-zone-1", "test-zone-2"].contains(&m.nodes[0].zone.as_str()), "{}", summary(m));
+    assert!(
+        ["test-zone-1", "test-zone-2"].contains(&m.nodes[0].zone.as_str()),
+        "{}",
+        summary(m)
+    );
     assert_cost("milp", m, 0.40);
 }
 
@@ -488,19 +710,34 @@ fn heaviest_unsatisfiable_preferred_node_term_falls_back_to_the_next() {
         assert_eq!(zones(p), ["test-zone-2"], "{}\n{}", s.label(), summary(p));
         assert_cost(s.label(), p, 0.40);
         // weights 100 and 1 unmet at the default 0.001 $/h each
-        assert!((p.objective - 0.501).abs() < EPS, "{}: objective {}", s.label(), p.objective);
+        assert!(
+            (p.objective - 0.501).abs() < EPS,
+            "{}: objective {}",
+            s.label(),
+            p.objective
+        );
     }
 }
 
 #[test]
 fn preferred_type_is_held_by_greedy_and_priced_by_the_milp() {
     let o = scenario("preferred-instance-type-priced");
-    assert_eq!(types(&o.greedy.plan), ["default-instance-type"], "{}", summary(&o.greedy.plan));
+    assert_eq!(
+        types(&o.greedy.plan),
+        ["default-instance-type"],
+        "{}",
+        summary(&o.greedy.plan)
+    );
     assert_cost("greedy", &o.greedy.plan, 0.80);
     let m = &o.milp.plan;
     assert_eq!(types(m), ["small-instance-type"], "{}", summary(m));
     assert_cost("milp", m, 0.40);
-    assert!((m.objective - 0.45).abs() < EPS, "objective {}\n{}", m.objective, summary(m));
+    assert!(
+        (m.objective - 0.45).abs() < EPS,
+        "objective {}\n{}",
+        m.objective,
+        summary(m)
+    );
     o.assert_milp_strictly_cheaper();
 }
 
@@ -509,13 +746,38 @@ fn preferred_type_worth_more_than_its_price_is_kept_with_its_fallbacks() {
     let o = scenario("preferred-instance-type-held");
     for s in o.both() {
         let p = &s.plan;
-        assert_eq!(types(p), ["default-instance-type"], "{}\n{}", s.label(), summary(p));
+        assert_eq!(
+            types(p),
+            ["default-instance-type"],
+            "{}\n{}",
+            s.label(),
+            summary(p)
+        );
         assert_cost(s.label(), p, 0.80);
-        assert!((p.objective - 0.80).abs() < EPS, "{}: objective {}", s.label(), p.objective);
+        assert!(
+            (p.objective - 0.80).abs() < EPS,
+            "{}: objective {}",
+            s.label(),
+            p.objective
+        );
         // a fallback of another type would launch the pod without the preference it was planned with
-        let others: Vec<&str> = p.nodes[0].fallbacks.iter().map(|f| f.instance_type.as_str()).filter(|t| *t != "default-instance-type").collect();
-        assert!(others.is_empty(), "{}: fallbacks {:?}", s.label(), p.nodes[0].fallbacks);
-        assert!(!p.nodes[0].fallbacks.is_empty(), "{}: the other zone is a fallback", s.label());
+        let others: Vec<&str> = p.nodes[0]
+            .fallbacks
+            .iter()
+            .map(|f| f.instance_type.as_str())
+            .filter(|t| *t != "default-instance-type")
+            .collect();
+        assert!(
+            others.is_empty(),
+            "{}: fallbacks {:?}",
+            s.label(),
+            p.nodes[0].fallbacks
+        );
+        assert!(
+            !p.nodes[0].fallbacks.is_empty(),
+            "{}: the other zone is a fallback",
+            s.label()
+        );
     }
 }
 
@@ -527,8 +789,18 @@ fn preferred_zone_outweighs_a_lighter_zonal_anti_affinity() {
         assert_eq!(zones(p), ["test-zone-1"], "{}\n{}", s.label(), summary(p));
         assert_cost(s.label(), p, 0.40);
         // the weight-10 anti-affinity unmet at the default 0.001 $/h per unit
-        assert!((p.objective - 0.41).abs() < EPS, "{}: objective {}", s.label(), p.objective);
-        assert!(p.nodes[0].fallbacks.iter().all(|f| f.zone == "test-zone-1"), "{}: fallbacks {:?}", s.label(), p.nodes[0].fallbacks);
+        assert!(
+            (p.objective - 0.41).abs() < EPS,
+            "{}: objective {}",
+            s.label(),
+            p.objective
+        );
+        assert!(
+            p.nodes[0].fallbacks.iter().all(|f| f.zone == "test-zone-1"),
+            "{}: fallbacks {:?}",
+            s.label(),
+            p.nodes[0].fallbacks
+        );
     }
 }
 
@@ -540,12 +812,32 @@ fn running_pods_preferred_hostname_anti_affinity_is_priced() {
     o.assert_plan_check();
     let (m, g) = (&o.milp.plan, &o.greedy.plan);
     assert_eq!(types(m), ["small-instance-type"], "{}", summary(m));
-    assert_eq!(host_of(m, "default/web-0").as_deref(), Some(m.nodes[0].id.as_str()), "{}", summary(m));
-    assert!((m.objective - 0.40).abs() < EPS, "milp objective {}\n{}", m.objective, summary(m));
+    assert_eq!(
+        host_of(m, "default/web-0").as_deref(),
+        Some(m.nodes[0].id.as_str()),
+        "{}",
+        summary(m)
+    );
+    assert!(
+        (m.objective - 0.40).abs() < EPS,
+        "milp objective {}\n{}",
+        m.objective,
+        summary(m)
+    );
     // Karpenter (and so the baseline) ignores running pods' preferred terms: the pod joins cache-0
-    assert_eq!(host_of(g, "default/web-0").as_deref(), Some("ip-10-0-1-20.test"), "{}", summary(g));
+    assert_eq!(
+        host_of(g, "default/web-0").as_deref(),
+        Some("ip-10-0-1-20.test"),
+        "{}",
+        summary(g)
+    );
     assert_cost("greedy", g, 0.0);
-    assert!((g.objective - 0.50).abs() < EPS, "greedy objective {}\n{}", g.objective, summary(g));
+    assert!(
+        (g.objective - 0.50).abs() < EPS,
+        "greedy objective {}\n{}",
+        g.objective,
+        summary(g)
+    );
 }
 
 #[test]
@@ -555,19 +847,45 @@ fn running_pods_preferred_zonal_anti_affinity_is_priced() {
     assert_eq!(m.nodes.len(), 1, "{}", summary(m));
     assert_ne!(m.nodes[0].zone, "test-zone-1", "{}", summary(m));
     assert_cost("milp", m, 0.40);
-    assert!((m.objective - 0.40).abs() < EPS, "objective {}\n{}", m.objective, summary(m));
-    assert!(m.nodes[0].fallbacks.iter().all(|f| f.zone != "test-zone-1"), "fallbacks {:?}", m.nodes[0].fallbacks);
+    assert!(
+        (m.objective - 0.40).abs() < EPS,
+        "objective {}\n{}",
+        m.objective,
+        summary(m)
+    );
+    assert!(
+        m.nodes[0].fallbacks.iter().all(|f| f.zone != "test-zone-1"),
+        "fallbacks {:?}",
+        m.nodes[0].fallbacks
+    );
     // whatever zone greedy picks, its objective counts the running pod's preference
     let g = &o.greedy.plan;
-    let expected = if g.nodes[0].zone == "test-zone-1" { 0.45 } else { 0.40 };
-    assert!((g.objective - expected).abs() < EPS, "greedy objective {}\n{}", g.objective, summary(g));
+    let expected = if g.nodes[0].zone == "test-zone-1" {
+        0.45
+    } else {
+        0.40
+    };
+    assert!(
+        (g.objective - expected).abs() < EPS,
+        "greedy objective {}\n{}",
+        g.objective,
+        summary(g)
+    );
 }
 
 #[test]
 fn schedule_anyway_spread_is_held_by_greedy_and_priced_by_the_milp() {
     let o = scenario("schedule-anyway-spread");
     let g = &o.greedy.plan;
-    assert_eq!(per_zone(g, "default/web-").values().copied().collect::<Vec<_>>(), [1, 1, 1], "{}", summary(g));
+    assert_eq!(
+        per_zone(g, "default/web-")
+            .values()
+            .copied()
+            .collect::<Vec<_>>(),
+        [1, 1, 1],
+        "{}",
+        summary(g)
+    );
     assert_cost("greedy", g, 1.20);
     let m = &o.milp.plan;
     assert_eq!(per_node(m, "default/web-"), [3], "{}", summary(m));
@@ -617,17 +935,33 @@ fn gpu_pods_pack_by_gpu_count_on_the_tainted_gpu_pool() {
         assert_eq!(per, [1, 2], "{}", s.label());
         for n in &gpu {
             assert_eq!(n.instance_type, "gpu-vendor-instance-type", "{}", s.label());
-            assert!(n.pods.iter().all(|x| x.starts_with("ml/train-")), "{}: {:?}", s.label(), n.pods);
-            assert_eq!(n.allocatable.get("nvidia.com/gpu").map(String::as_str), Some("2"), "{}", s.label());
+            assert!(
+                n.pods.iter().all(|x| x.starts_with("ml/train-")),
+                "{}: {:?}",
+                s.label(),
+                n.pods
+            );
+            assert_eq!(
+                n.allocatable.get("nvidia.com/gpu").map(String::as_str),
+                Some("2"),
+                "{}",
+                s.label()
+            );
         }
-        let api = node_of(p, "default/api-0").unwrap_or_else(|| panic!("{}: api-0 not placed", s.label()));
+        let api = node_of(p, "default/api-0")
+            .unwrap_or_else(|| panic!("{}: api-0 not placed", s.label()));
         assert_eq!(
             (api.nodepool.as_str(), api.instance_type.as_str()),
             ("default", "small-instance-type"),
             "{}",
             s.label()
         );
-        assert_eq!(host_of(p, "default/api-0"), host_of(p, "default/api-1"), "{}", s.label());
+        assert_eq!(
+            host_of(p, "default/api-0"),
+            host_of(p, "default/api-1"),
+            "{}",
+            s.label()
+        );
         assert_cost(s.label(), p, 6.00);
     }
 }
@@ -640,7 +974,12 @@ fn free_room_on_a_running_node_is_used_before_launching() {
     for s in o.both() {
         let p = &s.plan;
         assert_eq!(p.existing.len(), 1, "{}\n{}", s.label(), summary(p));
-        assert_eq!(p.existing[0].node, "ip-10-0-1-10.test", "{}: the cordoned node stays empty", s.label());
+        assert_eq!(
+            p.existing[0].node,
+            "ip-10-0-1-10.test",
+            "{}: the cordoned node stays empty",
+            s.label()
+        );
         assert_eq!(p.existing[0].pods.len(), 2, "{}", s.label());
         assert_eq!(types(p), ["small-instance-type"], "{}", s.label());
         assert_eq!(p.nodes[0].pods.len(), 1, "{}", s.label());
@@ -656,11 +995,20 @@ fn milp_launches_small_spot_nodes_where_greedy_takes_one_big() {
     let o = scenario("milp-small-nodes-beat-one-big");
     let m = &o.milp.plan;
     assert_eq!(types(m), ["c6.large"; 4], "{}", summary(m));
-    assert!(m.nodes.iter().all(|n| n.zone == "us-test-1a" && n.capacity_type == CapacityType::Spot), "{}", summary(m));
+    assert!(
+        m.nodes
+            .iter()
+            .all(|n| n.zone == "us-test-1a" && n.capacity_type == CapacityType::Spot),
+        "{}",
+        summary(m)
+    );
     assert_cost("milp", m, 0.12);
     let g = &o.greedy.plan;
     assert_eq!(types(g), ["c6.2xlarge"], "{}", summary(g));
-    assert_eq!((g.nodes[0].zone.as_str(), g.nodes[0].capacity_type), ("us-test-1b", CapacityType::Spot));
+    assert_eq!(
+        (g.nodes[0].zone.as_str(), g.nodes[0].capacity_type),
+        ("us-test-1b", CapacityType::Spot)
+    );
     assert_cost("greedy", g, 0.14);
     o.assert_milp_strictly_cheaper();
 }
@@ -671,7 +1019,12 @@ fn milp_fixes_karpenters_imbalanced_packing() {
     let m = &o.milp.plan;
     assert_eq!(types(m), ["c6.2xlarge", "c6.xlarge"], "{}", summary(m));
     assert_cost("milp", m, 0.51);
-    assert_eq!(types(&o.greedy.plan), ["c6.2xlarge", "c6.2xlarge"], "{}", summary(&o.greedy.plan));
+    assert_eq!(
+        types(&o.greedy.plan),
+        ["c6.2xlarge", "c6.2xlarge"],
+        "{}",
+        summary(&o.greedy.plan)
+    );
     assert_cost("greedy", &o.greedy.plan, 0.68);
     o.assert_milp_strictly_cheaper();
 }
@@ -694,8 +1047,20 @@ fn milp_packs_cpu_and_memory_heavy_pods_on_a_mixed_fleet() {
     let m = &o.milp.plan;
     assert_eq!(types(m), ["c6.xlarge", "m6.2xlarge"], "{}", summary(m));
     assert_cost("milp", m, 0.554);
-    let big = m.nodes.iter().find(|n| n.instance_type == "m6.2xlarge").unwrap();
-    assert_eq!(big.pods.iter().filter(|x| x.starts_with("default/cache-")).count(), 5, "{}", summary(m));
+    let big = m
+        .nodes
+        .iter()
+        .find(|n| n.instance_type == "m6.2xlarge")
+        .unwrap();
+    assert_eq!(
+        big.pods
+            .iter()
+            .filter(|x| x.starts_with("default/cache-"))
+            .count(),
+        5,
+        "{}",
+        summary(m)
+    );
     let g = &o.greedy.plan;
     assert_eq!(types(g), ["m6.2xlarge", "r6.xlarge"], "{}", summary(g));
     assert_cost("greedy", g, 0.636);
@@ -712,15 +1077,28 @@ fn us_east_1_webshop_mix_is_placed_within_every_rule() {
         assert!(p.unschedulable.is_empty(), "{}\n{}", s.label(), summary(p));
         assert_eq!(placed_count(p), 18, "{}", s.label());
         let zones = per_zone(p, "shop/storefront-");
-        let (lo, hi) = (zones.values().min().copied().unwrap_or(0), zones.values().max().copied().unwrap_or(0));
-        assert!(zones.len() >= 3 && hi - lo <= 1, "{}: storefront per zone {zones:?}", s.label());
-        let hosts: std::collections::BTreeSet<_> =
-            (0..4).map(|i| host_of(p, &format!("shop/checkout-api-{i}"))).collect();
+        let (lo, hi) = (
+            zones.values().min().copied().unwrap_or(0),
+            zones.values().max().copied().unwrap_or(0),
+        );
+        assert!(
+            zones.len() >= 3 && hi - lo <= 1,
+            "{}: storefront per zone {zones:?}",
+            s.label()
+        );
+        let hosts: std::collections::BTreeSet<_> = (0..4)
+            .map(|i| host_of(p, &format!("shop/checkout-api-{i}")))
+            .collect();
         assert_eq!(hosts.len(), 4, "{}: api hosts {hosts:?}", s.label());
         for n in &p.nodes {
             let l = |k: &str| n.labels.get(k).map(String::as_str).unwrap_or("");
             assert_eq!(l("kubernetes.io/arch"), "amd64", "{}", s.label());
-            assert_eq!(l("topology.kubernetes.io/region"), "us-east-1", "{}", s.label());
+            assert_eq!(
+                l("topology.kubernetes.io/region"),
+                "us-east-1",
+                "{}",
+                s.label()
+            );
             assert!(
                 ["c", "m", "r"].contains(&l("karpenter.k8s.aws/instance-category")),
                 "{}: {}",
@@ -728,7 +1106,9 @@ fn us_east_1_webshop_mix_is_placed_within_every_rule() {
                 n.instance_type
             );
             assert!(
-                l("karpenter.k8s.aws/instance-generation").parse::<u32>().is_ok_and(|g| g >= 6),
+                l("karpenter.k8s.aws/instance-generation")
+                    .parse::<u32>()
+                    .is_ok_and(|g| g >= 6),
                 "{}: {}",
                 s.label(),
                 n.instance_type
@@ -745,30 +1125,53 @@ fn plan_check_is_available() {
     let out = std::process::Command::new(python())
         .arg(&path)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {} with {}: {e} (set JOINER_PYTHON)", path.display(), python()));
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} with {}: {e} (set JOINER_PYTHON)",
+                path.display(),
+                python()
+            )
+        });
     // without arguments it prints its usage and exits 2; an import error (no PyYAML) exits 1
-    assert_eq!(out.status.code(), Some(2), "plan-check does not start: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "plan-check does not start: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn every_scenario_has_a_header_a_readme_line_and_a_test() {
-    let readme = std::fs::read_to_string(scenarios_dir().join("README.md")).expect("fixtures/scenarios/README.md");
+    let readme = std::fs::read_to_string(scenarios_dir().join("README.md"))
+        .expect("fixtures/scenarios/README.md");
     let tests = include_str!("scenarios.rs");
     let names = scenario_names();
     assert!(names.len() >= 16, "only {} scenarios", names.len());
     for name in names {
         let text = std::fs::read_to_string(scenarios_dir().join(format!("{name}.yaml"))).unwrap();
-        assert!(text.starts_with("# Scenario: "), "{name}: header must start with `# Scenario: `");
+        assert!(
+            text.starts_with("# Scenario: "),
+            "{name}: header must start with `# Scenario: `"
+        );
         assert!(
             text.contains("# Tests:") && text.contains("# Expected"),
             "{name}: header must say what it tests and what is expected"
         );
         let cat = catalog_name(&text).unwrap_or_else(|| panic!("{name}: no `# catalog:` line"));
         assert!(
-            manifest_dir().join(format!("fixtures/catalogs/{cat}.json")).is_file(),
+            manifest_dir()
+                .join(format!("fixtures/catalogs/{cat}.json"))
+                .is_file(),
             "{name}: catalog {cat} missing"
         );
-        assert!(readme.contains(&format!("`{name}`")), "{name}: no line in fixtures/scenarios/README.md");
-        assert!(tests.contains(&format!("\"{name}\"")), "{name}: no test in tests/scenarios.rs");
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "{name}: no line in fixtures/scenarios/README.md"
+        );
+        assert!(
+            tests.contains(&format!("\"{name}\"")),
+            "{name}: no test in tests/scenarios.rs"
+        );
     }
 }

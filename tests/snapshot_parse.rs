@@ -136,7 +136,8 @@ fn multi_document() -> String {
 
 /// The same objects as one `kind: List`, as `kubectl get a,b,c -o yaml` prints them.
 fn as_list() -> String {
-    let mut out = String::from("apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: \"\"\nitems:\n");
+    let mut out =
+        String::from("apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: \"\"\nitems:\n");
     for o in OBJECTS {
         for (i, line) in o.lines().enumerate() {
             out.push_str(if i == 0 { "- " } else { "  " });
@@ -152,7 +153,9 @@ fn parse(text: &str) -> ClusterSnapshot {
 }
 
 fn error(text: &str) -> String {
-    parse_snapshot(text, "snapshot.yaml").unwrap_err().to_string()
+    parse_snapshot(text, "snapshot.yaml")
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
@@ -174,11 +177,18 @@ fn every_kind_is_read() {
     assert!(pod.is_pending());
     assert_eq!(pod.key(), "shop/web-1");
     assert_eq!(pod.requests().get("memory"), Quantity::from_mib(256));
-    assert_eq!(pod.constraints.spread[0].selector.match_labels["pod-template-hash"], "7d9f");
+    assert_eq!(
+        pod.constraints.spread[0].selector.match_labels["pod-template-hash"],
+        "7d9f"
+    );
     assert_eq!(s.nodes[0].nodepool(), Some("default"));
     assert_eq!(s.nodepools[0].requirements.len(), 3);
     assert_eq!(s.nodepools[0].limits.get("cpu"), Quantity::from_units(1000));
-    assert_eq!(s.node_class(s.nodepools[0].node_class.as_deref()).and_then(|c| c.kubelet.max_pods), Some(110));
+    assert_eq!(
+        s.node_class(s.nodepools[0].node_class.as_deref())
+            .and_then(|c| c.kubelet.max_pods),
+        Some(110)
+    );
     assert_eq!(s.weights.prefer_no_schedule, 0.2);
     assert_eq!(s.warnings, ["skipped v1 Service shop/web: kind not used"]);
 }
@@ -192,7 +202,10 @@ fn list_and_multi_document_read_the_same() {
 fn nodepool_defaults() {
     let d = &parse(OBJECTS[4]).nodepools[0];
     assert_eq!(d.weight, 0);
-    assert_eq!(d.disruption.consolidation_policy, "WhenEmptyOrUnderutilized");
+    assert_eq!(
+        d.disruption.consolidation_policy,
+        "WhenEmptyOrUnderutilized"
+    );
     assert_eq!(d.disruption.consolidate_after.as_deref(), Some("0s"));
     assert_eq!(d.disruption.budgets.len(), 1);
     assert_eq!(d.disruption.budgets[0].nodes, "10%");
@@ -230,11 +243,21 @@ fn errors_name_object_and_field() {
 
 #[test]
 fn broken_yaml_names_origin_document_and_line() {
-    let text = format!("{}---\n{}", OBJECTS[0], OBJECTS[1].replace("spec:\n", "spec: [\n"));
+    let text = format!(
+        "{}---\n{}",
+        OBJECTS[0],
+        OBJECTS[1].replace("spec:\n", "spec: [\n")
+    );
     let e = error(&text);
-    assert!(e.starts_with("snapshot.yaml: document 2: malformed yaml: "), "{e}");
+    assert!(
+        e.starts_with("snapshot.yaml: document 2: malformed yaml: "),
+        "{e}"
+    );
     assert!(e.contains("line"), "{e}");
-    assert!(matches!(parse_snapshot(&text, "x").unwrap_err(), SnapshotError::Yaml { document: 2, .. }));
+    assert!(matches!(
+        parse_snapshot(&text, "x").unwrap_err(),
+        SnapshotError::Yaml { document: 2, .. }
+    ));
 }
 
 #[test]
@@ -245,7 +268,11 @@ fn load_reads_files_and_reports_missing_ones() {
     let _ = std::fs::remove_file(&path);
     assert_eq!(loaded.unwrap(), parse(&multi_document()));
     let e = load_snapshot(std::path::Path::new("/nonexistent/snapshot.yaml")).unwrap_err();
-    assert!(e.to_string().starts_with("cannot read /nonexistent/snapshot.yaml: "), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("cannot read /nonexistent/snapshot.yaml: "),
+        "{e}"
+    );
 }
 
 /// A text edit applied to a valid snapshot.
@@ -333,7 +360,11 @@ fn adversarial_inputs_fail_cleanly() {
     let laughs = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n\
                   d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n\
                   g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\ni: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n";
-    let nested_lists = format!("{}{}", "{apiVersion: v1, kind: List, items: [".repeat(200), "]}".repeat(200));
+    let nested_lists = format!(
+        "{}{}",
+        "{apiVersion: v1, kind: List, items: [".repeat(200),
+        "]}".repeat(200)
+    );
     for text in [
         deep.as_str(),
         deep_map.as_str(),

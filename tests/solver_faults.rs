@@ -18,15 +18,22 @@ use joiner::snapshot::load_snapshot;
 use common::{catalog_name, manifest_dir, scenario_names, scenarios_dir};
 
 fn catalog_of(dir: &str, name: &str) -> Catalog {
-    let text = std::fs::read_to_string(manifest_dir().join(dir).join(format!("{name}.yaml"))).expect("fixture");
+    let text = std::fs::read_to_string(manifest_dir().join(dir).join(format!("{name}.yaml")))
+        .expect("fixture");
     match catalog_name(&text).expect("catalog header").as_str() {
         "us-east-1" => Catalog::bundled("us-east-1").expect("bundled"),
-        c => Catalog::from_file(&manifest_dir().join(format!("fixtures/catalogs/{c}.json"))).expect("catalog"),
+        c => Catalog::from_file(&manifest_dir().join(format!("fixtures/catalogs/{c}.json")))
+            .expect("catalog"),
     }
 }
 
 fn settings(strategy: Strategy, fault: Option<SolverFault>) -> SolveSettings {
-    SolveSettings { strategy, fault, time_limit: Duration::from_secs(10), ..SolveSettings::default() }
+    SolveSettings {
+        strategy,
+        fault,
+        time_limit: Duration::from_secs(10),
+        ..SolveSettings::default()
+    }
 }
 
 /// What a plan decides, without the solver report (which says how it was decided).
@@ -41,23 +48,38 @@ fn decisions(plan: &Plan) -> serde_json::Value {
 #[test]
 fn a_highs_error_or_an_infeasible_model_falls_back_to_the_greedy_plan_on_every_scenario() {
     for name in scenario_names() {
-        let snapshot = load_snapshot(&scenarios_dir().join(format!("{name}.yaml"))).expect("scenario");
+        let snapshot =
+            load_snapshot(&scenarios_dir().join(format!("{name}.yaml"))).expect("scenario");
         let catalog = catalog_of("fixtures/scenarios", &name);
         let greedy = solve(&snapshot, &catalog, &settings(Strategy::Greedy, None)).expect("greedy");
         for fault in [SolverFault::Error, SolverFault::Infeasible] {
-            let plan = solve(&snapshot, &catalog, &settings(Strategy::Milp, Some(fault))).unwrap_or_else(|e| panic!("{name} {fault:?}: {e}"));
+            let plan = solve(&snapshot, &catalog, &settings(Strategy::Milp, Some(fault)))
+                .unwrap_or_else(|e| panic!("{name} {fault:?}: {e}"));
             if snapshot.pending_pods().next().is_none() {
                 continue; // nothing to solve: HiGHS is never called
             }
-            assert_eq!(plan.solver.status, "fallback-greedy", "{name} {fault:?}: {:?}", plan.solver);
-            let why = plan.solver.notes.iter().find(|n| n.starts_with("solver failed")).unwrap_or_else(|| panic!("{name}: no note {:?}", plan.solver.notes));
+            assert_eq!(
+                plan.solver.status, "fallback-greedy",
+                "{name} {fault:?}: {:?}",
+                plan.solver
+            );
+            let why = plan
+                .solver
+                .notes
+                .iter()
+                .find(|n| n.starts_with("solver failed"))
+                .unwrap_or_else(|| panic!("{name}: no note {:?}", plan.solver.notes));
             let expected = match fault {
                 SolverFault::Error => "highs error",
                 SolverFault::Infeasible => "Infeasible",
                 SolverFault::TimeLimit => unreachable!("not one of the faults tried"),
             };
             assert!(why.contains(expected), "{name} {fault:?}: {why}");
-            assert_eq!(decisions(&plan), decisions(&greedy), "{name} {fault:?}: the fallback is not greedy's plan");
+            assert_eq!(
+                decisions(&plan),
+                decisions(&greedy),
+                "{name} {fault:?}: the fallback is not greedy's plan"
+            );
         }
     }
 }
@@ -67,14 +89,27 @@ fn a_full_model_out_of_time_still_gets_the_relaxations_candidate() {
     let catalog = Catalog::bundled("us-east-1").expect("bundled");
     // under 300 classes the full model runs beside the relaxation's candidate
     let snapshot = joiner::workload::diverse(100, 42);
-    let plan = solve(&snapshot, &catalog, &settings(Strategy::Milp, Some(SolverFault::TimeLimit))).expect("solve");
+    let plan = solve(
+        &snapshot,
+        &catalog,
+        &settings(Strategy::Milp, Some(SolverFault::TimeLimit)),
+    )
+    .expect("solve");
     assert!(plan.solver.pod_classes <= 300, "{:?}", plan.solver);
     assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
     let notes = plan.solver.notes.join("; ");
     assert!(notes.contains("reached before the first lp"), "{notes}");
-    assert!(notes.contains("plan from zone-pinned-lp") || notes.contains("plan from relaxed-lp"), "{notes}");
+    assert!(
+        notes.contains("plan from zone-pinned-lp") || notes.contains("plan from relaxed-lp"),
+        "{notes}"
+    );
     let greedy = solve(&snapshot, &catalog, &settings(Strategy::Greedy, None)).expect("greedy");
-    assert!(plan.objective < greedy.objective * 0.6, "{} against greedy's {}", plan.objective, greedy.objective);
+    assert!(
+        plan.objective < greedy.objective * 0.6,
+        "{} against greedy's {}",
+        plan.objective,
+        greedy.objective
+    );
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(plan.nodes.iter().map(|n| n.pods.len()).sum::<usize>(), 100);
 }
@@ -84,7 +119,10 @@ fn over_300_classes_the_pinned_candidate_plans_alone_and_its_time_limit_is_flagg
     let catalog = Catalog::bundled("us-east-1").expect("bundled");
     let snapshot = joiner::workload::diverse(1000, 42);
     // at 1 s the pinned relaxation's column generation, which needs about 3.5 s here, is cut short
-    let short = SolveSettings { time_limit: Duration::from_secs(1), ..SolveSettings::default() };
+    let short = SolveSettings {
+        time_limit: Duration::from_secs(1),
+        ..SolveSettings::default()
+    };
     let solved = joiner::optimizer::solve_detailed(&snapshot, &catalog, &short).expect("solve");
     // solve-dump still gets a model: the full master over its seed patterns
     let model = solved.model.as_ref().expect("a model to dump");
@@ -93,10 +131,22 @@ fn over_300_classes_the_pinned_candidate_plans_alone_and_its_time_limit_is_flagg
     assert!(plan.solver.pod_classes > 300, "{:?}", plan.solver);
     assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
     let notes = plan.solver.notes.join("; ");
-    assert!(notes.contains("full model not generated") && notes.contains("plan from zone-pinned-lp"), "{notes}");
-    assert!(plan.solver.variables > 0 && plan.solver.constraints > 0, "{:?}", plan.solver);
+    assert!(
+        notes.contains("full model not generated") && notes.contains("plan from zone-pinned-lp"),
+        "{notes}"
+    );
+    assert!(
+        plan.solver.variables > 0 && plan.solver.constraints > 0,
+        "{:?}",
+        plan.solver
+    );
     let greedy = solve(&snapshot, &catalog, &settings(Strategy::Greedy, None)).expect("greedy");
-    assert!(plan.objective < greedy.objective * 0.6, "{} against greedy's {}", plan.objective, greedy.objective);
+    assert!(
+        plan.objective < greedy.objective * 0.6,
+        "{} against greedy's {}",
+        plan.objective,
+        greedy.objective
+    );
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(plan.nodes.iter().map(|n| n.pods.len()).sum::<usize>(), 1000);
 }
@@ -105,23 +155,47 @@ fn over_300_classes_the_pinned_candidate_plans_alone_and_its_time_limit_is_flagg
 fn a_time_limit_hit_on_a_hard_model_is_flagged_and_every_pod_is_still_planned() {
     let catalog = Catalog::bundled("us-east-1").expect("bundled");
     let snapshot = joiner::workload::diverse(1000, 42);
-    let plan = solve(&snapshot, &catalog, &SolveSettings { time_limit: Duration::from_millis(700), ..SolveSettings::default() }).expect("solve");
+    let plan = solve(
+        &snapshot,
+        &catalog,
+        &SolveSettings {
+            time_limit: Duration::from_millis(700),
+            ..SolveSettings::default()
+        },
+    )
+    .expect("solve");
     assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     let placed: usize = plan.nodes.iter().map(|n| n.pods.len()).sum();
     assert_eq!(placed, 1000);
-    assert!(plan.lower_bound <= plan.objective, "bound {} above objective {}", plan.lower_bound, plan.objective);
+    assert!(
+        plan.lower_bound <= plan.objective,
+        "bound {} above objective {}",
+        plan.lower_bound,
+        plan.objective
+    );
 }
 
 #[test]
 fn a_failed_selection_model_falls_back_to_karpenters_consolidation() {
     let now = parse_timestamp("2026-11-30T12:00:00Z").unwrap();
     // fixtures where the MILP strategy acts (its selection model runs) and the baseline acts too
-    for name in ["three-nodes-to-one", "replace-expensive-node", "beat-baseline-fifty-nodes-into-twenty"] {
-        let snapshot = load_snapshot(&manifest_dir().join(format!("fixtures/disruption/{name}.yaml"))).expect("fixture");
+    for name in [
+        "three-nodes-to-one",
+        "replace-expensive-node",
+        "beat-baseline-fifty-nodes-into-twenty",
+    ] {
+        let snapshot =
+            load_snapshot(&manifest_dir().join(format!("fixtures/disruption/{name}.yaml")))
+                .expect("fixture");
         let catalog = catalog_of("fixtures/disruption", name);
         let run = |strategy, fault| {
-            let s = DisruptionSettings { strategy, fault, time_limit: Duration::from_secs(5), ..DisruptionSettings::new(now) };
+            let s = DisruptionSettings {
+                strategy,
+                fault,
+                time_limit: Duration::from_secs(5),
+                ..DisruptionSettings::new(now)
+            };
             consolidate(&snapshot, &catalog, &s).unwrap_or_else(|e| panic!("{name}: {e}"))
         };
         let healthy = run(DisruptionStrategy::Milp, None);
@@ -129,11 +203,31 @@ fn a_failed_selection_model_falls_back_to_karpenters_consolidation() {
         let baseline = run(DisruptionStrategy::Baseline, None);
         for fault in [SolverFault::Error, SolverFault::Infeasible] {
             let plan = run(DisruptionStrategy::Milp, Some(fault));
-            assert_eq!(plan.solver.status, "fallback-baseline", "{name} {fault:?}: {:?}", plan.solver);
-            assert!(plan.solver.notes[0].starts_with("selection model failed"), "{name}: {:?}", plan.solver.notes);
-            let deletes = |p: &joiner::disruption::DisruptionPlan| p.actions.iter().map(|a| a.delete.clone()).collect::<Vec<_>>();
-            assert_eq!(deletes(&plan), deletes(&baseline), "{name} {fault:?}: the fallback is not the baseline's decision");
-            assert!(!plan.actions.is_empty(), "{name}: the baseline consolidates here");
+            assert_eq!(
+                plan.solver.status, "fallback-baseline",
+                "{name} {fault:?}: {:?}",
+                plan.solver
+            );
+            assert!(
+                plan.solver.notes[0].starts_with("selection model failed"),
+                "{name}: {:?}",
+                plan.solver.notes
+            );
+            let deletes = |p: &joiner::disruption::DisruptionPlan| {
+                p.actions
+                    .iter()
+                    .map(|a| a.delete.clone())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                deletes(&plan),
+                deletes(&baseline),
+                "{name} {fault:?}: the fallback is not the baseline's decision"
+            );
+            assert!(
+                !plan.actions.is_empty(),
+                "{name}: the baseline consolidates here"
+            );
         }
     }
 }

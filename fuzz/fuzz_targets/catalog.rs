@@ -9,6 +9,8 @@ use libfuzzer_sys::fuzz_target;
 mod common;
 
 fuzz_target!(|text: &str| {
-    let Ok(catalog) = Catalog::from_json(text, "fuzz.json") else { return };
+    let Ok(catalog) = Catalog::from_json(text, "fuzz.json") else {
+        return;
+    };
     common::plan(common::small_snapshot(), &catalog);
 });

@@ -15,18 +15,34 @@ fuzz_target!(|data: BTreeMap<String, String>| {
         let fields = serde_json::to_value(&w).expect("weights serialise");
         for (k, v) in fields.as_object().expect("object") {
             let x = v.as_f64().unwrap_or(f64::NAN);
-            assert!(x.is_finite() && x >= 0.0, "accepted {k} = {v} from {data:?}");
+            assert!(
+                x.is_finite() && x >= 0.0,
+                "accepted {k} = {v} from {data:?}"
+            );
         }
         let mut snapshot = common::small_snapshot();
         snapshot.weights = w;
         common::plan(snapshot, common::catalog());
     }
-    let map: serde_yaml_ng::Mapping = data.iter().map(|(k, v)| (k.clone().into(), v.clone().into())).collect();
+    let map: serde_yaml_ng::Mapping = data
+        .iter()
+        .map(|(k, v)| (k.clone().into(), v.clone().into()))
+        .collect();
     let doc = serde_yaml_ng::to_string(&serde_yaml_ng::Value::Mapping(
         [
             ("apiVersion".into(), "v1".into()),
             ("kind".into(), "ConfigMap".into()),
-            ("metadata".into(), serde_yaml_ng::Value::Mapping([("name".into(), "joiner-cost-weights".into()), ("namespace".into(), "joiner".into())].into_iter().collect())),
+            (
+                "metadata".into(),
+                serde_yaml_ng::Value::Mapping(
+                    [
+                        ("name".into(), "joiner-cost-weights".into()),
+                        ("namespace".into(), "joiner".into()),
+                    ]
+                    .into_iter()
+                    .collect(),
+                ),
+            ),
             ("data".into(), serde_yaml_ng::Value::Mapping(map)),
         ]
         .into_iter()

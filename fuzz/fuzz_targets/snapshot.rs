@@ -9,6 +9,8 @@ use libfuzzer_sys::fuzz_target;
 mod common;
 
 fuzz_target!(|text: &str| {
-    let Ok(snapshot) = joiner::snapshot::parse_snapshot(text, "fuzz.yaml") else { return };
+    let Ok(snapshot) = joiner::snapshot::parse_snapshot(text, "fuzz.yaml") else {
+        return;
+    };
     common::plan(snapshot, common::catalog());
 });

@@ -193,11 +193,18 @@ macro_rules! has_conditions {
     ($kind:ty, $status:ty) => {
         impl $crate::api::common::HasConditions for $kind {
             fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
-                self.status.as_ref().map_or(&[], |s| s.conditions.as_slice())
+                self.status
+                    .as_ref()
+                    .map_or(&[], |s| s.conditions.as_slice())
             }
 
-            fn conditions_mut(&mut self) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-                &mut self.status.get_or_insert_with(<$status>::default).conditions
+            fn conditions_mut(
+                &mut self,
+            ) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+                &mut self
+                    .status
+                    .get_or_insert_with(<$status>::default)
+                    .conditions
             }
         }
     };

@@ -617,7 +617,8 @@ spec:
 
     #[test]
     fn minimal_nodeclass_gets_metadata_defaults() {
-        let nc: EC2NodeClass = serde_yaml_ng::from_str(MINIMAL).expect("minimal EC2NodeClass reads");
+        let nc: EC2NodeClass =
+            serde_yaml_ng::from_str(MINIMAL).expect("minimal EC2NodeClass reads");
         assert_eq!(nc.spec.metadata_options, MetadataOptions::default());
         assert_eq!(nc.ami_family(), Some(AmiFamily::AL2023));
         let partial = MINIMAL.to_string() + "  metadataOptions: {httpPutResponseHopLimit: 2}\n";

@@ -15,13 +15,13 @@ mod nodepool;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+#[cfg(feature = "cluster")]
+pub(crate) use common::deserialize_conditions;
 pub use common::{
     find_condition, parse_duration, parse_nillable_duration, set_condition, DurationError,
     HasConditions, NodeClassReference, NodeSelectorRequirementWithMinValues, RequirementOperator,
     DURATION_PATTERN, NEVER, NILLABLE_DURATION_PATTERN,
 };
-#[cfg(feature = "cluster")]
-pub(crate) use common::deserialize_conditions;
 pub use ec2nodeclass::*;
 pub use nodeclaim::*;
 pub use nodepool::*;

@@ -79,9 +79,17 @@ impl fmt::Display for BuildReport {
             "  offerings: {} ({} on-demand, {spot} spot: {} at an observed price, {} estimated from Spot Advisor savings)",
             r.offerings, r.on_demand_offerings, r.spot_observed, r.spot_estimated
         )?;
-        write!(f, "  spot offerings left out (no observed price, no Spot Advisor data): {}", r.spot_left_out)?;
+        write!(
+            f,
+            "  spot offerings left out (no observed price, no Spot Advisor data): {}",
+            r.spot_left_out
+        )?;
         if r.unnamed_zone_offerings > 0 {
-            write!(f, "\n  zone offerings dropped (zone ID without a zone name): {}", r.unnamed_zone_offerings)?;
+            write!(
+                f,
+                "\n  zone offerings dropped (zone ID without a zone name): {}",
+                r.unnamed_zone_offerings
+            )?;
         }
         Ok(())
     }
@@ -170,21 +178,34 @@ struct RawAdvice {
 
 /// Reads one JSON file of the data folder; errors name the file and the JSON path.
 fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, CatalogError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| CatalogError::Read { path: path.display().to_string(), error })?;
+    let text = std::fs::read_to_string(path).map_err(|error| CatalogError::Read {
+        path: path.display().to_string(),
+        error,
+    })?;
     let de = &mut serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(de).map_err(|e| bad_data(path, format!("field {}: {}", e.path(), e.inner())))
+    serde_path_to_error::deserialize(de)
+        .map_err(|e| bad_data(path, format!("field {}: {}", e.path(), e.inner())))
 }
 
 fn bad_data(path: &Path, message: String) -> CatalogError {
-    CatalogError::Parse { path: path.display().to_string(), message }
+    CatalogError::Parse {
+        path: path.display().to_string(),
+        message,
+    }
 }
 
 /// A price from the data: finite and positive, rounded to 6 decimals (a millionth of a dollar is below
 /// any price difference EC2 publishes, and it keeps the JSON short).
-fn checked_price(path: &Path, field: impl FnOnce() -> String, price: f64) -> Result<f64, CatalogError> {
+fn checked_price(
+    path: &Path,
+    field: impl FnOnce() -> String,
+    price: f64,
+) -> Result<f64, CatalogError> {
     if !price.is_finite() || price <= 0.0 {
-        return Err(bad_data(path, format!("{} is {price}, not a positive number", field())));
+        return Err(bad_data(
+            path,
+            format!("{} is {price}, not a positive number", field()),
+        ));
     }
     Ok(round6(price))
 }
@@ -207,7 +228,10 @@ pub(crate) fn arch_of(archs: &[String]) -> Option<Arch> {
 }
 
 /// Builds the catalog of `region` from the data folder `data_dir`.
-pub fn build_catalog(data_dir: &Path, region: &str) -> Result<(Catalog, BuildReport), CatalogError> {
+pub fn build_catalog(
+    data_dir: &Path,
+    region: &str,
+) -> Result<(Catalog, BuildReport), CatalogError> {
     let types_path = data_dir.join("instance-types.json");
     let offerings_path = data_dir.join(format!("offerings-{region}.json"));
     let prices_path = data_dir.join(format!("prices-{region}.json"));
@@ -218,11 +242,15 @@ pub fn build_catalog(data_dir: &Path, region: &str) -> Result<(Catalog, BuildRep
     let advisor: RawAdvisor = read_json(&advisor_path)?;
 
     // A file of another region under this region's name would silently misprice everything.
-    for (path, field, found) in
-        [(&offerings_path, "region", &offerings.region), (&prices_path, "_meta.region", &prices.meta.region)]
-    {
+    for (path, field, found) in [
+        (&offerings_path, "region", &offerings.region),
+        (&prices_path, "_meta.region", &prices.meta.region),
+    ] {
         if found != region {
-            return Err(bad_data(path, format!("field {field} is {found:?}, expected {region:?}")));
+            return Err(bad_data(
+                path,
+                format!("field {field} is {found:?}, expected {region:?}"),
+            ));
         }
     }
 
@@ -231,7 +259,9 @@ pub fn build_catalog(data_dir: &Path, region: &str) -> Result<(Catalog, BuildRep
     let mut zone_names = BTreeMap::new();
     for (name, id) in &offerings.zone_name_to_id_moto_describe_availability_zones {
         if let Some(other) = zone_names.insert(id.as_str(), name.as_str()) {
-            let message = format!("zone_name_to_id_moto_describe_availability_zones maps {other} and {name} to {id}");
+            let message = format!(
+                "zone_name_to_id_moto_describe_availability_zones maps {other} and {name} to {id}"
+            );
             return Err(bad_data(&offerings_path, message));
         }
     }
@@ -245,9 +275,17 @@ pub fn build_catalog(data_dir: &Path, region: &str) -> Result<(Catalog, BuildRep
     };
 
     let types: BTreeMap<&str, &RawType> = raw_types.iter().map(|t| (t.name.as_str(), t)).collect();
-    let offered: BTreeSet<&str> =
-        offerings.region_instance_types.iter().chain(offerings.by_zone_id.keys()).map(String::as_str).collect();
-    let mut report = BuildReport { region: region.to_string(), types_offered: offered.len(), ..Default::default() };
+    let offered: BTreeSet<&str> = offerings
+        .region_instance_types
+        .iter()
+        .chain(offerings.by_zone_id.keys())
+        .map(String::as_str)
+        .collect();
+    let mut report = BuildReport {
+        region: region.to_string(),
+        types_offered: offered.len(),
+        ..Default::default()
+    };
     let mut kept = Vec::new();
     for name in offered {
         let Some(raw) = types.get(name) else {
@@ -259,12 +297,24 @@ pub fn build_catalog(data_dir: &Path, region: &str) -> Result<(Catalog, BuildRep
             report.types_unsupported_arch += 1;
             continue;
         };
-        let Some((price, on_demand)) = prices.prices.get(name).and_then(|p| Some((p, p.on_demand?))) else {
+        let Some((price, on_demand)) = prices
+            .prices
+            .get(name)
+            .and_then(|p| Some((p, p.on_demand?)))
+        else {
             report.types_without_on_demand_price += 1;
             continue;
         };
-        let on_demand = checked_price(&prices_path, || format!("prices.{name}.on_demand"), on_demand)?;
-        let zone_ids = offerings.by_zone_id.get(name).map(Vec::as_slice).unwrap_or_default();
+        let on_demand = checked_price(
+            &prices_path,
+            || format!("prices.{name}.on_demand"),
+            on_demand,
+        )?;
+        let zone_ids = offerings
+            .by_zone_id
+            .get(name)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let offers = pricing.offerings(raw, price, on_demand, zone_ids, &mut report)?;
         if offers.is_empty() {
             report.types_without_offerings += 1;
@@ -276,7 +326,11 @@ pub fn build_catalog(data_dir: &Path, region: &str) -> Result<(Catalog, BuildRep
     report.offerings = kept.iter().map(|t| t.offerings.len()).sum();
 
     let provenance = provenance(data_dir, region, &offerings, &prices, &advisor, &report);
-    let catalog = Catalog { region: region.to_string(), instance_types: kept, provenance: Some(provenance) };
+    let catalog = Catalog {
+        region: region.to_string(),
+        instance_types: kept,
+        provenance: Some(provenance),
+    };
     Ok((catalog, report))
 }
 
@@ -336,7 +390,11 @@ impl Pricing<'_> {
                 price,
                 available: true,
                 price_estimated,
-                interruption_band: if capacity_type == CapacityType::Spot { band } else { None },
+                interruption_band: if capacity_type == CapacityType::Spot {
+                    band
+                } else {
+                    None
+                },
             };
             if has("on-demand") {
                 out.push(offering(CapacityType::OnDemand, on_demand, false));
@@ -346,12 +404,20 @@ impl Pricing<'_> {
                 continue;
             }
             if let Some(&observed) = price.spot.get(zone_id) {
-                let p = checked_price(self.prices_path, || format!("prices.{name}.spot.{zone_id}"), observed)?;
+                let p = checked_price(
+                    self.prices_path,
+                    || format!("prices.{name}.spot.{zone_id}"),
+                    observed,
+                )?;
                 out.push(offering(CapacityType::Spot, p, false));
                 report.spot_observed += 1;
             } else if let Some(a) = advice {
                 // savings_pct lies in 0..100, so the estimate is positive.
-                out.push(offering(CapacityType::Spot, round6(on_demand * (1.0 - a.savings_pct / 100.0)), true));
+                out.push(offering(
+                    CapacityType::Spot,
+                    round6(on_demand * (1.0 - a.savings_pct / 100.0)),
+                    true,
+                ));
                 report.spot_estimated += 1;
             } else {
                 report.spot_left_out += 1;
@@ -369,7 +435,10 @@ impl Pricing<'_> {
 /// `NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces` for the same reason. The two differ
 /// only on multi-card types (p5, trn1/trn2, c6in.32xlarge, ...), where the total would overstate max pods.
 pub(crate) fn build_type(raw: &RawType, arch: Arch, offerings: Vec<Offering>) -> InstanceType {
-    let mut capacity = Resources::new().with(EPHEMERAL_STORAGE, Quantity::from_units(ROOT_VOLUME_GIB << 30));
+    let mut capacity = Resources::new().with(
+        EPHEMERAL_STORAGE,
+        Quantity::from_units(ROOT_VOLUME_GIB << 30),
+    );
     if let Some(n) = raw.neuron.as_ref().filter(|n| n.count > 0) {
         capacity.set(NEURON_RESOURCE, Quantity::from_units(i64::from(n.count)));
     }
@@ -397,7 +466,13 @@ pub(crate) fn build_type(raw: &RawType, arch: Arch, offerings: Vec<Offering>) ->
 fn extraction_date(data_dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(data_dir.join("README.md")).ok()?;
     let date = text.split("extracted on ").nth(1)?.get(..10)?;
-    let is_date = date.char_indices().all(|(i, c)| if i == 4 || i == 7 { c == '-' } else { c.is_ascii_digit() });
+    let is_date = date.char_indices().all(|(i, c)| {
+        if i == 4 || i == 7 {
+            c == '-'
+        } else {
+            c.is_ascii_digit()
+        }
+    });
     is_date.then(|| date.to_string())
 }
 
@@ -438,12 +513,19 @@ fn provenance(
 /// Catalog JSON with one instance type per line, types sorted by name and offerings by zone then
 /// capacity type, so a rebuild from changed data gives a small, readable diff.
 pub fn to_pretty_json(c: &Catalog) -> Result<String, CatalogError> {
-    let ser = |e: serde_json::Error| CatalogError::Build(format!("cannot serialise the catalog: {e}"));
+    let ser =
+        |e: serde_json::Error| CatalogError::Build(format!("cannot serialise the catalog: {e}"));
     let mut types: Vec<&InstanceType> = c.instance_types.iter().collect();
     types.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut out = format!("{{\n\"region\": {},\n", serde_json::to_string(&c.region).map_err(ser)?);
+    let mut out = format!(
+        "{{\n\"region\": {},\n",
+        serde_json::to_string(&c.region).map_err(ser)?
+    );
     if let Some(p) = &c.provenance {
-        out += &format!("\"provenance\": {},\n", serde_json::to_string_pretty(p).map_err(ser)?);
+        out += &format!(
+            "\"provenance\": {},\n",
+            serde_json::to_string_pretty(p).map_err(ser)?
+        );
     }
     out += "\"instance_types\": [\n";
     for (i, it) in types.iter().enumerate() {
@@ -463,14 +545,19 @@ const FIELD_ORDER: &[&str] = &[
 
 fn type_line(it: &InstanceType) -> Result<String, serde_json::Error> {
     let mut offerings: Vec<&Offering> = it.offerings.iter().collect();
-    offerings.sort_by(|a, b| (a.zone.as_str(), a.capacity_type).cmp(&(b.zone.as_str(), b.capacity_type)));
+    offerings.sort_by(|a, b| {
+        (a.zone.as_str(), a.capacity_type).cmp(&(b.zone.as_str(), b.capacity_type))
+    });
     // serde_json's map is sorted by key (no preserve_order feature), so FIELD_ORDER imposes the order.
     let serde_json::Value::Object(fields) = serde_json::to_value(it)? else {
         return serde_json::to_string(it);
     };
     let rank = |k: &str| match k {
         "offerings" => usize::MAX,
-        _ => FIELD_ORDER.iter().position(|f| *f == k).unwrap_or(usize::MAX - 1),
+        _ => FIELD_ORDER
+            .iter()
+            .position(|f| *f == k)
+            .unwrap_or(usize::MAX - 1),
     };
     let mut keys: Vec<&String> = fields.keys().collect();
     keys.sort_by_key(|k| (rank(k), k.as_str()));
@@ -499,7 +586,11 @@ fn resources_text(r: &Resources) -> Result<String, serde_json::Error> {
             q.to_canonical()
         }
     };
-    serde_json::to_string(&r.iter().map(|(name, q)| (name, text(name, q))).collect::<BTreeMap<_, _>>())
+    serde_json::to_string(
+        &r.iter()
+            .map(|(name, q)| (name, text(name, q)))
+            .collect::<BTreeMap<_, _>>(),
+    )
 }
 
 #[cfg(test)]
@@ -544,7 +635,11 @@ mod tests {
                 "gpu": {"count": 8, "manufacturer": "NVIDIA", "name": "H100", "memory_mib": 81920},
                 "default_card_max_enis": 2, "supported_usage_classes": ["on-demand", "capacity-block"]}),
             ),
-            ty("inf2.xlarge", "x86_64", serde_json::json!({"neuron": {"count": 1, "name": "Inferentia2"}})),
+            ty(
+                "inf2.xlarge",
+                "x86_64",
+                serde_json::json!({"neuron": {"count": 1, "name": "Inferentia2"}}),
+            ),
         ];
         let files = [
             ("instance-types.json", serde_json::to_string(&types).unwrap()),
@@ -572,11 +667,17 @@ mod tests {
     }
 
     fn find<'a>(c: &'a Catalog, name: &str) -> &'a InstanceType {
-        c.instance_types.iter().find(|t| t.name == name).expect("type kept")
+        c.instance_types
+            .iter()
+            .find(|t| t.name == name)
+            .expect("type kept")
     }
 
     fn offer<'a>(c: &'a Catalog, name: &str, zone: &str, ct: CapacityType) -> Option<&'a Offering> {
-        find(c, name).offerings.iter().find(|o| o.zone == zone && o.capacity_type == ct)
+        find(c, name)
+            .offerings
+            .iter()
+            .find(|o| o.zone == zone && o.capacity_type == ct)
     }
 
     #[test]
@@ -584,15 +685,44 @@ mod tests {
         let (c, report) = build();
         // t1-az1 is test-1b: the observed price for t1-az1 must land on test-1b.
         let observed = offer(&c, "m5.large", "test-1b", CapacityType::Spot).unwrap();
-        assert_eq!((observed.price, observed.price_estimated, observed.interruption_band), (0.03, false, Some(2)));
+        assert_eq!(
+            (
+                observed.price,
+                observed.price_estimated,
+                observed.interruption_band
+            ),
+            (0.03, false, Some(2))
+        );
         // test-1a (t1-az2) has no observed price: 0.1 * (1 - 60/100), flagged as an estimate.
         let estimated = offer(&c, "m5.large", "test-1a", CapacityType::Spot).unwrap();
-        assert_eq!((estimated.price, estimated.price_estimated, estimated.interruption_band), (0.04, true, Some(2)));
-        assert_eq!(offer(&c, "m5.large", "test-1a", CapacityType::OnDemand).unwrap().price, 0.1);
+        assert_eq!(
+            (
+                estimated.price,
+                estimated.price_estimated,
+                estimated.interruption_band
+            ),
+            (0.04, true, Some(2))
+        );
+        assert_eq!(
+            offer(&c, "m5.large", "test-1a", CapacityType::OnDemand)
+                .unwrap()
+                .price,
+            0.1
+        );
         // m6g has neither an observed spot price nor advisor data: on-demand in test-1b only.
         let m6g = &find(&c, "m6g.large").offerings;
-        assert_eq!((m6g.len(), m6g[0].zone.as_str(), m6g[0].available), (1, "test-1b", true));
-        assert_eq!((report.spot_observed, report.spot_estimated, report.spot_left_out), (1, 2, 1));
+        assert_eq!(
+            (m6g.len(), m6g[0].zone.as_str(), m6g[0].available),
+            (1, "test-1b", true)
+        );
+        assert_eq!(
+            (
+                report.spot_observed,
+                report.spot_estimated,
+                report.spot_left_out
+            ),
+            (1, 2, 1)
+        );
         assert_eq!(report.unnamed_zone_offerings, 1); // inf2's t1-az9
     }
 
@@ -600,12 +730,18 @@ mod tests {
     fn unpriced_and_unsupported_types_are_left_out_and_counted() {
         let (c, report) = build();
         let names: Vec<&str> = c.instance_types.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["inf2.xlarge", "m5.large", "m6g.large", "p5.48xlarge"]);
+        assert_eq!(
+            names,
+            ["inf2.xlarge", "m5.large", "m6g.large", "p5.48xlarge"]
+        );
         assert_eq!((report.types_offered, report.types_kept), (7, 4));
         assert_eq!(report.types_without_on_demand_price, 1); // r9g.large
         assert_eq!(report.types_unsupported_arch, 2); // mac2.metal, t1.micro
         assert_eq!(report.offerings, 4 + 1 + 1 + 2);
-        assert!(report.to_string().contains("1 without an on-demand price"), "{report}");
+        assert!(
+            report.to_string().contains("1 without an on-demand price"),
+            "{report}"
+        );
     }
 
     #[test]
@@ -613,12 +749,24 @@ mod tests {
         let (c, _) = build();
         let p5 = find(&c, "p5.48xlarge");
         assert_eq!((p5.max_enis, p5.max_pods), (Some(2), None)); // default card, not the 64 over all cards
-        assert_eq!(p5.gpu.as_ref().map(|g| (g.count, g.memory_mib)), Some((8, 81920)));
+        assert_eq!(
+            p5.gpu.as_ref().map(|g| (g.count, g.memory_mib)),
+            Some((8, 81920))
+        );
         assert_eq!(p5.local_nvme_gb, Some(30400));
-        assert_eq!(p5.capacity.get(EPHEMERAL_STORAGE), Quantity::from_units(20 << 30));
-        assert!(p5.offerings.iter().all(|o| o.capacity_type == CapacityType::OnDemand)); // no spot class
+        assert_eq!(
+            p5.capacity.get(EPHEMERAL_STORAGE),
+            Quantity::from_units(20 << 30)
+        );
+        assert!(p5
+            .offerings
+            .iter()
+            .all(|o| o.capacity_type == CapacityType::OnDemand)); // no spot class
         let inf2 = find(&c, "inf2.xlarge");
-        assert_eq!((inf2.capacity.get(NEURON_RESOURCE), inf2.local_nvme_gb), (Quantity::from_units(1), None));
+        assert_eq!(
+            (inf2.capacity.get(NEURON_RESOURCE), inf2.local_nvme_gb),
+            (Quantity::from_units(1), None)
+        );
         assert_eq!(find(&c, "m6g.large").arch, Arch::Arm64);
     }
 
@@ -627,10 +775,16 @@ mod tests {
         let (c, report) = build();
         let mut shuffled = c.clone();
         shuffled.instance_types.reverse();
-        shuffled.instance_types.iter_mut().for_each(|t| t.offerings.reverse());
+        shuffled
+            .instance_types
+            .iter_mut()
+            .for_each(|t| t.offerings.reverse());
         let text = to_pretty_json(&c).unwrap();
         assert_eq!(text, to_pretty_json(&shuffled).unwrap());
-        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("{\"name\"")).collect();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("{\"name\""))
+            .collect();
         assert_eq!(lines.len(), 4);
         for part in [
             r#"{"name":"m5.large","vcpu":2,"#,
@@ -650,9 +804,13 @@ mod tests {
 
     #[test]
     fn bad_input_is_an_error_not_a_panic() {
-        let dir = write_data(r#"{"_meta":{"region":"test-1"},"prices":{"m5.large":{"on_demand":-1}}}"#);
+        let dir =
+            write_data(r#"{"_meta":{"region":"test-1"},"prices":{"m5.large":{"on_demand":-1}}}"#);
         let err = build_catalog(&dir, "test-1").unwrap_err().to_string();
-        assert!(err.contains("prices-test-1.json") && err.contains("prices.m5.large.on_demand"), "{err}");
+        assert!(
+            err.contains("prices-test-1.json") && err.contains("prices.m5.large.on_demand"),
+            "{err}"
+        );
         let err = build_catalog(&dir, "test-2").unwrap_err().to_string();
         assert!(err.contains("offerings-test-2.json"), "{err}");
         let bad = r#"{"_meta":{"region":"test-1"},"prices":{"m5.large":{"on_demand":"x"}}}"#;

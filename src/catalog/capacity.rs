@@ -14,7 +14,9 @@ const DEFAULT_MAX_PODS: u32 = 110;
 
 /// The VPC CNI limit without prefix delegation.
 pub fn eni_max_pods(max_enis: u32, ipv4_per_eni: u32) -> u32 {
-    max_enis.saturating_mul(ipv4_per_eni.saturating_sub(1)).saturating_add(2)
+    max_enis
+        .saturating_mul(ipv4_per_eni.saturating_sub(1))
+        .saturating_add(2)
 }
 
 /// kube-reserved CPU in millicores for `vcpu` cores: 6% of the first core, 1% of the second, 0.5% of
@@ -50,7 +52,11 @@ impl InstanceType {
             .with(MEMORY, self.memory())
             .with(PODS, Quantity::from_units(i64::from(self.pods(kubelet))));
         if let Some(gpu) = self.gpu.as_ref().filter(|g| g.count > 0) {
-            let name = if gpu.manufacturer.eq_ignore_ascii_case("amd") { AMD_GPU } else { NVIDIA_GPU };
+            let name = if gpu.manufacturer.eq_ignore_ascii_case("amd") {
+                AMD_GPU
+            } else {
+                NVIDIA_GPU
+            };
             cap.set(name, Quantity::from_units(i64::from(gpu.count)));
         }
         for (name, q) in self.capacity.iter() {
@@ -69,7 +75,10 @@ impl InstanceType {
         let mut alloc = cap.clone();
         let mib = self.memory_mib;
         let vm_overhead_mib = (mib * VM_OVERHEAD_PERMILLE).div_ceil(1000);
-        alloc.set(MEMORY, Quantity::from_mib((mib - vm_overhead_mib.min(mib)) as i64));
+        alloc.set(
+            MEMORY,
+            Quantity::from_mib((mib - vm_overhead_mib.min(mib)) as i64),
+        );
         let pods = i64::from(self.pods(kubelet));
         let mut kube_reserved = Resources::new()
             .with(CPU, Quantity::from_milli(cpu_reserved_milli(self.vcpu)))
@@ -79,14 +88,20 @@ impl InstanceType {
         // catalogs carry Karpenter's default 20Gi); then 1Gi is kube-reserved and 10% held for eviction
         if cap.get(EPHEMERAL_STORAGE).milli() > 0 {
             kube_reserved.set(EPHEMERAL_STORAGE, Quantity::from_units(1 << 30));
-            eviction.set(EPHEMERAL_STORAGE, percent_of(cap.get(EPHEMERAL_STORAGE), 10));
+            eviction.set(
+                EPHEMERAL_STORAGE,
+                percent_of(cap.get(EPHEMERAL_STORAGE), 10),
+            );
         }
         if let Some(k) = kubelet {
             for (name, q) in k.kube_reserved.iter() {
                 kube_reserved.set(name, q);
             }
             alloc.sub(&k.system_reserved);
-            for (signal, resource) in [("memory.available", MEMORY), ("nodefs.available", EPHEMERAL_STORAGE)] {
+            for (signal, resource) in [
+                ("memory.available", MEMORY),
+                ("nodefs.available", EPHEMERAL_STORAGE),
+            ] {
                 if let Some(v) = k.eviction_hard.get(signal) {
                     eviction.set(resource, eviction_amount(v, cap.get(resource)));
                 }
@@ -102,7 +117,11 @@ impl InstanceType {
 /// the NodeClass was read; anything else here counts as zero.
 fn eviction_amount(value: &str, capacity: Quantity) -> Quantity {
     match value.trim().strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|p| percent_of_f(capacity, p)).unwrap_or_default(),
+        Some(p) => p
+            .trim()
+            .parse::<f64>()
+            .map(|p| percent_of_f(capacity, p))
+            .unwrap_or_default(),
         None => Quantity::parse(value).unwrap_or_default(),
     }
 }
@@ -116,7 +135,9 @@ fn percent_of_f(q: Quantity, percent: f64) -> Quantity {
 }
 
 fn clamp_zero(r: Resources) -> Resources {
-    r.iter().map(|(k, v)| (k.to_string(), v.max(Quantity::ZERO))).collect()
+    r.iter()
+        .map(|(k, v)| (k.to_string(), v.max(Quantity::ZERO)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -125,7 +146,11 @@ mod tests {
     use crate::catalog::Arch;
 
     fn m5_large() -> InstanceType {
-        InstanceType { max_enis: Some(3), ipv4_per_eni: Some(10), ..InstanceType::new("m5.large", 2, 8192, Arch::Amd64) }
+        InstanceType {
+            max_enis: Some(3),
+            ipv4_per_eni: Some(10),
+            ..InstanceType::new("m5.large", 2, 8192, Arch::Amd64)
+        }
     }
 
     #[test]
@@ -164,7 +189,10 @@ mod tests {
         assert_eq!(it.pods(Some(&k)), 20);
         let a = it.allocatable(Some(&k));
         assert_eq!(a.get(CPU), Quantity::from_milli(1830));
-        assert_eq!(a.get(MEMORY), Quantity::from_mib(7577 - (11 * 20 + 255) - 500));
+        assert_eq!(
+            a.get(MEMORY),
+            Quantity::from_mib(7577 - (11 * 20 + 255) - 500)
+        );
     }
 
     #[test]

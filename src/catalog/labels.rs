@@ -25,8 +25,14 @@ impl InstanceType {
         put(&format!("{K}instance-cpu"), self.vcpu.to_string());
         put(&format!("{K}instance-memory"), self.memory_mib.to_string());
         if let Some((family, size)) = self.name.split_once('.') {
-            let category: String = family.chars().take_while(|c| c.is_ascii_lowercase()).collect();
-            let generation: String = family[category.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            let category: String = family
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase())
+                .collect();
+            let generation: String = family[category.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
             put(&format!("{K}instance-family"), family.into());
             put(&format!("{K}instance-category"), category);
             if !generation.is_empty() {
@@ -37,7 +43,10 @@ impl InstanceType {
         if let Some(g) = self.gpu.as_ref().filter(|g| g.count > 0) {
             put(&format!("{K}instance-gpu-count"), g.count.to_string());
             put(&format!("{K}instance-gpu-name"), g.name.to_lowercase());
-            put(&format!("{K}instance-gpu-manufacturer"), g.manufacturer.to_lowercase());
+            put(
+                &format!("{K}instance-gpu-manufacturer"),
+                g.manufacturer.to_lowercase(),
+            );
             put(&format!("{K}instance-gpu-memory"), g.memory_mib.to_string());
         }
         if let Some(h) = &self.hypervisor {

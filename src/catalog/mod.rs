@@ -5,8 +5,8 @@
 //! [`InstanceType`] for its capacity, its allocatable room under a NodeClass's kubelet settings
 //! (`capacity` module, Karpenter's AWS model) and the well-known labels a node of it carries (`labels`).
 
-mod capacity;
 pub mod build;
+mod capacity;
 mod labels;
 
 use serde::{Deserialize, Serialize};
@@ -149,7 +149,9 @@ pub enum CatalogError {
     Parse { path: String, message: String },
     #[error("catalog: instance type {name:?}: {message}")]
     Invalid { name: String, message: String },
-    #[error("catalog: no bundled catalog for region {0:?} (bundled: us-east-1, us-west-2, eu-west-1)")]
+    #[error(
+        "catalog: no bundled catalog for region {0:?} (bundled: us-east-1, us-west-2, eu-west-1)"
+    )]
     UnknownRegion(String),
     #[error("catalog build: {0}")]
     Build(String),
@@ -161,24 +163,32 @@ impl Catalog {
         // serde_json reads a derived struct from an array too (fields by position), so a catalog
         // that is an array would fail on its first element with a message about a field type.
         // Leading whitespace is all JSON allows before the top-level value.
-        if text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('[') {
+        if text
+            .trim_start_matches([' ', '\t', '\n', '\r'])
+            .starts_with('[')
+        {
             return Err(CatalogError::Parse {
                 path: origin.to_string(),
-                message: "invalid type: sequence, expected a catalog object (region, instance_types)".into(),
+                message:
+                    "invalid type: sequence, expected a catalog object (region, instance_types)"
+                        .into(),
             });
         }
         let de = &mut serde_json::Deserializer::from_str(text);
-        let catalog: Catalog = serde_path_to_error::deserialize(de).map_err(|e| CatalogError::Parse {
-            path: origin.to_string(),
-            message: format!("field {}: {}", e.path(), e.inner()),
-        })?;
+        let catalog: Catalog =
+            serde_path_to_error::deserialize(de).map_err(|e| CatalogError::Parse {
+                path: origin.to_string(),
+                message: format!("field {}: {}", e.path(), e.inner()),
+            })?;
         catalog.validate()?;
         Ok(catalog)
     }
 
     pub fn from_file(path: &std::path::Path) -> Result<Catalog, CatalogError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| CatalogError::Read { path: path.display().to_string(), error })?;
+        let text = std::fs::read_to_string(path).map_err(|error| CatalogError::Read {
+            path: path.display().to_string(),
+            error,
+        })?;
         Catalog::from_json(&text, &path.display().to_string())
     }
 
@@ -196,7 +206,10 @@ impl Catalog {
     fn validate(&self) -> Result<(), CatalogError> {
         let mut seen = std::collections::BTreeSet::new();
         for it in &self.instance_types {
-            let bad = |message: String| CatalogError::Invalid { name: it.name.clone(), message };
+            let bad = |message: String| CatalogError::Invalid {
+                name: it.name.clone(),
+                message,
+            };
             if !seen.insert(&it.name) {
                 return Err(bad("listed twice".into()));
             }
@@ -209,7 +222,10 @@ impl Catalog {
                 return Err(bad(format!("vcpu {} is beyond {MAX_VCPU}", it.vcpu)));
             }
             if it.memory_mib > MAX_MEMORY_MIB {
-                return Err(bad(format!("memory_mib {} is beyond {MAX_MEMORY_MIB}", it.memory_mib)));
+                return Err(bad(format!(
+                    "memory_mib {} is beyond {MAX_MEMORY_MIB}",
+                    it.memory_mib
+                )));
             }
             if let Some(r) = it.capacity.first_negative() {
                 return Err(bad(format!("capacity.{r} is negative")));
@@ -219,7 +235,10 @@ impl Catalog {
             }
             for (i, o) in it.offerings.iter().enumerate() {
                 if !o.price.is_finite() || o.price < 0.0 {
-                    return Err(bad(format!("offerings[{i}].price {} is not a non-negative number", o.price)));
+                    return Err(bad(format!(
+                        "offerings[{i}].price {} is not a non-negative number",
+                        o.price
+                    )));
                 }
                 if o.zone.is_empty() {
                     return Err(bad(format!("offerings[{i}].zone is empty")));

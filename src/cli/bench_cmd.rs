@@ -37,11 +37,33 @@ pub enum Mix {
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let catalog = Catalog::bundled(&args.region)?;
-    let offerings: usize = catalog.instance_types.iter().map(|t| t.offerings.len()).sum();
-    println!("catalog {}: {} instance types, {} offerings; seed {}", args.region, catalog.instance_types.len(), offerings, args.seed);
+    let offerings: usize = catalog
+        .instance_types
+        .iter()
+        .map(|t| t.offerings.len())
+        .sum();
+    println!(
+        "catalog {}: {} instance types, {} offerings; seed {}",
+        args.region,
+        catalog.instance_types.len(),
+        offerings,
+        args.seed
+    );
     println!(
         "{:>6} {:>7} {:>9} {:>10} {:>10} {:>7} {:>9} {:>10} {:>10} {:>6} {:>6} {:>9} {:>10}",
-        "pods", "classes", "milp_s", "milp_$/h", "bound_$/h", "gap%", "greedy_s", "greedy_$/h", "milp/greedy", "unsch", "status", "milp_obj", "greedy_obj"
+        "pods",
+        "classes",
+        "milp_s",
+        "milp_$/h",
+        "bound_$/h",
+        "gap%",
+        "greedy_s",
+        "greedy_$/h",
+        "milp/greedy",
+        "unsch",
+        "status",
+        "milp_obj",
+        "greedy_obj"
     );
     for &n in &args.pods {
         let snapshot = match args.mix {
@@ -49,7 +71,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             Mix::Generic => joiner::workload::generic(n, args.seed),
             Mix::Preferred => joiner::workload::preferring(n, args.seed),
         };
-        let mut settings = SolveSettings { time_limit: super::seconds("--time-limit", args.time_limit)?, ..Default::default() };
+        let mut settings = SolveSettings {
+            time_limit: super::seconds("--time-limit", args.time_limit)?,
+            ..Default::default()
+        };
         let t = Instant::now();
         let milp = optimizer::solve(&snapshot, &catalog, &settings)?;
         let milp_s = t.elapsed().as_secs_f64();

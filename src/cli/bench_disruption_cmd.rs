@@ -79,16 +79,30 @@ struct Side {
 
 pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.nodes > 0, "--nodes must be at least 1");
-    anyhow::ensure!(args.drop.is_finite() && (0.0..=0.95).contains(&args.drop), "--drop must be in [0, 0.95]");
-    anyhow::ensure!(args.time_limit.is_finite() && args.time_limit > 0.0, "--time-limit must be a positive number of seconds");
+    anyhow::ensure!(
+        args.drop.is_finite() && (0.0..=0.95).contains(&args.drop),
+        "--drop must be in [0, 0.95]"
+    );
+    anyhow::ensure!(
+        args.time_limit.is_finite() && args.time_limit > 0.0,
+        "--time-limit must be a positive number of seconds"
+    );
     anyhow::ensure!(args.max_rounds > 0, "--max-rounds must be at least 1");
     let catalog = Catalog::bundled("us-east-1")?;
-    let mut snapshot = joiner::scalein::scale_in(args.nodes, args.pods, args.drop, args.seed, &catalog);
+    let mut snapshot =
+        joiner::scalein::scale_in(args.nodes, args.pods, args.drop, args.seed, &catalog);
     if let Some(w) = args.pod_eviction {
-        anyhow::ensure!(w.is_finite() && w >= 0.0, "--pod-eviction must be a non-negative number");
+        anyhow::ensure!(
+            w.is_finite() && w >= 0.0,
+            "--pod-eviction must be a non-negative number"
+        );
         snapshot.weights.pod_eviction = w;
     }
-    let running = snapshot.pods.iter().filter(|p| !p.is_daemonset_pod()).count();
+    let running = snapshot
+        .pods
+        .iter()
+        .filter(|p| !p.is_daemonset_pod())
+        .count();
     anyhow::ensure!(
         snapshot.nodes.len() == args.nodes && running == args.pods,
         "{} nodes cannot hold {:.0} pods before the drop ({} nodes, {running} pods built); lower --pods or --drop",
@@ -96,7 +110,9 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
         args.pods as f64 / (1.0 - args.drop),
         snapshot.nodes.len()
     );
-    let cost = |s: &joiner::domain::ClusterSnapshot| (disruption::cluster_cost(s, &catalog) * 1e6).round() / 1e6;
+    let cost = |s: &joiner::domain::ClusterSnapshot| {
+        (disruption::cluster_cost(s, &catalog) * 1e6).round() / 1e6
+    };
     let mut settings = DisruptionSettings::new(timing::parse_timestamp(joiner::scalein::NOW)?);
     settings.time_limit = super::seconds("--time-limit", args.time_limit)?;
 
@@ -108,7 +124,9 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
         nodes_after: snapshot.nodes.len() - plan.deleted_nodes() + launched,
         cost_after_per_hour: plan.cost_after_per_hour,
         lower_bound: Some(plan.lower_bound),
-        gap: Some((plan.cost_after_per_hour - plan.lower_bound) / plan.cost_after_per_hour.max(1e-9)),
+        gap: Some(
+            (plan.cost_after_per_hour - plan.lower_bound) / plan.cost_after_per_hour.max(1e-9),
+        ),
         seconds: joiner_s,
         rounds: 1,
         pods_evicted: plan.evictions(),
@@ -119,7 +137,8 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
 
     settings.strategy = DisruptionStrategy::Baseline;
     let t = Instant::now();
-    let (after, plans) = baseline::run_to_fixpoint(&snapshot, &catalog, &settings, args.max_rounds)?;
+    let (after, plans) =
+        baseline::run_to_fixpoint(&snapshot, &catalog, &settings, args.max_rounds)?;
     let baseline_s = t.elapsed().as_secs_f64();
     let baseline = Side {
         nodes_after: after.nodes.len(),
@@ -130,8 +149,16 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
         rounds: plans.len(),
         pods_evicted: plans.iter().map(|p| p.evictions()).sum(),
         nodes_deleted: plans.iter().map(|p| p.deleted_nodes()).sum(),
-        nodes_launched: plans.iter().flat_map(|p| &p.actions).map(|a| a.launch.len()).sum(),
-        status: if plans.len() >= args.max_rounds { "max-rounds".into() } else { "fixpoint".into() },
+        nodes_launched: plans
+            .iter()
+            .flat_map(|p| &p.actions)
+            .map(|a| a.launch.len())
+            .sum(),
+        status: if plans.len() >= args.max_rounds {
+            "max-rounds".into()
+        } else {
+            "fixpoint".into()
+        },
     };
     let report = Report {
         nodes: args.nodes,
@@ -167,23 +194,85 @@ fn table(r: &Report) -> String {
         r.nodes, r.pods_after, r.drop, r.seed, r.now, r.time_limit_s
     );
     let (j, b) = (&r.joiner, &r.baseline);
-    let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
-    let per_saved = |side: &Side| side.pods_evicted as f64 / (r.cost_before_per_hour - side.cost_after_per_hour).max(1e-9);
+    let opt =
+        |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    let per_saved = |side: &Side| {
+        side.pods_evicted as f64 / (r.cost_before_per_hour - side.cost_after_per_hour).max(1e-9)
+    };
     let rows: [(&str, String, String, String); 12] = [
-        ("nodes before", r.nodes_before.to_string(), r.nodes_before.to_string(), String::new()),
-        ("nodes after", j.nodes_after.to_string(), b.nodes_after.to_string(), format!("{:.3}", j.nodes_after as f64 / b.nodes_after.max(1) as f64)),
-        ("cost before $/h", format!("{:.4}", r.cost_before_per_hour), format!("{:.4}", r.cost_before_per_hour), String::new()),
-        ("cost after $/h", format!("{:.4}", j.cost_after_per_hour), format!("{:.4}", b.cost_after_per_hour), format!("{:.3}", r.cost_ratio)),
-        ("lower bound $/h", opt(j.lower_bound, 4), opt(b.lower_bound, 4), String::new()),
-        ("gap (after-bound)/after", opt(j.gap.map(|g| g * 100.0), 2) + "%", "-".into(), String::new()),
-        ("decision seconds", format!("{:.3}", j.seconds), format!("{:.3}", b.seconds), format!("{:.3}", j.seconds / b.seconds.max(1e-9))),
-        ("rounds", j.rounds.to_string(), b.rounds.to_string(), String::new()),
-        ("pods evicted", j.pods_evicted.to_string(), b.pods_evicted.to_string(), format!("{:.3}", r.evictions_ratio)),
-        ("evictions per $/h saved", format!("{:.2}", per_saved(j)), format!("{:.2}", per_saved(b)), format!("{:.3}", per_saved(j) / per_saved(b).max(1e-9))),
-        ("nodes deleted / launched", format!("{} / {}", j.nodes_deleted, j.nodes_launched), format!("{} / {}", b.nodes_deleted, b.nodes_launched), String::new()),
+        (
+            "nodes before",
+            r.nodes_before.to_string(),
+            r.nodes_before.to_string(),
+            String::new(),
+        ),
+        (
+            "nodes after",
+            j.nodes_after.to_string(),
+            b.nodes_after.to_string(),
+            format!("{:.3}", j.nodes_after as f64 / b.nodes_after.max(1) as f64),
+        ),
+        (
+            "cost before $/h",
+            format!("{:.4}", r.cost_before_per_hour),
+            format!("{:.4}", r.cost_before_per_hour),
+            String::new(),
+        ),
+        (
+            "cost after $/h",
+            format!("{:.4}", j.cost_after_per_hour),
+            format!("{:.4}", b.cost_after_per_hour),
+            format!("{:.3}", r.cost_ratio),
+        ),
+        (
+            "lower bound $/h",
+            opt(j.lower_bound, 4),
+            opt(b.lower_bound, 4),
+            String::new(),
+        ),
+        (
+            "gap (after-bound)/after",
+            opt(j.gap.map(|g| g * 100.0), 2) + "%",
+            "-".into(),
+            String::new(),
+        ),
+        (
+            "decision seconds",
+            format!("{:.3}", j.seconds),
+            format!("{:.3}", b.seconds),
+            format!("{:.3}", j.seconds / b.seconds.max(1e-9)),
+        ),
+        (
+            "rounds",
+            j.rounds.to_string(),
+            b.rounds.to_string(),
+            String::new(),
+        ),
+        (
+            "pods evicted",
+            j.pods_evicted.to_string(),
+            b.pods_evicted.to_string(),
+            format!("{:.3}", r.evictions_ratio),
+        ),
+        (
+            "evictions per $/h saved",
+            format!("{:.2}", per_saved(j)),
+            format!("{:.2}", per_saved(b)),
+            format!("{:.3}", per_saved(j) / per_saved(b).max(1e-9)),
+        ),
+        (
+            "nodes deleted / launched",
+            format!("{} / {}", j.nodes_deleted, j.nodes_launched),
+            format!("{} / {}", b.nodes_deleted, b.nodes_launched),
+            String::new(),
+        ),
         ("status", j.status.clone(), b.status.clone(), String::new()),
     ];
-    let _ = writeln!(w, "{:<26} {:>14} {:>14} {:>16}", "", "joiner (milp)", "baseline", "joiner/baseline");
+    let _ = writeln!(
+        w,
+        "{:<26} {:>14} {:>14} {:>16}",
+        "", "joiner (milp)", "baseline", "joiner/baseline"
+    );
     for (name, a, c, ratio) in rows {
         let _ = writeln!(w, "{name:<26} {a:>14} {c:>14} {ratio:>16}");
     }

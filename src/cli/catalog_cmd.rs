@@ -58,8 +58,16 @@ pub fn run(cmd: CatalogCommand) -> anyhow::Result<ExitCode> {
             eprintln!("{report}");
             Ok(ExitCode::SUCCESS)
         }
-        CatalogCommand::Live { region, out, endpoint_url, on_demand } => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        CatalogCommand::Live {
+            region,
+            out,
+            endpoint_url,
+            on_demand,
+        } => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
             let catalog = runtime.block_on(live(&region, endpoint_url, on_demand))?;
             std::fs::write(&out, joiner::catalog::build::to_pretty_json(&catalog)?)?;
             Ok(ExitCode::SUCCESS)
@@ -67,7 +75,11 @@ pub fn run(cmd: CatalogCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn live(region: &str, endpoint_url: Option<String>, source: OnDemandSource) -> anyhow::Result<Catalog> {
+async fn live(
+    region: &str,
+    endpoint_url: Option<String>,
+    source: OnDemandSource,
+) -> anyhow::Result<Catalog> {
     let mut settings = AwsSettings::new(region, "", "");
     settings.endpoint_url = endpoint_url;
     settings.isolated_vpc = source == OnDemandSource::Bundled;
@@ -77,7 +89,9 @@ async fn live(region: &str, endpoint_url: Option<String>, source: OnDemandSource
     eprintln!("{report}");
     if let Some(p) = catalog.provenance.as_mut() {
         p["sources"]["on_demand"] = origin.into();
-        p["discovered_at"] = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true).into();
+        p["discovered_at"] = chrono::Utc::now()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            .into();
     }
     Ok(catalog)
 }
@@ -100,8 +114,14 @@ async fn on_demand_prices(
         }
         OnDemandSource::Bundled => {
             let prices = discovery::on_demand_prices_of(&Catalog::bundled(region)?);
-            eprintln!("on-demand prices {region}: {} types from the bundled catalog", prices.len());
-            let origin = format!("the bundled catalog of {region} (--on-demand bundled), {} types", prices.len());
+            eprintln!(
+                "on-demand prices {region}: {} types from the bundled catalog",
+                prices.len()
+            );
+            let origin = format!(
+                "the bundled catalog of {region} (--on-demand bundled), {} types",
+                prices.len()
+            );
             Ok((prices, origin))
         }
     }

@@ -38,7 +38,10 @@ pub struct ConsolidateArgs {
 
 impl ConsolidateArgs {
     pub fn settings(&self) -> anyhow::Result<DisruptionSettings> {
-        anyhow::ensure!(self.time_limit.is_finite() && self.time_limit > 0.0, "--time-limit must be a positive number of seconds");
+        anyhow::ensure!(
+            self.time_limit.is_finite() && self.time_limit > 0.0,
+            "--time-limit must be a positive number of seconds"
+        );
         let now = match &self.now {
             Some(t) => timing::parse_timestamp(t)?,
             None => chrono::Utc::now(),
@@ -70,9 +73,22 @@ pub fn table(plan: &DisruptionPlan) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let w = &mut s;
-    let _ = writeln!(w, "{:<4} {:<14} {:<40} {:<40} {:>6} {:>10}", "#", "REASON", "DELETE", "LAUNCH", "MOVES", "SAVES $/H");
+    let _ = writeln!(
+        w,
+        "{:<4} {:<14} {:<40} {:<40} {:>6} {:>10}",
+        "#", "REASON", "DELETE", "LAUNCH", "MOVES", "SAVES $/H"
+    );
     for (i, a) in plan.actions.iter().enumerate() {
-        let _ = writeln!(w, "{:<4} {:<14} {:<40} {:<40} {:>6} {:>10.4}", i + 1, a.reason.as_str(), summary(&a.delete), launches(a), a.moves.len(), a.savings_per_hour);
+        let _ = writeln!(
+            w,
+            "{:<4} {:<14} {:<40} {:<40} {:>6} {:>10.4}",
+            i + 1,
+            a.reason.as_str(),
+            summary(&a.delete),
+            launches(a),
+            a.moves.len(),
+            a.savings_per_hour
+        );
     }
     for b in &plan.blocked {
         let _ = writeln!(w, "blocked {}: {}", b.node, b.reason);
@@ -107,10 +123,19 @@ fn summary(names: &[String]) -> String {
 
 /// Launched nodes counted by instance type and capacity type.
 fn launches(a: &joiner::disruption::Action) -> String {
-    let mut by: std::collections::BTreeMap<(String, &str), usize> = std::collections::BTreeMap::new();
+    let mut by: std::collections::BTreeMap<(String, &str), usize> =
+        std::collections::BTreeMap::new();
     for n in &a.launch {
-        *by.entry((n.instance_type.clone(), n.capacity_type.as_str())).or_default() += 1;
+        *by.entry((n.instance_type.clone(), n.capacity_type.as_str()))
+            .or_default() += 1;
     }
-    let parts: Vec<String> = by.iter().map(|((t, c), n)| format!("{n}x {t} {c}")).collect();
-    if parts.is_empty() { "-".into() } else { parts.join(", ") }
+    let parts: Vec<String> = by
+        .iter()
+        .map(|((t, c), n)| format!("{n}x {t} {c}"))
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
 }

@@ -43,7 +43,11 @@ pub struct ControllerArgs {
     identity: Option<String>,
     #[arg(long, env = "DISABLE_LEADER_ELECTION")]
     disable_leader_election: bool,
-    #[arg(long, env = "LEADER_ELECTION_NAME", default_value = "joiner-leader-election")]
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_NAME",
+        default_value = "joiner-leader-election"
+    )]
     lease_name: String,
     /// An API request (never a watch) not answered within this long fails, and the step that made
     /// it retries on a later pass; without it one hung answer would stall every decision. 0s: none.
@@ -63,7 +67,12 @@ pub struct ControllerArgs {
     batch_max_duration: String,
     #[arg(long, env = "JOINER_STRATEGY", value_enum, default_value = "milp")]
     strategy: Strategy,
-    #[arg(long, env = "JOINER_DISRUPTION_STRATEGY", value_enum, default_value = "milp")]
+    #[arg(
+        long,
+        env = "JOINER_DISRUPTION_STRATEGY",
+        value_enum,
+        default_value = "milp"
+    )]
     disruption_strategy: DisruptionStrategy,
     /// Time limit of a provisioning solve.
     #[arg(long, env = "JOINER_SOLVER_TIME_LIMIT", default_value = "5s")]
@@ -171,7 +180,8 @@ impl ControllerArgs {
             batch_max: duration("batch-max-duration", &self.batch_max_duration)?.as_secs_f64(),
             validation_delay: duration("validation-delay", &self.validation_delay)?.as_secs_f64(),
             solve_time_limit: duration("solver-time-limit", &self.solver_time_limit)?.as_secs_f64(),
-            disruption_time_limit: duration("disruption-time-limit", &self.disruption_time_limit)?.as_secs_f64(),
+            disruption_time_limit: duration("disruption-time-limit", &self.disruption_time_limit)?
+                .as_secs_f64(),
             gap: self.solver_gap,
             // Karpenter looks again at an unchanged cluster after 5 minutes, for what it cannot see
             quiet_ttl: Some(300.0),
@@ -184,14 +194,16 @@ impl ControllerArgs {
             disruption_enabled: !self.disable_disruption,
             timeouts: Timeouts {
                 launch: duration("launch-timeout", &self.launch_timeout)?.as_secs_f64(),
-                registration: duration("registration-timeout", &self.registration_timeout)?.as_secs_f64(),
+                registration: duration("registration-timeout", &self.registration_timeout)?
+                    .as_secs_f64(),
             },
             debounce: Duration::from_millis(100),
             resync: Duration::from_secs(5),
         };
         let identity = match &self.identity {
             Some(i) => i.clone(),
-            None => std::env::var("HOSTNAME").unwrap_or_else(|_| format!("joiner-{}", std::process::id())),
+            None => std::env::var("HOSTNAME")
+                .unwrap_or_else(|_| format!("joiner-{}", std::process::id())),
         };
         let cloud = self.cloud()?;
         Ok(OperatorSettings {
@@ -212,9 +224,13 @@ impl ControllerArgs {
 
     fn cloud(&self) -> anyhow::Result<CloudChoice> {
         if self.cloud_provider == Provider::Sim {
-            return Ok(CloudChoice::Sim { seed: self.sim_seed });
+            return Ok(CloudChoice::Sim {
+                seed: self.sim_seed,
+            });
         }
-        let Some(endpoint) = &self.cluster_endpoint else { bail!("--cluster-endpoint (CLUSTER_ENDPOINT) is required with --cloud-provider aws") };
+        let Some(endpoint) = &self.cluster_endpoint else {
+            bail!("--cluster-endpoint (CLUSTER_ENDPOINT) is required with --cloud-provider aws")
+        };
         if self.aws_max_attempts == 0 {
             bail!("--aws-max-attempts must be at least 1");
         }
@@ -226,13 +242,19 @@ impl ControllerArgs {
         aws.endpoint_url = self.aws_endpoint_url.clone();
         aws.max_attempts = self.aws_max_attempts;
         aws.gc_grace = duration("instance-gc-grace", &self.instance_gc_grace)?;
-        Ok(CloudChoice::Aws { aws: Box::new(aws), kubernetes_version: self.kubernetes_version.clone() })
+        Ok(CloudChoice::Aws {
+            aws: Box::new(aws),
+            kubernetes_version: self.kubernetes_version.clone(),
+        })
     }
 }
 
 pub fn run(args: ControllerArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
     runtime.block_on(operator::run(settings))?;
     Ok(ExitCode::SUCCESS)
 }

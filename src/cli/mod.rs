@@ -15,11 +15,20 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "joiner", version, about = "Plans EC2 capacity for Kubernetes by mixed-integer optimization")]
+#[command(
+    name = "joiner",
+    version,
+    about = "Plans EC2 capacity for Kubernetes by mixed-integer optimization"
+)]
 pub struct Cli {
     /// Log filter (tracing env-filter syntax).
     // the highs crate logs a warning for every solve stopped by its time limit, which joiner reports itself
-    #[arg(long, global = true, env = "JOINER_LOG", default_value = "warn,highs=error")]
+    #[arg(
+        long,
+        global = true,
+        env = "JOINER_LOG",
+        default_value = "warn,highs=error"
+    )]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Command,
@@ -62,15 +71,23 @@ pub enum Command {
 /// A `--time-limit` in seconds as a `Duration`: positive, finite and no larger than a `Duration`
 /// holds (`1e20` must be an error, not a panic).
 pub(crate) fn seconds(flag: &str, value: f64) -> anyhow::Result<std::time::Duration> {
-    anyhow::ensure!(value.is_finite() && value > 0.0, "{flag} must be a positive number of seconds");
-    std::time::Duration::try_from_secs_f64(value).map_err(|_| anyhow::anyhow!("{flag} {value} is too large"))
+    anyhow::ensure!(
+        value.is_finite() && value > 0.0,
+        "{flag} must be a positive number of seconds"
+    );
+    std::time::Duration::try_from_secs_f64(value)
+        .map_err(|_| anyhow::anyhow!("{flag} {value} is too large"))
 }
 
 pub fn init_tracing(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
     // colours only on a terminal: `kubectl logs` and log shippers get plain text
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .init();
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -43,22 +43,42 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
         Which::Greedy => vec![SimStrategy::Greedy],
         Which::Both => vec![SimStrategy::Milp, SimStrategy::Greedy],
     };
-    println!("scenario {}: {:.1} h simulated, seed {seed}", scenario.name, scenario.duration / 3600.0);
+    println!(
+        "scenario {}: {:.1} h simulated, seed {seed}",
+        scenario.name,
+        scenario.duration / 3600.0
+    );
     let mut runs = Vec::new();
     for s in strategies {
         let bar = progress_bar(s);
-        let run = sim::run(&scenario, s, seed, &mut |f| bar.set_position((f * 1000.0) as u64))?;
+        let run = sim::run(&scenario, s, seed, &mut |f| {
+            bar.set_position((f * 1000.0) as u64)
+        })?;
         bar.finish_and_clear();
         eprintln!("{}: done in {:.1} s", s.as_str(), run.wall_seconds);
         runs.push(run);
     }
     print!("{}", table(&runs));
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    let report = Report { scenario: scenario.name.clone(), seed, runs };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let report = Report {
+        scenario: scenario.name.clone(),
+        seed,
+        runs,
+    };
     let json = args.out.join("report.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&report)?).with_context(|| format!("cannot write {}", json.display()))?;
+    std::fs::write(&json, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", json.display()))?;
     let charts = charts::write_all(&args.out, &report.runs)?;
-    println!("wrote {} and {}", json.display(), charts.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    println!(
+        "wrote {} and {}",
+        json.display(),
+        charts
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     Ok(std::process::ExitCode::SUCCESS)
 }
 
@@ -67,7 +87,9 @@ fn progress_bar(s: SimStrategy) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(1000);
-    if let Ok(style) = ProgressStyle::with_template("{prefix:>7} [{bar:40}] {percent:>3}% of virtual time, {elapsed}") {
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>7} [{bar:40}] {percent:>3}% of virtual time, {elapsed}",
+    ) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(s.as_str());
@@ -79,23 +101,46 @@ pub fn table(runs: &[RunReport]) -> String {
     type Row = (&'static str, fn(&RunReport) -> String);
     let rows: [Row; 19] = [
         ("total cost $", |r| format!("{:.2}", r.summary.total_cost)),
-        ("average $/h", |r| format!("{:.3}", r.summary.average_cost_per_hour)),
+        ("average $/h", |r| {
+            format!("{:.3}", r.summary.average_cost_per_hour)
+        }),
         ("peak nodes", |r| r.summary.peak_nodes.to_string()),
         ("final nodes", |r| r.summary.final_nodes.to_string()),
-        ("pending p50 s", |r| format!("{:.1}", r.summary.pending_seconds.p50)),
-        ("pending p95 s", |r| format!("{:.1}", r.summary.pending_seconds.p95)),
-        ("pending p99 s", |r| format!("{:.1}", r.summary.pending_seconds.p99)),
+        ("pending p50 s", |r| {
+            format!("{:.1}", r.summary.pending_seconds.p50)
+        }),
+        ("pending p95 s", |r| {
+            format!("{:.1}", r.summary.pending_seconds.p95)
+        }),
+        ("pending p99 s", |r| {
+            format!("{:.1}", r.summary.pending_seconds.p99)
+        }),
         ("pods started", |r| r.summary.pods_started.to_string()),
         ("pods evicted", |r| r.summary.pods_evicted.to_string()),
-        ("interruptions", |r| r.summary.interruptions_handled.to_string()),
+        ("interruptions", |r| {
+            r.summary.interruptions_handled.to_string()
+        }),
         ("ICE events", |r| r.summary.ice_events.to_string()),
         ("launched", |r| r.summary.instances_launched.to_string()),
-        ("disruptions", |r| format!("{} (+{} dropped)", r.summary.disruptions_executed, r.summary.disruptions_abandoned)),
+        ("disruptions", |r| {
+            format!(
+                "{} (+{} dropped)",
+                r.summary.disruptions_executed, r.summary.disruptions_abandoned
+            )
+        }),
         ("solves", |r| r.summary.solves.to_string()),
-        ("solve p50 s", |r| format!("{:.3}", r.summary.solver_seconds.p50)),
-        ("solve p99 s", |r| format!("{:.3}", r.summary.solver_seconds.p99)),
-        ("time-limited", |r| r.summary.time_limited_solves.to_string()),
-        ("unschedulable", |r| r.summary.unschedulable_pods.to_string()),
+        ("solve p50 s", |r| {
+            format!("{:.3}", r.summary.solver_seconds.p50)
+        }),
+        ("solve p99 s", |r| {
+            format!("{:.3}", r.summary.solver_seconds.p99)
+        }),
+        ("time-limited", |r| {
+            r.summary.time_limited_solves.to_string()
+        }),
+        ("unschedulable", |r| {
+            r.summary.unschedulable_pods.to_string()
+        }),
         ("pending at end", |r| r.summary.pending_at_end.to_string()),
     ];
     let mut out = format!("{:<16}", "");

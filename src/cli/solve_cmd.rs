@@ -106,13 +106,17 @@ pub fn dump(args: SolveArgs, out: PathBuf) -> anyhow::Result<ExitCode> {
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let summary = solved.model.as_ref().map(|m| optimizer::milp::dump::summary(&solved.problem, m));
+    let summary = solved
+        .model
+        .as_ref()
+        .map(|m| optimizer::milp::dump::summary(&solved.problem, m));
     if let Some(m) = &solved.model {
         optimizer::milp::dump::write_model(&solved.problem, m, &out).map_err(anyhow::Error::msg)?;
     }
     let json = serde_json::json!({ "model": summary, "plan": solved.plan });
     let path = out.with_extension("json");
-    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n").with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
     eprintln!("wrote {}.{{lp,mps,json}}", out.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -122,12 +126,36 @@ pub fn table(plan: &Plan) -> String {
     let mut s = String::new();
     let w = &mut s;
     use std::fmt::Write as _;
-    let _ = writeln!(w, "{:<12} {:<10} {:<20} {:<12} {:<10} {:>9} {:>5}", "NODE", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS");
+    let _ = writeln!(
+        w,
+        "{:<12} {:<10} {:<20} {:<12} {:<10} {:>9} {:>5}",
+        "NODE", "NODEPOOL", "INSTANCE TYPE", "ZONE", "CAPACITY", "$/HOUR", "PODS"
+    );
     for n in &plan.nodes {
-        let _ = writeln!(w, "{:<12} {:<10} {:<20} {:<12} {:<10} {:>9.4} {:>5}", n.id, n.nodepool, n.instance_type, n.zone, n.capacity_type.as_str(), n.price, n.pods.len());
+        let _ = writeln!(
+            w,
+            "{:<12} {:<10} {:<20} {:<12} {:<10} {:>9.4} {:>5}",
+            n.id,
+            n.nodepool,
+            n.instance_type,
+            n.zone,
+            n.capacity_type.as_str(),
+            n.price,
+            n.pods.len()
+        );
     }
     for e in &plan.existing {
-        let _ = writeln!(w, "{:<12} {:<10} {:<20} {:<12} {:<10} {:>9} {:>5}", e.node, "(existing)", "", "", "", "", e.pods.len());
+        let _ = writeln!(
+            w,
+            "{:<12} {:<10} {:<20} {:<12} {:<10} {:>9} {:>5}",
+            e.node,
+            "(existing)",
+            "",
+            "",
+            "",
+            "",
+            e.pods.len()
+        );
     }
     for u in &plan.unschedulable {
         let _ = writeln!(w, "unschedulable {}: {} ({:?})", u.pod, u.message, u.reason);

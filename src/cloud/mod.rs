@@ -35,7 +35,11 @@ pub struct OfferingKey {
 
 impl From<&OfferingRef> for OfferingKey {
     fn from(o: &OfferingRef) -> Self {
-        OfferingKey { instance_type: o.instance_type.clone(), zone: o.zone.clone(), capacity_type: o.capacity_type }
+        OfferingKey {
+            instance_type: o.instance_type.clone(),
+            zone: o.zone.clone(),
+            capacity_type: o.capacity_type,
+        }
     }
 }
 
@@ -63,18 +67,47 @@ pub struct NodeTemplate {
 impl NodeTemplate {
     /// The template of NodePool `pool` in `snapshot` (empty when the pool is gone).
     pub fn of(snapshot: &ClusterSnapshot, pool: &str) -> NodeTemplate {
-        let Some(p) = snapshot.nodepools.iter().find(|p| p.name == pool) else { return NodeTemplate::default() };
-        let kubelet = snapshot.node_class(p.node_class.as_deref()).map(|n| n.kubelet.clone());
-        NodeTemplate { node_class: p.node_class.clone(), labels: p.labels.clone(), taints: p.taints.clone(), startup_taints: p.startup_taints.clone(), kubelet }
+        let Some(p) = snapshot.nodepools.iter().find(|p| p.name == pool) else {
+            return NodeTemplate::default();
+        };
+        let kubelet = snapshot
+            .node_class(p.node_class.as_deref())
+            .map(|n| n.kubelet.clone());
+        NodeTemplate {
+            node_class: p.node_class.clone(),
+            labels: p.labels.clone(),
+            taints: p.taints.clone(),
+            startup_taints: p.startup_taints.clone(),
+            kubelet,
+        }
     }
 }
 
 impl LaunchRequest {
     /// The request for a plan's new node: its offering, then its fallbacks, without those `unavailable` holds.
-    pub fn for_node(claim: &str, node: &NewNode, template: NodeTemplate, unavailable: &Unavailable, now: f64) -> LaunchRequest {
-        let first = OfferingRef { instance_type: node.instance_type.clone(), zone: node.zone.clone(), capacity_type: node.capacity_type, price: node.price };
-        let offerings = std::iter::once(first).chain(node.fallbacks.iter().cloned()).filter(|o| !unavailable.contains(&o.into(), now)).collect();
-        LaunchRequest { claim: claim.to_string(), nodepool: node.nodepool.clone(), offerings, template }
+    pub fn for_node(
+        claim: &str,
+        node: &NewNode,
+        template: NodeTemplate,
+        unavailable: &Unavailable,
+        now: f64,
+    ) -> LaunchRequest {
+        let first = OfferingRef {
+            instance_type: node.instance_type.clone(),
+            zone: node.zone.clone(),
+            capacity_type: node.capacity_type,
+            price: node.price,
+        };
+        let offerings = std::iter::once(first)
+            .chain(node.fallbacks.iter().cloned())
+            .filter(|o| !unavailable.contains(&o.into(), now))
+            .collect();
+        LaunchRequest {
+            claim: claim.to_string(),
+            nodepool: node.nodepool.clone(),
+            offerings,
+            template,
+        }
     }
 }
 
@@ -108,7 +141,10 @@ pub struct Launched {
 pub enum CloudError {
     /// Every offering of the request lacked capacity; they are listed so the caller can mark them.
     #[error("insufficient capacity for {} offerings of claim {claim}", offerings.len())]
-    InsufficientCapacity { claim: String, offerings: Vec<OfferingKey> },
+    InsufficientCapacity {
+        claim: String,
+        offerings: Vec<OfferingKey>,
+    },
     #[error("launch request for claim {0} lists no offering")]
     NoOfferings(String),
     #[error("instance {0} not found")]
@@ -159,7 +195,11 @@ impl Unavailable {
 
     /// The offerings still unavailable at `now`, in order.
     pub fn keys(&self, now: f64) -> Vec<&OfferingKey> {
-        self.until.iter().filter(|(_, t)| **t > now).map(|(k, _)| k).collect()
+        self.until
+            .iter()
+            .filter(|(_, t)| **t > now)
+            .map(|(k, _)| k)
+            .collect()
     }
 
     /// `catalog` with every offering still unavailable at `now` marked `available: false`.
@@ -171,7 +211,11 @@ impl Unavailable {
         }
         for it in &mut out.instance_types {
             for o in &mut it.offerings {
-                let key = OfferingKey { instance_type: it.name.clone(), zone: o.zone.clone(), capacity_type: o.capacity_type };
+                let key = OfferingKey {
+                    instance_type: it.name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                };
                 if self.until.contains_key(&key) {
                     o.available = false;
                 }
@@ -186,7 +230,11 @@ mod tests {
     use super::*;
 
     fn key(t: &str) -> OfferingKey {
-        OfferingKey { instance_type: t.into(), zone: "us-east-1a".into(), capacity_type: CapacityType::Spot }
+        OfferingKey {
+            instance_type: t.into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+        }
     }
 
     #[test]

@@ -12,7 +12,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 
-use super::{CloudError, CloudProvider, Instance, InstanceState, LaunchRequest, Launched, OfferingKey};
+use super::{
+    CloudError, CloudProvider, Instance, InstanceState, LaunchRequest, Launched, OfferingKey,
+};
 use crate::catalog::{CapacityType, Catalog};
 
 /// Launches of matching offerings fail in `[from, until)` seconds.
@@ -71,7 +73,12 @@ impl SimCloud {
             spent: 0.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
         };
-        SimCloud { catalog, ice, rate_scale, inner: Mutex::new(inner) }
+        SimCloud {
+            catalog,
+            ice,
+            rate_scale,
+            inner: Mutex::new(inner),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -104,7 +111,10 @@ impl SimCloud {
     /// Instances billed now and the sum of their hourly prices.
     pub fn billing(&self) -> (usize, f64) {
         let inner = self.lock();
-        (inner.billed.len(), inner.billed.values().map(|b| b.0).sum::<f64>() + 0.0)
+        (
+            inner.billed.len(),
+            inner.billed.values().map(|b| b.0).sum::<f64>() + 0.0,
+        )
     }
 
     /// When a billed instance started, seconds.
@@ -115,18 +125,37 @@ impl SimCloud {
     /// Dollars billed up to `now`, terminated and running instances together.
     pub fn total_cost(&self, now: f64) -> f64 {
         let inner = self.lock();
-        inner.spent + inner.billed.values().map(|(price, since)| price * (now - since) / 3600.0).sum::<f64>()
+        inner.spent
+            + inner
+                .billed
+                .values()
+                .map(|(price, since)| price * (now - since) / 3600.0)
+                .sum::<f64>()
     }
 
     fn offered(&self, key: &OfferingKey) -> Option<f64> {
-        let it = self.catalog.instance_types.iter().find(|t| t.name == key.instance_type)?;
-        let o = it.offerings.iter().find(|o| o.zone == key.zone && o.capacity_type == key.capacity_type && o.available)?;
+        let it = self
+            .catalog
+            .instance_types
+            .iter()
+            .find(|t| t.name == key.instance_type)?;
+        let o = it
+            .offerings
+            .iter()
+            .find(|o| o.zone == key.zone && o.capacity_type == key.capacity_type && o.available)?;
         Some(o.price)
     }
 
     fn band(&self, key: &OfferingKey) -> Option<u8> {
-        let it = self.catalog.instance_types.iter().find(|t| t.name == key.instance_type)?;
-        it.offerings.iter().find(|o| o.zone == key.zone && o.capacity_type == key.capacity_type)?.interruption_band
+        let it = self
+            .catalog
+            .instance_types
+            .iter()
+            .find(|t| t.name == key.instance_type)?;
+        it.offerings
+            .iter()
+            .find(|o| o.zone == key.zone && o.capacity_type == key.capacity_type)?
+            .interruption_band
     }
 
     fn draw_interruption(&self, inner: &mut Inner, key: &OfferingKey) -> Option<f64> {
@@ -151,7 +180,10 @@ impl CloudProvider for SimCloud {
         let mut insufficient = Vec::new();
         for o in &request.offerings {
             let key = OfferingKey::from(o);
-            let Some(price) = self.offered(&key).filter(|_| !self.ice.iter().any(|w| w.covers(&key, now))) else {
+            let Some(price) = self
+                .offered(&key)
+                .filter(|_| !self.ice.iter().any(|w| w.covers(&key, now)))
+            else {
                 insufficient.push(key);
                 continue;
             };
@@ -169,9 +201,15 @@ impl CloudProvider for SimCloud {
             }
             inner.billed.insert(id.clone(), (price, now));
             inner.instances.insert(id, instance.clone());
-            return Ok(Launched { instance, insufficient });
+            return Ok(Launched {
+                instance,
+                insufficient,
+            });
         }
-        Err(CloudError::InsufficientCapacity { claim: request.claim.clone(), offerings: insufficient })
+        Err(CloudError::InsufficientCapacity {
+            claim: request.claim.clone(),
+            offerings: insufficient,
+        })
     }
 
     async fn delete(&self, id: &str) -> Result<(), CloudError> {
@@ -187,11 +225,21 @@ impl CloudProvider for SimCloud {
     }
 
     async fn get(&self, id: &str) -> Result<Instance, CloudError> {
-        self.lock().instances.get(id).cloned().ok_or_else(|| CloudError::NotFound(id.to_string()))
+        self.lock()
+            .instances
+            .get(id)
+            .cloned()
+            .ok_or_else(|| CloudError::NotFound(id.to_string()))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
-        Ok(self.lock().instances.values().filter(|i| i.state != InstanceState::Terminated).cloned().collect())
+        Ok(self
+            .lock()
+            .instances
+            .values()
+            .filter(|i| i.state != InstanceState::Terminated)
+            .cloned()
+            .collect())
     }
 
     async fn catalog(&self) -> Result<Catalog, CloudError> {
@@ -212,32 +260,71 @@ mod tests {
     use crate::optimizer::OfferingRef;
 
     fn catalog() -> Catalog {
-        let offering = |zone: &str, ct, price| Offering { zone: zone.into(), capacity_type: ct, price, available: true, price_estimated: false, interruption_band: Some(4) };
+        let offering = |zone: &str, ct, price| Offering {
+            zone: zone.into(),
+            capacity_type: ct,
+            price,
+            available: true,
+            price_estimated: false,
+            interruption_band: Some(4),
+        };
         let it = |name: &str| InstanceType {
-            offerings: vec![offering("z1", CapacityType::Spot, 0.03), offering("z1", CapacityType::OnDemand, 0.1)],
+            offerings: vec![
+                offering("z1", CapacityType::Spot, 0.03),
+                offering("z1", CapacityType::OnDemand, 0.1),
+            ],
             ..InstanceType::new(name, 2, 8192, Arch::Amd64)
         };
-        Catalog { region: "test".into(), instance_types: vec![it("a.large"), it("b.large")], provenance: None }
+        Catalog {
+            region: "test".into(),
+            instance_types: vec![it("a.large"), it("b.large")],
+            provenance: None,
+        }
     }
 
     fn request(types: &[&str]) -> LaunchRequest {
-        let offerings = types.iter().map(|t| OfferingRef { instance_type: t.to_string(), zone: "z1".into(), capacity_type: CapacityType::Spot, price: 0.0 }).collect();
-        LaunchRequest { claim: "c1".into(), nodepool: "default".into(), offerings, template: Default::default() }
+        let offerings = types
+            .iter()
+            .map(|t| OfferingRef {
+                instance_type: t.to_string(),
+                zone: "z1".into(),
+                capacity_type: CapacityType::Spot,
+                price: 0.0,
+            })
+            .collect();
+        LaunchRequest {
+            claim: "c1".into(),
+            nodepool: "default".into(),
+            offerings,
+            template: Default::default(),
+        }
     }
 
     #[test]
     fn an_ice_window_moves_the_launch_to_the_next_offering_and_reports_the_first() {
-        let ice = vec![IceWindow { from: 0.0, until: 60.0, instance_type: "a.large".into(), zone: None, capacity_type: None }];
+        let ice = vec![IceWindow {
+            from: 0.0,
+            until: 60.0,
+            instance_type: "a.large".into(),
+            zone: None,
+            capacity_type: None,
+        }];
         let cloud = SimCloud::new(catalog(), ice, 0.0, 1);
         let got = pollster::block_on(cloud.launch(&request(&["a.large", "b.large"]))).unwrap();
         assert_eq!(got.instance.offering.instance_type, "b.large");
-        assert_eq!(got.instance.offering.price, 0.03, "the price comes from the catalog");
+        assert_eq!(
+            got.instance.offering.price, 0.03,
+            "the price comes from the catalog"
+        );
         assert_eq!(got.insufficient.len(), 1);
         let err = pollster::block_on(cloud.launch(&request(&["a.large"]))).unwrap_err();
         assert!(matches!(err, CloudError::InsufficientCapacity { .. }));
         cloud.set_now(60.0);
         let got = pollster::block_on(cloud.launch(&request(&["a.large"]))).unwrap();
-        assert_eq!(got.instance.offering.instance_type, "a.large", "the window has closed");
+        assert_eq!(
+            got.instance.offering.instance_type, "a.large",
+            "the window has closed"
+        );
     }
 
     #[test]
@@ -255,6 +342,9 @@ mod tests {
         // band 4 is 25% a month: the mean time to interruption is about 3.5 months
         let mean: f64 = (0..400).map(draw).sum::<f64>() / 400.0;
         let expected = MONTH_SECONDS / -(0.75f64).ln();
-        assert!((mean / expected - 1.0).abs() < 0.2, "mean {mean} vs {expected}");
+        assert!(
+            (mean / expected - 1.0).abs() < 0.2,
+            "mean {mean} vs {expected}"
+        );
     }
 }

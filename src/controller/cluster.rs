@@ -34,7 +34,10 @@ pub trait Cluster {
     /// [`Cluster::claim_created`] for all of a plan's new nodes before any of them launches; one
     /// answer per claim, in order. The in-cluster host writes them concurrently.
     fn claims_created(&mut self, claims: &[(String, &NewNode)]) -> Vec<bool> {
-        claims.iter().map(|(name, node)| self.claim_created(name, node)).collect()
+        claims
+            .iter()
+            .map(|(name, node)| self.claim_created(name, node))
+            .collect()
     }
     /// The launch of claim `name` failed (no capacity, provider error): the claim goes.
     fn claim_failed(&mut self, _name: &str) {}

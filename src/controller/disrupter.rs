@@ -37,7 +37,11 @@ struct Command {
 }
 
 impl<P: CloudProvider> Controller<P> {
-    pub fn disruption_tick(&mut self, cluster: &mut impl Cluster, now: f64) -> Result<(), ControllerError> {
+    pub fn disruption_tick(
+        &mut self,
+        cluster: &mut impl Cluster,
+        now: f64,
+    ) -> Result<(), ControllerError> {
         if self.disruption.command.is_some() {
             return Ok(());
         }
@@ -47,13 +51,21 @@ impl<P: CloudProvider> Controller<P> {
             return Ok(());
         }
         let sig = self.signature(cluster, now);
-        let scheduled = cluster.snapshot().nodepools.iter().any(|p| p.disruption.budgets.iter().any(|b| b.schedule.is_some()));
+        let scheduled = cluster
+            .snapshot()
+            .nodepools
+            .iter()
+            .any(|p| p.disruption.budgets.iter().any(|b| b.schedule.is_some()));
         let ttl = match (self.settings.quiet_ttl, scheduled) {
             (Some(t), _) => Some(t),
             (None, true) => Some(SCHEDULED_BUDGET_TTL_SECONDS),
             (None, false) => None,
         };
-        if self.disruption.quiet.is_some_and(|(s, t)| s == sig && ttl.is_none_or(|ttl| now - t < ttl)) {
+        if self
+            .disruption
+            .quiet
+            .is_some_and(|(s, t)| s == sig && ttl.is_none_or(|ttl| now - t < ttl))
+        {
             return Ok(());
         }
         let plan = self.decide(cluster, now)?;
@@ -62,12 +74,21 @@ impl<P: CloudProvider> Controller<P> {
             self.disruption.quiet = Some((sig, now));
             return Ok(());
         }
-        self.disruption.command = Some(Command { plan, replacements: vec![], validated: false, draining: false });
+        self.disruption.command = Some(Command {
+            plan,
+            replacements: vec![],
+            validated: false,
+            draining: false,
+        });
         self.wake(now + self.settings.validation_delay, Wake::Validate);
         Ok(())
     }
 
-    fn decide(&mut self, cluster: &mut impl Cluster, now: f64) -> Result<DisruptionPlan, ControllerError> {
+    fn decide(
+        &mut self,
+        cluster: &mut impl Cluster,
+        now: f64,
+    ) -> Result<DisruptionPlan, ControllerError> {
         let catalog = self.unavailable.mask(&self.catalog, now);
         let mut settings = DisruptionSettings::new(self.timestamp(now));
         settings.strategy = self.settings.disruption;
@@ -75,10 +96,19 @@ impl<P: CloudProvider> Controller<P> {
         settings.gap = self.settings.gap;
         settings.lower_bound = self.settings.disruption_bound;
         settings.fault = self.settings.solver_fault;
-        let plan = disruption::consolidate(cluster.snapshot(), &catalog, &settings).map_err(|e| ControllerError::Disruption(e.to_string()))?;
-        self.record_solve(super::Phase::Disruption, plan.solver.seconds, &plan.solver.status, plan.solver.mip_gap.unwrap_or(0.0));
+        let plan = disruption::consolidate(cluster.snapshot(), &catalog, &settings)
+            .map_err(|e| ControllerError::Disruption(e.to_string()))?;
+        self.record_solve(
+            super::Phase::Disruption,
+            plan.solver.seconds,
+            &plan.solver.status,
+            plan.solver.mip_gap.unwrap_or(0.0),
+        );
         if plan.solver.status == disruption::FALLBACK_STATUS {
-            cluster.solver_fell_back(super::Phase::Disruption.as_str(), plan.solver.notes.first().map_or("", String::as_str));
+            cluster.solver_fell_back(
+                super::Phase::Disruption.as_str(),
+                plan.solver.notes.first().map_or("", String::as_str),
+            );
         }
         Ok(plan)
     }
@@ -86,7 +116,11 @@ impl<P: CloudProvider> Controller<P> {
     /// Capacity is on its way or being asked for: nodes in flight, or pending pods that the last
     /// solve did not give up on. Disruption waits, as a command decided now would race them.
     fn busy(&self, cluster: &impl Cluster, now: f64) -> bool {
-        !cluster.in_flight().is_empty() || cluster.snapshot().pending_pods().any(|p| self.parked.get(&p.key()).is_none_or(|t| *t <= now))
+        !cluster.in_flight().is_empty()
+            || cluster
+                .snapshot()
+                .pending_pods()
+                .any(|p| self.parked.get(&p.key()).is_none_or(|t| *t <= now))
     }
 
     /// What a pass depends on: nodes (and whether they are schedulable), where every pod is,
@@ -103,7 +137,14 @@ impl<P: CloudProvider> Controller<P> {
         }
         // availability is hashed on its own: masking would copy the whole catalog every tick
         for c in Candidates::build(snap, &self.catalog, self.timestamp(now)).nodes {
-            (c.name, c.consolidatable, c.expired, c.drift.is_some(), c.block.is_some()).hash(&mut h);
+            (
+                c.name,
+                c.consolidatable,
+                c.expired,
+                c.drift.is_some(),
+                c.block.is_some(),
+            )
+                .hash(&mut h);
         }
         self.unavailable.keys(now).hash(&mut h);
         // a cost-weight change (the ConfigMap) can make a quiet cluster worth consolidating
@@ -113,9 +154,13 @@ impl<P: CloudProvider> Controller<P> {
 
     /// After the validation delay: the plan stands only if its inputs are unchanged.
     pub fn validate(&mut self, cluster: &mut impl Cluster, now: f64) {
-        let Some(cmd) = self.disruption.command.as_ref() else { return };
+        let Some(cmd) = self.disruption.command.as_ref() else {
+            return;
+        };
         let catalog = self.unavailable.mask(&self.catalog, now);
-        if self.busy(cluster, now) || fingerprint::of(cluster.snapshot(), &catalog, &cmd.plan) != cmd.plan.fingerprint {
+        if self.busy(cluster, now)
+            || fingerprint::of(cluster.snapshot(), &catalog, &cmd.plan) != cmd.plan.fingerprint
+        {
             self.abandon(cluster);
             return;
         }
@@ -157,7 +202,11 @@ impl<P: CloudProvider> Controller<P> {
             .snapshot()
             .nodes
             .iter()
-            .filter(|n| !n.deleting && !self.reclaiming.contains(&n.name) && n.taints.iter().any(|t| t.key == DISRUPTED_TAINT))
+            .filter(|n| {
+                !n.deleting
+                    && !self.reclaiming.contains(&n.name)
+                    && n.taints.iter().any(|t| t.key == DISRUPTED_TAINT)
+            })
             .map(|n| n.name.clone())
             .collect();
         for name in stale {
@@ -168,7 +217,13 @@ impl<P: CloudProvider> Controller<P> {
 
     fn abandon(&mut self, cluster: &mut impl Cluster) {
         if let Some(cmd) = self.disruption.command.take() {
-            for name in cmd.plan.actions.iter().flat_map(|a| &a.delete).filter(|n| !self.reclaiming.contains(*n)) {
+            for name in cmd
+                .plan
+                .actions
+                .iter()
+                .flat_map(|a| &a.delete)
+                .filter(|n| !self.reclaiming.contains(*n))
+            {
                 cluster.set_disrupted(name, false);
             }
             self.stats.disruptions_abandoned += 1;
@@ -179,9 +234,21 @@ impl<P: CloudProvider> Controller<P> {
     /// Starts draining once the command is validated and every replacement has registered and
     /// initialized.
     pub(super) fn replacement_ready(&mut self, cluster: &mut impl Cluster, now: f64) {
-        let in_flight: Vec<String> = cluster.in_flight().into_iter().map(|(n, _)| n.to_string()).collect();
-        let Some(cmd) = self.disruption.command.as_mut() else { return };
-        if !cmd.validated || cmd.draining || cmd.replacements.iter().any(|r| in_flight.contains(r) || !cluster.initialized(r)) {
+        let in_flight: Vec<String> = cluster
+            .in_flight()
+            .into_iter()
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let Some(cmd) = self.disruption.command.as_mut() else {
+            return;
+        };
+        if !cmd.validated
+            || cmd.draining
+            || cmd
+                .replacements
+                .iter()
+                .any(|r| in_flight.contains(r) || !cluster.initialized(r))
+        {
             return;
         }
         cmd.draining = true;
@@ -190,7 +257,11 @@ impl<P: CloudProvider> Controller<P> {
 
     /// A replacement vanished (interrupted while booting): the command cannot finish.
     pub(super) fn replacement_lost(&mut self, cluster: &mut impl Cluster, name: &str) {
-        let lost = self.disruption.command.as_ref().is_some_and(|c| !c.draining && c.replacements.iter().any(|r| r == name));
+        let lost = self
+            .disruption
+            .command
+            .as_ref()
+            .is_some_and(|c| !c.draining && c.replacements.iter().any(|r| r == name));
         if lost {
             self.abandon(cluster);
         }
@@ -199,12 +270,29 @@ impl<P: CloudProvider> Controller<P> {
     /// Evicts what the budgets allow from the command's nodes, in Karpenter's order (critical pods
     /// only once the others are gone); terminates the nodes left empty.
     pub fn drain_step(&mut self, cluster: &mut impl Cluster, now: f64) {
-        let Some(cmd) = self.disruption.command.as_ref().filter(|c| c.draining) else { return };
-        let nodes: Vec<String> = cmd.plan.actions.iter().flat_map(|a| a.delete.iter().cloned()).collect();
+        let Some(cmd) = self.disruption.command.as_ref().filter(|c| c.draining) else {
+            return;
+        };
+        let nodes: Vec<String> = cmd
+            .plan
+            .actions
+            .iter()
+            .flat_map(|a| a.delete.iter().cloned())
+            .collect();
         let mut waiting = false;
         for node in &nodes {
             for critical in [false, true] {
-                let group: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable() && p.is_critical() == critical).map(|p| p.key()).collect();
+                let group: Vec<String> = cluster
+                    .snapshot()
+                    .pods
+                    .iter()
+                    .filter(|p| {
+                        p.node_name.as_deref() == Some(node)
+                            && p.is_reschedulable()
+                            && p.is_critical() == critical
+                    })
+                    .map(|p| p.key())
+                    .collect();
                 let mut refused = false;
                 for pod in &group {
                     match cluster.evict(pod) {
@@ -217,7 +305,12 @@ impl<P: CloudProvider> Controller<P> {
                     break;
                 }
             }
-            if !cluster.snapshot().pods.iter().any(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable()) {
+            if !cluster
+                .snapshot()
+                .pods
+                .iter()
+                .any(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable())
+            {
                 self.terminate(cluster, node);
             }
         }
@@ -239,10 +332,43 @@ mod tests {
     use crate::domain::{ClusterSnapshot, Labels, Node, Resources, Taint, TaintEffect};
 
     fn deleting(nodes: &[&str]) -> Command {
-        let action = Action { reason: Reason::Empty, delete: nodes.iter().map(|n| n.to_string()).collect(), launch: vec![], moves: vec![], savings_per_hour: 0.1, disruption_cost: 0.0 };
-        let solver = DisruptionReport { status: "optimal".into(), strategy: "baseline".into(), seconds: 0.0, candidates: nodes.len(), pod_classes: 0, variables: 0, constraints: 0, mip_gap: None, notes: vec![] };
-        let plan = DisruptionPlan { actions: vec![action], cost_before_per_hour: 0.2, cost_after_per_hour: 0.0, savings_per_hour: 0.2, disruption_cost: 0.0, lower_bound: 0.0, blocked: vec![], budgets: vec![], fingerprint: String::new(), solver };
-        Command { plan, replacements: vec![], validated: false, draining: false }
+        let action = Action {
+            reason: Reason::Empty,
+            delete: nodes.iter().map(|n| n.to_string()).collect(),
+            launch: vec![],
+            moves: vec![],
+            savings_per_hour: 0.1,
+            disruption_cost: 0.0,
+        };
+        let solver = DisruptionReport {
+            status: "optimal".into(),
+            strategy: "baseline".into(),
+            seconds: 0.0,
+            candidates: nodes.len(),
+            pod_classes: 0,
+            variables: 0,
+            constraints: 0,
+            mip_gap: None,
+            notes: vec![],
+        };
+        let plan = DisruptionPlan {
+            actions: vec![action],
+            cost_before_per_hour: 0.2,
+            cost_after_per_hour: 0.0,
+            savings_per_hour: 0.2,
+            disruption_cost: 0.0,
+            lower_bound: 0.0,
+            blocked: vec![],
+            budgets: vec![],
+            fingerprint: String::new(),
+            solver,
+        };
+        Command {
+            plan,
+            replacements: vec![],
+            validated: false,
+            draining: false,
+        }
     }
 
     #[test]
@@ -250,9 +376,18 @@ mod tests {
         let mut ctl = controller();
         let mut snap = ClusterSnapshot::default();
         for name in ["left-behind", "interrupted", "chosen", "plain"] {
-            let mut node = Node::new(name, Labels::default(), Resources::default(), Resources::default());
+            let mut node = Node::new(
+                name,
+                Labels::default(),
+                Resources::default(),
+                Resources::default(),
+            );
             if name != "plain" {
-                node.taints.push(Taint { key: DISRUPTED_TAINT.into(), value: String::new(), effect: TaintEffect::NoSchedule });
+                node.taints.push(Taint {
+                    key: DISRUPTED_TAINT.into(),
+                    value: String::new(),
+                    effect: TaintEffect::NoSchedule,
+                });
             }
             snap.nodes.push(node.into());
         }
@@ -266,8 +401,16 @@ mod tests {
         ctl.disruption.command = None;
         let _ = ctl.disruption_tick(&mut cluster, 2.0);
         assert_eq!(cluster.1.get("left-behind"), Some(&false));
-        assert_eq!(cluster.1.get("chosen"), Some(&false), "no command holds it any more");
-        assert_eq!(cluster.1.get("interrupted"), Some(&true), "a node being reclaimed keeps its taint");
+        assert_eq!(
+            cluster.1.get("chosen"),
+            Some(&false),
+            "no command holds it any more"
+        );
+        assert_eq!(
+            cluster.1.get("interrupted"),
+            Some(&true),
+            "a node being reclaimed keeps its taint"
+        );
         assert_eq!(cluster.1.get("plain"), None);
     }
 
@@ -276,7 +419,15 @@ mod tests {
         let mut ctl = controller();
         let mut snap = ClusterSnapshot::default();
         for name in ["interrupted", "idle"] {
-            snap.nodes.push(Node::new(name, Labels::default(), Resources::default(), Resources::default()).into());
+            snap.nodes.push(
+                Node::new(
+                    name,
+                    Labels::default(),
+                    Resources::default(),
+                    Resources::default(),
+                )
+                .into(),
+            );
         }
         let mut cluster = Fake::new(snap);
         ctl.adopt("interrupted", "i-1");
@@ -286,8 +437,16 @@ mod tests {
         ctl.disruption.command = Some(deleting(&["interrupted", "idle"]));
         cluster.1.insert("idle".into(), true);
         ctl.abandon(&mut cluster);
-        assert_eq!(cluster.1.get("idle"), Some(&false), "a node the command cordoned is given back");
-        assert_eq!(cluster.1.get("interrupted"), Some(&true), "the interrupted node stays cordoned until it is reclaimed");
+        assert_eq!(
+            cluster.1.get("idle"),
+            Some(&false),
+            "a node the command cordoned is given back"
+        );
+        assert_eq!(
+            cluster.1.get("interrupted"),
+            Some(&true),
+            "the interrupted node stays cordoned until it is reclaimed"
+        );
         ctl.terminate(&mut cluster, "interrupted");
         assert!(ctl.reclaiming.is_empty());
     }

@@ -175,7 +175,8 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     pub fn adopt(&mut self, node: &str, instance: &str) {
-        self.instance_of.insert(node.to_string(), instance.to_string());
+        self.instance_of
+            .insert(node.to_string(), instance.to_string());
     }
 
     /// The instance a node runs on, if the controller knows it.
@@ -185,7 +186,10 @@ impl<P: CloudProvider> Controller<P> {
 
     /// The node an instance runs as, if the controller knows it.
     pub fn node_of(&self, instance: &str) -> Option<&str> {
-        self.instance_of.iter().find(|(_, i)| *i == instance).map(|(n, _)| n.as_str())
+        self.instance_of
+            .iter()
+            .find(|(_, i)| *i == instance)
+            .map(|(n, _)| n.as_str())
     }
 
     /// The wake-ups asked for since the last call, as (time, what).
@@ -202,7 +206,12 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     fn record_solve(&mut self, phase: Phase, seconds: f64, status: &str, gap: f64) {
-        self.stats.solves.push(SolveRecord { phase, status: status.to_string(), seconds, gap });
+        self.stats.solves.push(SolveRecord {
+            phase,
+            status: status.to_string(),
+            seconds,
+            gap,
+        });
         if status == "time-limit" {
             self.stats.time_limited += 1;
         }
@@ -211,7 +220,12 @@ impl<P: CloudProvider> Controller<P> {
     /// After any change: pods that wait for capacity (not nominated, not in the batch, not parked)
     /// open the provisioning batch or extend it.
     pub fn observe(&mut self, cluster: &impl Cluster, now: f64) {
-        let lapsed: Vec<String> = self.nominated_at.iter().filter(|(_, at)| now - **at >= NOMINATION_TTL_SECONDS).map(|(k, _)| k.clone()).collect();
+        let lapsed: Vec<String> = self
+            .nominated_at
+            .iter()
+            .filter(|(_, at)| now - **at >= NOMINATION_TTL_SECONDS)
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in lapsed {
             self.nominated_at.remove(&k);
             self.nominated.remove(&k);
@@ -220,7 +234,11 @@ impl<P: CloudProvider> Controller<P> {
             .snapshot()
             .pending_pods()
             .map(Pod::key)
-            .filter(|k| !self.nominated.contains_key(k) && !self.batch.contains(k) && self.parked.get(k).is_none_or(|t| *t <= now))
+            .filter(|k| {
+                !self.nominated.contains_key(k)
+                    && !self.batch.contains(k)
+                    && self.parked.get(k).is_none_or(|t| *t <= now)
+            })
             .collect();
         if waiting.is_empty() {
             return;
@@ -289,8 +307,16 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn controller() -> Controller<SimCloud> {
-        let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
-        Controller::new(settings(), catalog.clone(), SimCloud::new(catalog, vec![], 0.0, 1))
+        let catalog = Catalog {
+            region: "test".into(),
+            instance_types: vec![],
+            provenance: None,
+        };
+        Controller::new(
+            settings(),
+            catalog.clone(),
+            SimCloud::new(catalog, vec![], 0.0, 1),
+        )
     }
 
     pub(crate) fn settings() -> Settings {
@@ -315,7 +341,12 @@ pub(crate) mod tests {
     fn a_batch_closes_after_the_idle_window_but_never_after_the_max_window() {
         let mut ctl = controller();
         let mut cluster = Fake::new(ClusterSnapshot::default());
-        let add = |cluster: &mut Fake, name: &str| cluster.0.pods.push(std::sync::Arc::new(Pod::new(name, PodConstraints::default())));
+        let add = |cluster: &mut Fake, name: &str| {
+            cluster.0.pods.push(std::sync::Arc::new(Pod::new(
+                name,
+                PodConstraints::default(),
+            )))
+        };
         add(&mut cluster, "a");
         ctl.observe(&cluster, 0.0);
         assert_eq!(ctl.take_wakes(), vec![(1.0, Wake::BatchDue)]);

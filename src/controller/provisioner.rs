@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use super::{Cluster, Controller, ControllerError, Wake};
 use crate::catalog::CapacityType;
-use crate::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, Launched, NodeTemplate, OfferingKey};
+use crate::cloud::{
+    CloudError, CloudProvider, Instance, LaunchRequest, Launched, NodeTemplate, OfferingKey,
+};
 use crate::disruption::edit::register;
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 use crate::domain::ClusterSnapshot;
@@ -20,8 +22,14 @@ const PARK_SECONDS: f64 = 60.0;
 pub const INTERRUPTION_NOTICE_SECONDS: f64 = 120.0;
 
 impl<P: CloudProvider> Controller<P> {
-    pub fn batch_due(&mut self, cluster: &mut impl Cluster, now: f64) -> Result<(), ControllerError> {
-        let Some((first, last)) = self.batch_window else { return Ok(()) };
+    pub fn batch_due(
+        &mut self,
+        cluster: &mut impl Cluster,
+        now: f64,
+    ) -> Result<(), ControllerError> {
+        let Some((first, last)) = self.batch_window else {
+            return Ok(());
+        };
         if now + 1e-6 < (last + self.settings.batch_idle).min(first + self.settings.batch_max) {
             return Ok(());
         }
@@ -33,7 +41,9 @@ impl<P: CloudProvider> Controller<P> {
     /// The cluster as the next solve must see it: nodes in flight registered, their pods bound.
     fn provisioning_view(&self, cluster: &impl Cluster, now: f64) -> ClusterSnapshot {
         let mut view = cluster.snapshot().clone();
-        let stamp = self.timestamp(now).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let stamp = self
+            .timestamp(now)
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         for (name, node) in cluster.in_flight() {
             register(&mut view, &self.catalog, node, name, &stamp);
         }
@@ -59,10 +69,22 @@ impl<P: CloudProvider> Controller<P> {
             fault: self.settings.solver_fault,
             ..SolveSettings::default()
         };
-        let plan = optimizer::solve(&view, &catalog, &settings).map_err(|e| ControllerError::Provisioning(e.to_string()))?;
-        self.record_solve(super::Phase::Provisioning, plan.solver.seconds, &plan.solver.status, plan.solver.gap);
+        let plan = optimizer::solve(&view, &catalog, &settings)
+            .map_err(|e| ControllerError::Provisioning(e.to_string()))?;
+        self.record_solve(
+            super::Phase::Provisioning,
+            plan.solver.seconds,
+            &plan.solver.status,
+            plan.solver.gap,
+        );
         if plan.solver.status == optimizer::FALLBACK_STATUS {
-            let why = plan.solver.notes.iter().find(|n| n.starts_with("solver failed")).cloned().unwrap_or_default();
+            let why = plan
+                .solver
+                .notes
+                .iter()
+                .find(|n| n.starts_with("solver failed"))
+                .cloned()
+                .unwrap_or_default();
             cluster.solver_fell_back(super::Phase::Provisioning.as_str(), &why);
         }
         for e in &plan.existing {
@@ -85,15 +107,27 @@ impl<P: CloudProvider> Controller<P> {
 
     /// Launches a plan's node (its offering, then its fallbacks) and nominates its pods; returns
     /// the node's name, or None when no offering had capacity.
-    pub(super) fn launch(&mut self, cluster: &mut impl Cluster, node: &NewNode, now: f64) -> Option<String> {
-        self.launch_all(cluster, vec![node.clone()], now).pop().flatten()
+    pub(super) fn launch(
+        &mut self,
+        cluster: &mut impl Cluster,
+        node: &NewNode,
+        now: f64,
+    ) -> Option<String> {
+        self.launch_all(cluster, vec![node.clone()], now)
+            .pop()
+            .flatten()
     }
 
     /// [`Controller::launch`] for every node of a plan: all NodeClaims are written first, then
     /// the launches go in groups of the cloud's concurrency, and their records are written
     /// together. One answer per node, in order. The nodes are taken, not copied: a launched node
     /// becomes the claim's record (a 5,000-node plan is about 20 MB).
-    pub(super) fn launch_all(&mut self, cluster: &mut impl Cluster, nodes: Vec<NewNode>, now: f64) -> Vec<Option<String>> {
+    pub(super) fn launch_all(
+        &mut self,
+        cluster: &mut impl Cluster,
+        nodes: Vec<NewNode>,
+        now: f64,
+    ) -> Vec<Option<String>> {
         let names: Vec<String> = nodes
             .iter()
             .map(|n| {
@@ -120,11 +154,28 @@ impl<P: CloudProvider> Controller<P> {
         for group in todo.chunks(self.cloud.launch_concurrency().max(1)) {
             let requests: Vec<(usize, LaunchRequest)> = group
                 .iter()
-                .filter_map(|&i| nodes[i].as_ref().map(|n| (i, LaunchRequest::for_node(&names[i], n, NodeTemplate::of(cluster.snapshot(), &n.nodepool), &self.unavailable, now))))
+                .filter_map(|&i| {
+                    nodes[i].as_ref().map(|n| {
+                        (
+                            i,
+                            LaunchRequest::for_node(
+                                &names[i],
+                                n,
+                                NodeTemplate::of(cluster.snapshot(), &n.nodepool),
+                                &self.unavailable,
+                                now,
+                            ),
+                        )
+                    })
+                })
                 .collect();
-            let results = pollster::block_on(futures::future::join_all(requests.iter().map(|(_, r)| self.cloud.launch(r))));
+            let results = pollster::block_on(futures::future::join_all(
+                requests.iter().map(|(_, r)| self.cloud.launch(r)),
+            ));
             for (&(i, _), result) in requests.iter().zip(results) {
-                let Some(node) = nodes[i].take() else { continue };
+                let Some(node) = nodes[i].take() else {
+                    continue;
+                };
                 if let Some(record) = self.launched(cluster, &names[i], node, result, now) {
                     out[i] = Some(names[i].clone());
                     launched.push(record);
@@ -137,7 +188,14 @@ impl<P: CloudProvider> Controller<P> {
 
     /// Takes in one launch's result: what it found without capacity is kept out of solves, and a
     /// launched node's pods are nominated to it. The claim's record, for a launched node.
-    fn launched(&mut self, cluster: &mut impl Cluster, name: &str, node: NewNode, result: Result<Launched, CloudError>, now: f64) -> Option<(String, NewNode, Instance)> {
+    fn launched(
+        &mut self,
+        cluster: &mut impl Cluster,
+        name: &str,
+        node: NewNode,
+        result: Result<Launched, CloudError>,
+        now: f64,
+    ) -> Option<(String, NewNode, Instance)> {
         if result.is_err() {
             cluster.claim_failed(name);
         }
@@ -175,7 +233,12 @@ impl<P: CloudProvider> Controller<P> {
     /// The plan's node as launched: a fallback offering changes its type, zone or capacity type.
     fn relabel(&self, mut n: NewNode, o: &OfferingRef) -> NewNode {
         if o.instance_type != n.instance_type {
-            if let Some(it) = self.catalog.instance_types.iter().find(|t| t.name == o.instance_type) {
+            if let Some(it) = self
+                .catalog
+                .instance_types
+                .iter()
+                .find(|t| t.name == o.instance_type)
+            {
                 n.labels.extend(it.labels(&self.catalog.region));
             }
         }
@@ -183,16 +246,26 @@ impl<P: CloudProvider> Controller<P> {
         n.zone = o.zone.clone();
         n.capacity_type = o.capacity_type;
         n.price = o.price;
-        n.labels.insert(INSTANCE_TYPE.to_string(), o.instance_type.clone());
+        n.labels
+            .insert(INSTANCE_TYPE.to_string(), o.instance_type.clone());
         n.labels.insert(ZONE.to_string(), o.zone.clone());
-        n.labels.insert(CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
+        n.labels.insert(
+            CAPACITY_TYPE.to_string(),
+            o.capacity_type.as_str().to_string(),
+        );
         n.fallbacks.clear();
         n
     }
 
     /// The node of claim `claim` registered under its own name `node` (a kubelet names itself, the
     /// simulator names nodes after their claims): the controller knows it by that name from now on.
-    pub fn claim_registered(&mut self, cluster: &mut impl Cluster, claim: &str, node: &str, now: f64) {
+    pub fn claim_registered(
+        &mut self,
+        cluster: &mut impl Cluster,
+        claim: &str,
+        node: &str,
+        now: f64,
+    ) {
         if claim != node {
             if let Some(instance) = self.instance_of.remove(claim) {
                 self.instance_of.insert(node.to_string(), instance);
@@ -222,24 +295,45 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     fn reclaim(&mut self, cluster: &mut impl Cluster, instance: &str, spot: bool, now: f64) {
-        let Some(name) = self.node_of(instance).map(str::to_string) else { return };
+        let Some(name) = self.node_of(instance).map(str::to_string) else {
+            return;
+        };
         self.stats.interruptions += 1;
         if let Some((_, n)) = cluster.in_flight().into_iter().find(|(n, _)| *n == name) {
             if spot {
-                let key = OfferingKey { instance_type: n.instance_type.clone(), zone: n.zone.clone(), capacity_type: n.capacity_type };
+                let key = OfferingKey {
+                    instance_type: n.instance_type.clone(),
+                    zone: n.zone.clone(),
+                    capacity_type: n.capacity_type,
+                };
                 self.unavailable.mark(key, now);
             }
             self.terminate(cluster, &name);
             return;
         }
-        let Some(node) = cluster.snapshot().nodes.iter().find(|n| n.name == name) else { return };
+        let Some(node) = cluster.snapshot().nodes.iter().find(|n| n.name == name) else {
+            return;
+        };
         let get = |k: &str| node.labels.get(k).cloned().unwrap_or_default();
         if spot {
-            self.unavailable.mark(OfferingKey { instance_type: get(INSTANCE_TYPE), zone: get(ZONE), capacity_type: CapacityType::Spot }, now);
+            self.unavailable.mark(
+                OfferingKey {
+                    instance_type: get(INSTANCE_TYPE),
+                    zone: get(ZONE),
+                    capacity_type: CapacityType::Spot,
+                },
+                now,
+            );
         }
         cluster.set_disrupted(&name, true);
         self.reclaiming.insert(name.clone());
-        let pods: Vec<String> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(&name) && p.is_reschedulable()).map(|p| p.key()).collect();
+        let pods: Vec<String> = cluster
+            .snapshot()
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_deref() == Some(&name) && p.is_reschedulable())
+            .map(|p| p.key())
+            .collect();
         for p in pods {
             // the instance goes regardless: a refused eviction loses the pod at termination instead
             if cluster.evict(&p).is_ok() {
@@ -252,7 +346,9 @@ impl<P: CloudProvider> Controller<P> {
     /// Terminates a node's instance and deletes the node; pods still on it go pending.
     pub fn terminate(&mut self, cluster: &mut impl Cluster, name: &str) {
         self.reclaiming.remove(name);
-        let Some(instance) = self.instance_of.remove(name) else { return };
+        let Some(instance) = self.instance_of.remove(name) else {
+            return;
+        };
         if let Err(e) = pollster::block_on(self.cloud.delete(&instance)) {
             tracing::warn!(node = %name, instance = %instance, error = %e, "terminate failed");
         }
@@ -285,15 +381,37 @@ mod tests {
 
     impl CloudProvider for Scarce {
         async fn launch(&self, request: &LaunchRequest) -> Result<Launched, CloudError> {
-            let tried: Vec<&str> = request.offerings.iter().map(|o| o.instance_type.as_str()).collect();
-            self.log.borrow_mut().push(format!("launch {} {}", request.claim, tried.join(",")));
-            let (insufficient, rest): (Vec<&OfferingRef>, Vec<&OfferingRef>) = request.offerings.iter().partition(|o| o.instance_type == "scarce");
-            let insufficient: Vec<OfferingKey> = insufficient.into_iter().map(OfferingKey::from).collect();
+            let tried: Vec<&str> = request
+                .offerings
+                .iter()
+                .map(|o| o.instance_type.as_str())
+                .collect();
+            self.log
+                .borrow_mut()
+                .push(format!("launch {} {}", request.claim, tried.join(",")));
+            let (insufficient, rest): (Vec<&OfferingRef>, Vec<&OfferingRef>) = request
+                .offerings
+                .iter()
+                .partition(|o| o.instance_type == "scarce");
+            let insufficient: Vec<OfferingKey> =
+                insufficient.into_iter().map(OfferingKey::from).collect();
             let Some(offering) = rest.first() else {
-                return Err(CloudError::InsufficientCapacity { claim: request.claim.clone(), offerings: insufficient });
+                return Err(CloudError::InsufficientCapacity {
+                    claim: request.claim.clone(),
+                    offerings: insufficient,
+                });
             };
-            let instance = Instance { id: format!("i-{}", request.claim), claim: request.claim.clone(), nodepool: request.nodepool.clone(), offering: (*offering).clone(), state: InstanceState::Pending };
-            Ok(Launched { instance, insufficient })
+            let instance = Instance {
+                id: format!("i-{}", request.claim),
+                claim: request.claim.clone(),
+                nodepool: request.nodepool.clone(),
+                offering: (*offering).clone(),
+                state: InstanceState::Pending,
+            };
+            Ok(Launched {
+                instance,
+                insufficient,
+            })
         }
         fn launch_concurrency(&self) -> usize {
             self.concurrency
@@ -308,7 +426,11 @@ mod tests {
             Ok(vec![])
         }
         async fn catalog(&self) -> Result<Catalog, CloudError> {
-            Ok(Catalog { region: "test".into(), instance_types: vec![], provenance: None })
+            Ok(Catalog {
+                region: "test".into(),
+                instance_types: vec![],
+                provenance: None,
+            })
         }
         async fn drifted(&self, _: &str) -> Result<Option<String>, CloudError> {
             Ok(None)
@@ -333,7 +455,9 @@ mod tests {
             true
         }
         fn claim_launched(&mut self, name: &str, node: &NewNode, _: &Instance) {
-            self.log.borrow_mut().push(format!("record {name} {}", node.instance_type));
+            self.log
+                .borrow_mut()
+                .push(format!("record {name} {}", node.instance_type));
         }
         fn set_disrupted(&mut self, _: &str, _: bool) {}
         fn evict(&mut self, _: &str) -> Result<(), EvictionRefused> {
@@ -345,7 +469,12 @@ mod tests {
     }
 
     fn offering(instance_type: &str) -> OfferingRef {
-        OfferingRef { instance_type: instance_type.into(), zone: "z1".into(), capacity_type: CapacityType::OnDemand, price: 1.0 }
+        OfferingRef {
+            instance_type: instance_type.into(),
+            zone: "z1".into(),
+            capacity_type: CapacityType::OnDemand,
+            price: 1.0,
+        }
     }
 
     fn node(id: &str) -> NewNode {
@@ -367,9 +496,19 @@ mod tests {
     /// A controller on a [`Scarce`] cloud of `concurrency`, a [`Recording`] cluster, their log.
     fn setup(concurrency: usize) -> (Controller<Scarce>, Recording, Log) {
         let log: Log = Rc::default();
-        let cloud = Scarce { log: log.clone(), concurrency };
-        let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
-        let cluster = Recording { snapshot: ClusterSnapshot::default(), log: log.clone() };
+        let cloud = Scarce {
+            log: log.clone(),
+            concurrency,
+        };
+        let catalog = Catalog {
+            region: "test".into(),
+            instance_types: vec![],
+            provenance: None,
+        };
+        let cluster = Recording {
+            snapshot: ClusterSnapshot::default(),
+            log: log.clone(),
+        };
         (Controller::new(settings(), catalog, cloud), cluster, log)
     }
 
@@ -377,7 +516,14 @@ mod tests {
     fn every_claim_is_written_before_any_launch_and_a_group_s_ice_spares_the_next_group() {
         let (mut ctl, mut cluster, log) = setup(2);
         let names = ctl.launch_all(&mut cluster, vec![node("a"), node("b"), node("c")], 0.0);
-        assert_eq!(names, vec![Some("default-00001".to_string()), Some("default-00002".to_string()), Some("default-00003".to_string())]);
+        assert_eq!(
+            names,
+            vec![
+                Some("default-00001".to_string()),
+                Some("default-00002".to_string()),
+                Some("default-00003".to_string())
+            ]
+        );
         let log = log.borrow().clone();
         let expected = [
             "create default-00001",
@@ -400,7 +546,18 @@ mod tests {
     fn one_at_a_time_every_launch_knows_what_the_one_before_found() {
         let (mut ctl, mut cluster, log) = setup(1);
         ctl.launch_all(&mut cluster, vec![node("a"), node("b")], 0.0);
-        let launches: Vec<String> = log.borrow().iter().filter(|l| l.starts_with("launch")).cloned().collect();
-        assert_eq!(launches, ["launch default-00001 scarce,plenty", "launch default-00002 plenty"]);
+        let launches: Vec<String> = log
+            .borrow()
+            .iter()
+            .filter(|l| l.starts_with("launch"))
+            .cloned()
+            .collect();
+        assert_eq!(
+            launches,
+            [
+                "launch default-00001 scarce,plenty",
+                "launch default-00002 plenty"
+            ]
+        );
     }
 }

@@ -11,19 +11,28 @@ use std::time::Instant;
 
 use crate::catalog::{CapacityType, Catalog};
 use crate::domain::ClusterSnapshot;
-use crate::optimizer::milp::{self, bins, bound};
-use crate::optimizer::state::State;
 use crate::optimizer::greedy;
+use crate::optimizer::milp::{self, bins, bound};
 use crate::optimizer::problem::Problem;
+use crate::optimizer::state::State;
 use crate::optimizer::{solve_seeded, NewNode, Plan, SeedNode, SolveSettings, Strategy};
 
 use super::candidates::NodeInfo;
 use super::edit::without_nodes;
 use super::model::{self, Limits, Selection};
 use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, Move};
-use super::{assemble, cheaper_spot_types, cluster_cost, delete_only, round6, unbound_on, without_pending, DisruptionError, DisruptionSettings, Reason, Triage};
+use super::{
+    assemble, cheaper_spot_types, cluster_cost, delete_only, round6, unbound_on, without_pending,
+    DisruptionError, DisruptionSettings, Reason, Triage,
+};
 
-pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings, t: &Triage<'_>, start: Instant) -> Result<DisruptionPlan, DisruptionError> {
+pub(crate) fn decide(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &DisruptionSettings,
+    t: &Triage<'_>,
+    start: Instant,
+) -> Result<DisruptionPlan, DisruptionError> {
     // a margin for what runs after the last timed phase (actions, fingerprint)
     let budget = settings.time_limit.as_secs_f64() * 0.85;
     let base = without_pending(snapshot);
@@ -32,8 +41,15 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
     if pending > 0 {
         notes.push(format!("{pending} pending pods left to the provisioner"));
     }
-    let mut forced: BTreeMap<String, Reason> = t.forced.iter().map(|(n, r)| (n.name.clone(), *r)).collect();
-    let home = home_of(snapshot, t.cands.nodes.iter().filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)));
+    let mut forced: BTreeMap<String, Reason> =
+        t.forced.iter().map(|(n, r)| (n.name.clone(), *r)).collect();
+    let home = home_of(
+        snapshot,
+        t.cands
+            .nodes
+            .iter()
+            .filter(|n| forced.contains_key(&n.name) || t.open.iter().any(|o| o.name == n.name)),
+    );
     // the bound depends only on the triage: it runs on a second core while the selection and the
     // re-solve run, with the time they are expected to take
     std::thread::scope(|scope| {
@@ -42,13 +58,30 @@ pub(crate) fn decide(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &D
             scope.spawn(move || {
                 let mut notes = Vec::new();
                 let seconds = budget * BOUND_SHARE - start.elapsed().as_secs_f64();
-                (lower_bound(base, catalog, t, home, settings, seconds, &mut notes), notes)
+                (
+                    lower_bound(base, catalog, t, home, settings, seconds, &mut notes),
+                    notes,
+                )
             })
         });
-        let decided = decide_actions(snapshot, catalog, settings, t, start, budget, &base, &home, &mut forced, &mut notes);
+        let decided = decide_actions(
+            snapshot,
+            catalog,
+            settings,
+            t,
+            start,
+            budget,
+            &base,
+            &home,
+            &mut forced,
+            &mut notes,
+        );
         let (lower_bound, bound_notes) = match bound.map(|h| h.join()) {
             Some(Ok(b)) => b,
-            Some(Err(_)) => (0.0, vec!["no lower bound: the bound thread panicked".to_string()]),
+            Some(Err(_)) => (
+                0.0,
+                vec!["no lower bound: the bound thread panicked".to_string()],
+            ),
             None => (0.0, vec![]),
         };
         notes.extend(bound_notes);
@@ -76,21 +109,53 @@ fn decide_actions(
     notes: &mut Vec<String>,
 ) -> Result<Decided, DisruptionError> {
     // a failed selection model is the caller's to handle (it falls back to Karpenter's rules)
-    let selection = select(base, catalog, settings, t, forced, home, budget * 0.4).map_err(DisruptionError::Solver)?;
-    let mut remove = selection.as_ref().map(|s| s.remove.clone()).unwrap_or_default();
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), removed = remove.len(), status = selection.as_ref().map(|s| s.status.clone()), mip_gap = selection.as_ref().and_then(|s| s.mip_gap), "selection done");
-    let seed = selection.as_ref().map(|s| s.seed.clone()).unwrap_or_default();
+    let selection = select(base, catalog, settings, t, forced, home, budget * 0.4)
+        .map_err(DisruptionError::Solver)?;
+    let mut remove = selection
+        .as_ref()
+        .map(|s| s.remove.clone())
+        .unwrap_or_default();
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        removed = remove.len(),
+        status = selection.as_ref().map(|s| s.status.clone()),
+        mip_gap = selection.as_ref().and_then(|s| s.mip_gap),
+        "selection done"
+    );
+    let seed = selection
+        .as_ref()
+        .map(|s| s.seed.clone())
+        .unwrap_or_default();
     let mut blocked = t.blocked.clone();
     // the provisioning core plans the cluster the removals leave; a node whose pods find no place
     // stays, and so do the nodes of an action that does not pay, after which the rest is re-planned
     // (their instance types come back into the catalog)
     let mut actions;
     loop {
-        let after_plan = replan(base, catalog, settings, t, home, forced, &mut remove, &mut blocked, &seed, budget, start)?;
-        let reasons: BTreeMap<&str, Reason> =
-            forced.iter().map(|(n, r)| (n.as_str(), *r)).chain(remove.iter().map(|n| (n.as_str(), Reason::Underutilized))).collect();
+        let after_plan = replan(
+            base,
+            catalog,
+            settings,
+            t,
+            home,
+            forced,
+            &mut remove,
+            &mut blocked,
+            &seed,
+            budget,
+            start,
+        )?;
+        let reasons: BTreeMap<&str, Reason> = forced
+            .iter()
+            .map(|(n, r)| (n.as_str(), *r))
+            .chain(remove.iter().map(|n| (n.as_str(), Reason::Underutilized)))
+            .collect();
         actions = split(&after_plan, home, &reasons, t, notes);
-        let refused: Vec<String> = actions.iter().filter(|a| !worth_it(a, t, settings, &snapshot.weights, &mut blocked)).flat_map(|a| a.delete.clone()).collect();
+        let refused: Vec<String> = actions
+            .iter()
+            .filter(|a| !worth_it(a, t, settings, &snapshot.weights, &mut blocked))
+            .flat_map(|a| a.delete.clone())
+            .collect();
         if refused.is_empty() {
             break;
         }
@@ -98,8 +163,16 @@ fn decide_actions(
             remove.remove(n);
         }
     }
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), actions = actions.len(), "re-solve done");
-    Ok(Decided { selection, actions, blocked })
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        actions = actions.len(),
+        "re-solve done"
+    );
+    Ok(Decided {
+        selection,
+        actions,
+        blocked,
+    })
 }
 
 /// What the selection and the re-solve decided, before the bound is known.
@@ -111,19 +184,41 @@ struct Decided {
 
 /// The disruption plan from the decided actions and the bound.
 #[allow(clippy::too_many_arguments)]
-fn finish(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings, t: &Triage<'_>, start: Instant, decided: Decided, lower_bound: f64, notes: Vec<String>) -> DisruptionPlan {
-    let Decided { selection, actions, blocked } = decided;
+fn finish(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &DisruptionSettings,
+    t: &Triage<'_>,
+    start: Instant,
+    decided: Decided,
+    lower_bound: f64,
+    notes: Vec<String>,
+) -> DisruptionPlan {
+    let Decided {
+        selection,
+        actions,
+        blocked,
+    } = decided;
     let cost_before = cluster_cost(snapshot, catalog);
     let savings: f64 = actions.iter().map(|a| a.savings_per_hour).sum();
     let (status, mip_gap, variables, constraints, classes) = match &selection {
-        Some(s) => (s.status.clone(), s.mip_gap, s.variables, s.constraints, s.classes),
-        None if t.open.is_empty() && t.forced.is_empty() => ("no-candidates".to_string(), None, 0, 0, 0),
+        Some(s) => (
+            s.status.clone(),
+            s.mip_gap,
+            s.variables,
+            s.constraints,
+            s.classes,
+        ),
+        None if t.open.is_empty() && t.forced.is_empty() => {
+            ("no-candidates".to_string(), None, 0, 0, 0)
+        }
         None => ("feasible".to_string(), None, 0, 0, 0),
     };
     // "optimal" is a certified claim, as for provisioning: the hourly cost after is within the gap
     // target of the lower bound; a selection model that closed its own gap is only "feasible"
     let after = cost_before - savings;
-    let certified = after <= 0.0 || (after - lower_bound.min(cost_before)) / after <= settings.gap + 1e-9;
+    let certified =
+        after <= 0.0 || (after - lower_bound.min(cost_before)) / after <= settings.gap + 1e-9;
     let status = match status.as_str() {
         "no-candidates" => status,
         _ if certified => "optimal".to_string(),
@@ -163,21 +258,35 @@ fn replan(
     loop {
         let gone: BTreeSet<String> = forced.keys().chain(remove.iter()).cloned().collect();
         let after = without_nodes(base, &gone);
-        let types: BTreeSet<&str> = t.cands.nodes.iter().filter(|n| remove.contains(&n.name)).map(|n| n.instance_type.as_str()).collect();
+        let types: BTreeSet<&str> = t
+            .cands
+            .nodes
+            .iter()
+            .filter(|n| remove.contains(&n.name))
+            .map(|n| n.instance_type.as_str())
+            .collect();
         let cat = without_types(catalog, &types);
         // the re-solve keeps to its limit (building, replaying and the neighbourhood search included);
         // the rest is for extracting its plan and the fallback lists
         let left = ((budget - start.elapsed().as_secs_f64()) * 0.95).max(budget * 0.1);
         // the bound's thread is done by the time the re-solve's neighbourhood search starts (see
         // BOUND_SHARE): the second core runs a second search
-        let solve = SolveSettings { searches: 2, ..settings.solve(left, Strategy::Milp) };
+        let solve = SolveSettings {
+            searches: 2,
+            ..settings.solve(left, Strategy::Milp)
+        };
         let plan = solve_seeded(&after, &cat, &solve, seed)?.plan;
         let mut changed = false;
         for u in &plan.unschedulable {
-            let Some(node) = home.get(&u.pod) else { continue };
+            let Some(node) = home.get(&u.pod) else {
+                continue;
+            };
             let drifted = forced.get(node) == Some(&Reason::Drifted);
             if remove.remove(node) || (drifted && forced.remove(node).is_some()) {
-                blocked.push(Blocked { node: node.clone(), reason: format!("pod {} cannot be rescheduled: {}", u.pod, u.message) });
+                blocked.push(Blocked {
+                    node: node.clone(),
+                    reason: format!("pod {} cannot be rescheduled: {}", u.pod, u.message),
+                });
                 changed = true;
             }
         }
@@ -188,13 +297,23 @@ fn replan(
 }
 
 /// Each reschedulable pod of `nodes`, keyed by pod, with its node.
-pub(crate) fn home_of<'a>(snapshot: &ClusterSnapshot, nodes: impl Iterator<Item = &'a NodeInfo>) -> BTreeMap<String, String> {
-    nodes.flat_map(|n| n.pods.iter().map(move |&p| (snapshot.pods[p].key(), n.name.clone()))).collect()
+pub(crate) fn home_of<'a>(
+    snapshot: &ClusterSnapshot,
+    nodes: impl Iterator<Item = &'a NodeInfo>,
+) -> BTreeMap<String, String> {
+    nodes
+        .flat_map(|n| {
+            n.pods
+                .iter()
+                .map(move |&p| (snapshot.pods[p].key(), n.name.clone()))
+        })
+        .collect()
 }
 
 pub(crate) fn without_types(catalog: &Catalog, types: &BTreeSet<&str>) -> Catalog {
     let mut out = catalog.clone();
-    out.instance_types.retain(|it| !types.contains(it.name.as_str()));
+    out.instance_types
+        .retain(|it| !types.contains(it.name.as_str()));
     out
 }
 
@@ -215,16 +334,30 @@ fn select(
     let without_forced = without_nodes(base, &forced_names);
     let keep = unbound_on(&without_forced, &open);
     let gone = without_nodes(&without_forced, &open);
-    let open_home: BTreeMap<String, String> = home.iter().filter(|(_, n)| open.contains(*n)).map(|(p, n)| (p.clone(), n.clone())).collect();
-    let limits = Limits { budget: &t.underutilized, settings: &settings.solve(seconds, Strategy::Milp) };
+    let open_home: BTreeMap<String, String> = home
+        .iter()
+        .filter(|(_, n)| open.contains(*n))
+        .map(|(p, n)| (p.clone(), n.clone()))
+        .collect();
+    let limits = Limits {
+        budget: &t.underutilized,
+        settings: &settings.solve(seconds, Strategy::Milp),
+    };
     model::select(&keep, &gone, catalog, &t.open, &open_home, &limits).map(Some)
 }
 
 /// Cuts the plan of the cluster after into actions: removed nodes that share a launched node form
 /// one action; empty removals form one Empty action.
-fn split(after: &Plan, home: &BTreeMap<String, String>, reasons: &BTreeMap<&str, Reason>, t: &Triage<'_>, notes: &mut Vec<String>) -> Vec<Action> {
+fn split(
+    after: &Plan,
+    home: &BTreeMap<String, String>,
+    reasons: &BTreeMap<&str, Reason>,
+    t: &Triage<'_>,
+    notes: &mut Vec<String>,
+) -> Vec<Action> {
     let dest = after.destinations();
-    let launched: BTreeMap<&str, &NewNode> = after.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
+    let launched: BTreeMap<&str, &NewNode> =
+        after.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
     // union-find over removed nodes, joined through the launched nodes their pods go to
     let names: Vec<&str> = reasons.keys().copied().collect();
     let mut parent: Vec<usize> = (0..names.len()).collect();
@@ -238,13 +371,21 @@ fn split(after: &Plan, home: &BTreeMap<String, String>, reasons: &BTreeMap<&str,
     let mut owner_of_launch: BTreeMap<&str, usize> = BTreeMap::new();
     let mut moves: Vec<Vec<Move>> = vec![Vec::new(); names.len()];
     for (pod, node) in home {
-        let Ok(i) = names.binary_search(&node.as_str()) else { continue };
-        // only an expired node's pod can be without a place (forceful): it goes back to pending
-        let Some(&to) = dest.get(pod.as_str()) else {
-            notes.push(format!("pod {pod} on expired node {node} has no place and will be pending"));
+        let Ok(i) = names.binary_search(&node.as_str()) else {
             continue;
         };
-        moves[i].push(Move { pod: pod.clone(), from: node.clone(), to: to.to_string() });
+        // only an expired node's pod can be without a place (forceful): it goes back to pending
+        let Some(&to) = dest.get(pod.as_str()) else {
+            notes.push(format!(
+                "pod {pod} on expired node {node} has no place and will be pending"
+            ));
+            continue;
+        };
+        moves[i].push(Move {
+            pod: pod.clone(),
+            from: node.clone(),
+            to: to.to_string(),
+        });
         if launched.contains_key(to) {
             let j = *owner_of_launch.entry(to).or_insert(i);
             let (a, b) = (root(&mut parent, i), root(&mut parent, j));
@@ -265,14 +406,25 @@ fn split(after: &Plan, home: &BTreeMap<String, String>, reasons: &BTreeMap<&str,
             empties.extend(delete.iter().filter_map(|n| t.cands.find(n)));
             continue;
         }
-        let mut launch: Vec<NewNode> = owner_of_launch.iter().filter(|(_, &i)| members.contains(&root(&mut parent, i))).map(|(id, _)| launched[id].clone()).collect();
+        let mut launch: Vec<NewNode> = owner_of_launch
+            .iter()
+            .filter(|(_, &i)| members.contains(&root(&mut parent, i)))
+            .map(|(id, _)| launched[id].clone())
+            .collect();
         launch.sort_by(|a, b| a.id.cmp(&b.id));
-        let reason = members.iter().map(|&i| reasons[names[i]]).max_by_key(|r| rank(*r)).unwrap_or(Reason::Underutilized);
+        let reason = members
+            .iter()
+            .map(|&i| reasons[names[i]])
+            .max_by_key(|r| rank(*r))
+            .unwrap_or(Reason::Underutilized);
         let mut mv: Vec<Move> = members.iter().flat_map(|&i| moves[i].clone()).collect();
         mv.sort();
         actions.push(Action {
             reason,
-            savings_per_hour: round6(delete.iter().map(|n| price(n)).sum::<f64>() - launch.iter().map(|n| n.price).sum::<f64>()),
+            savings_per_hour: round6(
+                delete.iter().map(|n| price(n)).sum::<f64>()
+                    - launch.iter().map(|n| n.price).sum::<f64>(),
+            ),
             disruption_cost: round6(delete.iter().map(|n| cost(n)).sum()),
             delete,
             launch,
@@ -296,25 +448,52 @@ fn rank(r: Reason) -> u8 {
 
 /// Consolidation actions must pay: at least `minSavings`, and a spot node goes to spot capacity only
 /// with enough cheaper spot types to choose from. Forced actions always stand.
-fn worth_it(a: &Action, t: &Triage<'_>, settings: &DisruptionSettings, w: &crate::domain::CostWeights, blocked: &mut Vec<Blocked>) -> bool {
+fn worth_it(
+    a: &Action,
+    t: &Triage<'_>,
+    settings: &DisruptionSettings,
+    w: &crate::domain::CostWeights,
+    blocked: &mut Vec<Blocked>,
+) -> bool {
     if a.reason != Reason::Underutilized {
         return true;
     }
     let mut refuse = |why: String| {
-        blocked.extend(a.delete.iter().map(|n| Blocked { node: n.clone(), reason: why.clone() }));
+        blocked.extend(a.delete.iter().map(|n| Blocked {
+            node: n.clone(),
+            reason: why.clone(),
+        }));
         false
     };
     if a.savings_per_hour < w.min_savings {
-        return refuse(format!("replacing it saves ${:.4}/h, below minSavings ${}/h", a.savings_per_hour, w.min_savings));
+        return refuse(format!(
+            "replacing it saves ${:.4}/h, below minSavings ${}/h",
+            a.savings_per_hour, w.min_savings
+        ));
     }
     // Karpenter asks for flexibility only when one spot node is replaced (single-node
     // consolidation); replacing several spot nodes is taken on price alone
-    let all_spot = a.delete.len() == 1 && a.delete.iter().all(|n| t.cands.find(n).is_some_and(|c| c.spot));
-    let removed: f64 = a.delete.iter().filter_map(|n| t.cands.find(n)).map(|c| c.price).sum();
-    for l in a.launch.iter().filter(|l| all_spot && l.capacity_type == CapacityType::Spot) {
+    let all_spot = a.delete.len() == 1
+        && a.delete
+            .iter()
+            .all(|n| t.cands.find(n).is_some_and(|c| c.spot));
+    let removed: f64 = a
+        .delete
+        .iter()
+        .filter_map(|n| t.cands.find(n))
+        .map(|c| c.price)
+        .sum();
+    for l in a
+        .launch
+        .iter()
+        .filter(|l| all_spot && l.capacity_type == CapacityType::Spot)
+    {
         let found = cheaper_spot_types(l, removed);
         if found < settings.spot_to_spot_min_types {
-            return refuse(format!("spot-to-spot replacement needs {} cheaper spot types, found {found}", settings.spot_to_spot_min_types));
+            return refuse(format!(
+                "spot-to-spot replacement needs {} cheaper spot types, found {found}",
+                settings.spot_to_spot_min_types
+            ));
         }
     }
     true
@@ -324,12 +503,34 @@ fn worth_it(a: &Action, t: &Triage<'_>, settings: &DisruptionSettings, w: &crate
 /// where each candidate is an optional bin at its price and new offerings are open at their price
 /// (no spot-risk surcharge, no preference penalties: this bounds dollars, not the objective). The
 /// larger of the aggregated LP and, when pricing proved it converged, the pattern LP.
-fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: &BTreeMap<String, String>, settings: &DisruptionSettings, seconds: f64, notes: &mut Vec<String>) -> f64 {
+fn lower_bound(
+    base: &ClusterSnapshot,
+    catalog: &Catalog,
+    t: &Triage<'_>,
+    home: &BTreeMap<String, String>,
+    settings: &DisruptionSettings,
+    seconds: f64,
+    notes: &mut Vec<String>,
+) -> f64 {
     // only expiry removes a node for sure; an empty or drifted node may yet be kept, so it is an
     // optional bin like any consolidation candidate
-    let forced_names: BTreeSet<String> = t.forced.iter().filter(|(_, r)| *r == Reason::Expired).map(|(n, _)| n.name.clone()).collect();
-    let open: BTreeSet<String> =
-        t.open.iter().map(|n| n.name.clone()).chain(t.forced.iter().filter(|(_, r)| *r != Reason::Expired).map(|(n, _)| n.name.clone())).collect();
+    let forced_names: BTreeSet<String> = t
+        .forced
+        .iter()
+        .filter(|(_, r)| *r == Reason::Expired)
+        .map(|(n, _)| n.name.clone())
+        .collect();
+    let open: BTreeSet<String> = t
+        .open
+        .iter()
+        .map(|n| n.name.clone())
+        .chain(
+            t.forced
+                .iter()
+                .filter(|(_, r)| *r != Reason::Expired)
+                .map(|(n, _)| n.name.clone()),
+        )
+        .collect();
     let snap = unbound_on(&without_nodes(base, &forced_names), &open);
     let mut p = Problem::build(&snap, catalog);
     for shape in Arc::make_mut(&mut p.shapes).iter_mut() {
@@ -347,7 +548,12 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
             n.keep_cost = n.price;
         }
     }
-    let fixed: f64 = snap.nodes.iter().filter(|n| !open.contains(&n.name)).map(|n| crate::optimizer::problem::node_price(n, catalog)).sum();
+    let fixed: f64 = snap
+        .nodes
+        .iter()
+        .filter(|n| !open.contains(&n.name))
+        .map(|n| crate::optimizer::problem::node_price(n, catalog))
+        .sum();
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
     if demand.iter().all(|&d| d == 0) {
         return fixed;
@@ -361,7 +567,11 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
             0.0
         }
     };
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), bound = best, "aggregated bound done");
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        bound = best,
+        "aggregated bound done"
+    );
     // the pattern LP is tighter: it keeps pods whole, and a kept node keeps its own pods (the
     // aggregated LP above may not assume that: it has no way to put them back where they are)
     p.set_home(home);
@@ -369,7 +579,13 @@ fn lower_bound(base: &ClusterSnapshot, catalog: &Catalog, t: &Triage<'_>, home: 
     // as for provisioning, only where the LP's value bounds plans (soft rules: see lp_bounds_plans)
     if left > 0.2 && milp::lp_bounds_plans(&p) {
         let (greedy_state, _) = greedy::seed(&p, State::new(&p), &p.class_demands());
-        if let Ok(milp::Generation { bound: Some(b), .. }) = milp::columns_and_bound(&p, &settings.solve(left, Strategy::Milp), &greedy_state, &demand, milp::Unproven::Large) {
+        if let Ok(milp::Generation { bound: Some(b), .. }) = milp::columns_and_bound(
+            &p,
+            &settings.solve(left, Strategy::Milp),
+            &greedy_state,
+            &demand,
+            milp::Unproven::Large,
+        ) {
             let b = milp::safe_pattern_bound(b, p.total_pods() as f64);
             if b > best {
                 notes.push("lower bound from the pattern lp".into());

@@ -73,9 +73,10 @@ fn budget_limit(budget: &Budget, num_nodes: usize, now: Timestamp) -> Limit {
     }
     let nodes = budget.nodes.trim();
     let allowed = match nodes.strip_suffix('%') {
-        Some(percent) => {
-            percent.parse::<u64>().ok().map(|p| (u128::from(p) * num_nodes as u128).div_ceil(100))
-        }
+        Some(percent) => percent
+            .parse::<u64>()
+            .ok()
+            .map(|p| (u128::from(p) * num_nodes as u128).div_ceil(100)),
         None => nodes.parse::<u64>().ok().map(u128::from),
     };
     match allowed {
@@ -93,13 +94,19 @@ fn budget_limit(budget: &Budget, num_nodes: usize, now: Timestamp) -> Limit {
 /// A budget whose schedule, duration or (while active) nodes cannot be parsed blocks every reason
 /// of the pool, not just its own: Karpenter aggregates the errors of all budgets and then returns 0,
 /// since it cannot know what the operator meant.
-pub fn allowed_disruptions(budgets: &[Budget], reason: Reason, num_nodes: usize, now: Timestamp) -> usize {
+pub fn allowed_disruptions(
+    budgets: &[Budget],
+    reason: Reason,
+    num_nodes: usize,
+    now: Timestamp,
+) -> usize {
     if reason == Reason::Expired {
         return num_nodes;
     }
     let mut allowed = num_nodes;
     for budget in budgets {
-        let applies = budget.reasons.is_empty() || budget.reasons.iter().any(|r| r == reason.as_str());
+        let applies =
+            budget.reasons.is_empty() || budget.reasons.iter().any(|r| r == reason.as_str());
         match budget_limit(budget, num_nodes, now) {
             Limit::Malformed => return 0,
             Limit::Nodes(n) if applies => allowed = allowed.min(n),
@@ -139,21 +146,35 @@ impl BudgetTable {
             .collect();
         let claim_deleting = |node: &crate::domain::Node| {
             deleting_claims.contains(node.name.as_str())
-                || node.provider_id.as_deref().is_some_and(|id| deleting_claims.contains(id))
+                || node
+                    .provider_id
+                    .as_deref()
+                    .is_some_and(|id| deleting_claims.contains(id))
         };
         let pools = snapshot
             .nodepools
             .iter()
             .map(|pool| {
-                let members: Vec<_> =
-                    snapshot.nodes.iter().filter(|n| n.nodepool() == Some(pool.name.as_str())).collect();
-                let disrupting =
-                    members.iter().filter(|n| !n.ready || n.deleting || claim_deleting(n)).count();
+                let members: Vec<_> = snapshot
+                    .nodes
+                    .iter()
+                    .filter(|n| n.nodepool() == Some(pool.name.as_str()))
+                    .collect();
+                let disrupting = members
+                    .iter()
+                    .filter(|n| !n.ready || n.deleting || claim_deleting(n))
+                    .count();
                 let remaining = Reason::BUDGETED.map(|reason| {
                     allowed_disruptions(&pool.disruption.budgets, reason, members.len(), now)
                         .saturating_sub(disrupting)
                 });
-                (pool.name.clone(), PoolAllowance { nodes: members.len(), remaining })
+                (
+                    pool.name.clone(),
+                    PoolAllowance {
+                        nodes: members.len(),
+                        remaining,
+                    },
+                )
             })
             .collect();
         BudgetTable { pools }
@@ -162,7 +183,9 @@ impl BudgetTable {
     /// Disruptions still allowed; 0 for a pool the table doesn't know. For [`Reason::Expired`] it is
     /// the pool's node count, as expiration is not limited.
     pub fn allowed(&self, pool: &str, reason: Reason) -> usize {
-        let Some(entry) = self.pools.get(pool) else { return 0 };
+        let Some(entry) = self.pools.get(pool) else {
+            return 0;
+        };
         match reason.budget_index() {
             Some(i) => entry.remaining[i],
             None => entry.nodes,
@@ -172,7 +195,9 @@ impl BudgetTable {
     /// Uses one disruption of `pool` for `reason`: true (and one fewer left) if the budget allows
     /// it, false if it is exhausted or the pool unknown. Expiration always proceeds.
     pub fn take(&mut self, pool: &str, reason: Reason) -> bool {
-        let Some(i) = reason.budget_index() else { return true };
+        let Some(i) = reason.budget_index() else {
+            return true;
+        };
         match self.pools.get_mut(pool) {
             Some(entry) if entry.remaining[i] > 0 => {
                 entry.remaining[i] -= 1;
@@ -220,16 +245,38 @@ mod tests {
 
     #[test]
     fn reason_names() {
-        for reason in [Reason::Empty, Reason::Underutilized, Reason::Drifted, Reason::Expired] {
-            assert_eq!(serde_json::to_string(&reason).unwrap(), format!("\"{}\"", reason.as_str()));
-            assert_eq!(serde_json::from_str::<Reason>(&format!("\"{reason}\"")).unwrap(), reason);
+        for reason in [
+            Reason::Empty,
+            Reason::Underutilized,
+            Reason::Drifted,
+            Reason::Expired,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&reason).unwrap(),
+                format!("\"{}\"", reason.as_str())
+            );
+            assert_eq!(
+                serde_json::from_str::<Reason>(&format!("\"{reason}\"")).unwrap(),
+                reason
+            );
         }
     }
 
     #[test]
     fn d1_counts_and_percentages() {
-        for (nodes, expected) in [("30%", 3), ("100%", 10), ("0%", 0), ("0", 0), ("5", 5), ("50", 10)] {
-            assert_eq!(allowed(&[budget(nodes, &[], None)], Reason::Empty, 10), expected, "{nodes}");
+        for (nodes, expected) in [
+            ("30%", 3),
+            ("100%", 10),
+            ("0%", 0),
+            ("0", 0),
+            ("5", 5),
+            ("50", 10),
+        ] {
+            assert_eq!(
+                allowed(&[budget(nodes, &[], None)], Reason::Empty, 10),
+                expected,
+                "{nodes}"
+            );
         }
         assert_eq!(allowed(&[budget("10%", &[], None)], Reason::Drifted, 15), 2);
         assert_eq!(allowed(&[budget("1%", &[], None)], Reason::Drifted, 1), 1);
@@ -240,7 +287,11 @@ mod tests {
     fn no_budget_is_unlimited() {
         assert_eq!(allowed(&[], Reason::Underutilized, 7), 7);
         let weekly = budget("0", &[], Some(("@weekly", "1h")));
-        assert_eq!(allowed(&[weekly], Reason::Underutilized, 7), 7, "an inactive budget doesn't constrain");
+        assert_eq!(
+            allowed(&[weekly], Reason::Underutilized, 7),
+            7,
+            "an inactive budget doesn't constrain"
+        );
         let drift_only = budget("1", &["Drifted"], None);
         assert_eq!(allowed(&[drift_only], Reason::Empty, 7), 7);
     }
@@ -253,7 +304,11 @@ mod tests {
             budget("100%", &[], always),
             budget("15", &["Drifted", "Underutilized"], always),
             budget("5", &["Drifted"], always),
-            budget("0", &["Underutilized", "Drifted", "Empty"], Some(("@weekly", "1h"))),
+            budget(
+                "0",
+                &["Underutilized", "Drifted", "Empty"],
+                Some(("@weekly", "1h")),
+            ),
             budget("4", &["Empty"], always),
         ]
     }
@@ -284,13 +339,27 @@ mod tests {
             budget("ten", &["Drifted"], None),
             budget("5", &[], Some(("@wrongly", "1h"))),
             budget("5", &[], Some(("@daily", "1d"))),
-            Budget { duration: None, ..budget("5", &[], Some(("@daily", "1h"))) },
+            Budget {
+                duration: None,
+                ..budget("5", &[], Some(("@daily", "1h")))
+            },
         ] {
             // A malformed budget blocks every reason, even one it doesn't name.
-            assert_eq!(allowed(&[ok.clone(), bad.clone()], Reason::Empty, 10), 0, "{bad:?}");
+            assert_eq!(
+                allowed(&[ok.clone(), bad.clone()], Reason::Empty, 10),
+                0,
+                "{bad:?}"
+            );
         }
         // An inactive budget's nodes are not read, as in Karpenter.
-        assert_eq!(allowed(&[budget("bad", &[], Some(("@yearly", "1h")))], Reason::Empty, 10), 10);
+        assert_eq!(
+            allowed(
+                &[budget("bad", &[], Some(("@yearly", "1h")))],
+                Reason::Empty,
+                10
+            ),
+            10
+        );
     }
 
     #[test]
@@ -323,15 +392,26 @@ mod tests {
                 pool
             })
             .collect();
-        ClusterSnapshot { nodes: nodes.into_iter().map(std::sync::Arc::new).collect(), nodepools, ..ClusterSnapshot::default() }
+        ClusterSnapshot {
+            nodes: nodes.into_iter().map(std::sync::Arc::new).collect(),
+            nodepools,
+            ..ClusterSnapshot::default()
+        }
     }
 
     #[test]
     fn disrupting_nodes_use_up_the_budget() {
-        let mut nodes: Vec<_> = (0..10).map(|i| node(&format!("a{i}"), "a", i >= 2)).collect();
+        let mut nodes: Vec<_> = (0..10)
+            .map(|i| node(&format!("a{i}"), "a", i >= 2))
+            .collect();
         nodes.push(node("b0", "b", true));
-        let table = BudgetTable::build(&snapshot(&[("a", "50%"), ("b", "1")], nodes.clone()), now());
-        assert_eq!(table.allowed("a", Reason::Underutilized), 3, "50% of 10 minus 2 NotReady");
+        let table =
+            BudgetTable::build(&snapshot(&[("a", "50%"), ("b", "1")], nodes.clone()), now());
+        assert_eq!(
+            table.allowed("a", Reason::Underutilized),
+            3,
+            "50% of 10 minus 2 NotReady"
+        );
         assert_eq!(table.allowed("b", Reason::Empty), 1);
 
         nodes[2].deleting = true;
@@ -348,14 +428,22 @@ mod tests {
         assert!(table.take("a", Reason::Empty));
         assert!(!table.take("a", Reason::Empty));
         assert_eq!(table.allowed("a", Reason::Empty), 0);
-        assert_eq!(table.allowed("a", Reason::Drifted), 2, "reasons are counted apart");
+        assert_eq!(
+            table.allowed("a", Reason::Drifted),
+            2,
+            "reasons are counted apart"
+        );
         assert!(table.take("a", Reason::Expired));
         assert!(!table.take("unknown", Reason::Drifted));
         assert_eq!(table.allowed("unknown", Reason::Drifted), 0);
         let entries: Vec<_> = table.entries().collect();
         assert_eq!(
             entries,
-            vec![("a", Reason::Empty, 0), ("a", Reason::Underutilized, 2), ("a", Reason::Drifted, 2)]
+            vec![
+                ("a", Reason::Empty, 0),
+                ("a", Reason::Underutilized, 2),
+                ("a", Reason::Drifted, 2)
+            ]
         );
     }
 }

@@ -57,11 +57,18 @@ impl Candidates {
     pub fn build(snapshot: &ClusterSnapshot, catalog: &Catalog, now: Timestamp) -> Candidates {
         let mut out = Candidates::default();
         for (i, node) in snapshot.nodes.iter().enumerate() {
-            let Some(pool) = node.nodepool().and_then(|p| snapshot.nodepools.iter().find(|np| np.name == p)) else {
-                out.unmanaged.push(Blocked { node: node.name.clone(), reason: "not managed by a nodepool in the snapshot".into() });
+            let Some(pool) = node
+                .nodepool()
+                .and_then(|p| snapshot.nodepools.iter().find(|np| np.name == p))
+            else {
+                out.unmanaged.push(Blocked {
+                    node: node.name.clone(),
+                    reason: "not managed by a nodepool in the snapshot".into(),
+                });
                 continue;
             };
-            out.nodes.push(describe(snapshot, catalog, i, node, pool, now));
+            out.nodes
+                .push(describe(snapshot, catalog, i, node, pool, now));
         }
         out
     }
@@ -71,12 +78,28 @@ impl Candidates {
     }
 }
 
-fn describe(snapshot: &ClusterSnapshot, catalog: &Catalog, i: usize, node: &Node, pool: &NodePool, now: Timestamp) -> NodeInfo {
-    let claim = snapshot.node_claims.iter().find(|c| c.node_name.as_deref() == Some(&node.name));
+fn describe(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    i: usize,
+    node: &Node,
+    pool: &NodePool,
+    now: Timestamp,
+) -> NodeInfo {
+    let claim = snapshot
+        .node_claims
+        .iter()
+        .find(|c| c.node_name.as_deref() == Some(&node.name));
     let pods: Vec<usize> = (0..snapshot.pods.len())
-        .filter(|&p| snapshot.pods[p].node_name.as_deref() == Some(&node.name) && snapshot.pods[p].is_reschedulable())
+        .filter(|&p| {
+            snapshot.pods[p].node_name.as_deref() == Some(&node.name)
+                && snapshot.pods[p].is_reschedulable()
+        })
         .collect();
-    let created = claim.and_then(|c| c.created.as_deref()).or(node.created.as_deref()).and_then(|t| parse_timestamp(t).ok());
+    let created = claim
+        .and_then(|c| c.created.as_deref())
+        .or(node.created.as_deref())
+        .and_then(|t| parse_timestamp(t).ok());
     let expire_after = claim
         .and_then(|c| c.expire_after.as_deref())
         .or(pool.expire_after.as_deref())
@@ -84,10 +107,16 @@ fn describe(snapshot: &ClusterSnapshot, catalog: &Catalog, i: usize, node: &Node
         .flatten();
     let age = created.map(|c| (now - c).to_std().unwrap_or_default());
     let lifetime = match (expire_after, age) {
-        (Some(e), Some(a)) if !e.is_zero() => (1.0 - a.as_secs_f64() / e.as_secs_f64()).clamp(0.0, 1.0),
+        (Some(e), Some(a)) if !e.is_zero() => {
+            (1.0 - a.as_secs_f64() / e.as_secs_f64()).clamp(0.0, 1.0)
+        }
         _ => 1.0,
     };
-    let eviction_cost: f64 = pods.iter().map(|&p| eviction_cost(&snapshot.pods[p]).max(0.0)).sum::<f64>() * lifetime;
+    let eviction_cost: f64 = pods
+        .iter()
+        .map(|&p| eviction_cost(&snapshot.pods[p]).max(0.0))
+        .sum::<f64>()
+        * lifetime;
     let w = &snapshot.weights;
     NodeInfo {
         node: i,
@@ -108,43 +137,103 @@ fn describe(snapshot: &ClusterSnapshot, catalog: &Catalog, i: usize, node: &Node
 
 /// Karpenter's `EvictionCost`: 1, plus the pod-deletion-cost and priority scaled into (-10, 10).
 pub fn eviction_cost(pod: &Pod) -> f64 {
-    (1.0 + f64::from(pod.deletion_cost) / 2f64.powi(27) + f64::from(pod.priority) / 2f64.powi(25)).clamp(-10.0, 10.0)
+    (1.0 + f64::from(pod.deletion_cost) / 2f64.powi(27) + f64::from(pod.priority) / 2f64.powi(25))
+        .clamp(-10.0, 10.0)
 }
 
-fn drift(node: &Node, claim: Option<&NodeClaim>, pool: &NodePool, catalog: &Catalog) -> Option<String> {
-    if let (Some(want), Some(have)) = (pool.hash.as_deref(), claim.and_then(|c| c.nodepool_hash.as_deref())) {
+fn drift(
+    node: &Node,
+    claim: Option<&NodeClaim>,
+    pool: &NodePool,
+    catalog: &Catalog,
+) -> Option<String> {
+    if let (Some(want), Some(have)) = (
+        pool.hash.as_deref(),
+        claim.and_then(|c| c.nodepool_hash.as_deref()),
+    ) {
         if want != have {
-            return Some(format!("nodepool template changed (hash {have} is now {want})"));
+            return Some(format!(
+                "nodepool template changed (hash {have} is now {want})"
+            ));
         }
     }
     // as Karpenter, a well-known label the node does not carry is not drift (AllowUndefinedWellKnownLabels)
     let undefined_well_known = |key: &str| !node.labels.contains_key(key) && is_well_known(key);
-    if let Some(r) = pool.requirements.iter().find(|r| !undefined_well_known(&r.key) && !r.matches(&node.labels)) {
-        return Some(format!("node no longer meets nodepool requirement on {}", r.key));
+    if let Some(r) = pool
+        .requirements
+        .iter()
+        .find(|r| !undefined_well_known(&r.key) && !r.matches(&node.labels))
+    {
+        return Some(format!(
+            "node no longer meets nodepool requirement on {}",
+            r.key
+        ));
     }
-    if let Some(t) = node.labels.get(INSTANCE_TYPE).filter(|t| !catalog.instance_types.iter().any(|it| &it.name == *t)) {
+    if let Some(t) = node
+        .labels
+        .get(INSTANCE_TYPE)
+        .filter(|t| !catalog.instance_types.iter().any(|it| &it.name == *t))
+    {
         return Some(format!("instance type {t} is no longer offered"));
     }
-    claim.filter(|c| c.drifted).map(|_| "nodeclaim reports Drifted".to_string())
+    claim
+        .filter(|c| c.drifted)
+        .map(|_| "nodeclaim reports Drifted".to_string())
 }
 
 fn is_well_known(key: &str) -> bool {
     use crate::domain::labels::{ARCH, NODEPOOL, OS, REGION};
-    [INSTANCE_TYPE, ZONE, REGION, ARCH, OS, CAPACITY_TYPE, NODEPOOL].contains(&key) || key.starts_with("karpenter.k8s.aws/")
+    [
+        INSTANCE_TYPE,
+        ZONE,
+        REGION,
+        ARCH,
+        OS,
+        CAPACITY_TYPE,
+        NODEPOOL,
+    ]
+    .contains(&key)
+        || key.starts_with("karpenter.k8s.aws/")
 }
 
 /// Whether consolidateAfter has passed since the last pod event and the policy allows the node.
-fn consolidatable(snapshot: &ClusterSnapshot, node: &Node, claim: Option<&NodeClaim>, pool: &NodePool, pods: &[usize], now: Timestamp) -> bool {
-    let Some(after) = pool.disruption.consolidate_after.as_deref().map(parse_nillable) else { return true };
+fn consolidatable(
+    snapshot: &ClusterSnapshot,
+    node: &Node,
+    claim: Option<&NodeClaim>,
+    pool: &NodePool,
+    pods: &[usize],
+    now: Timestamp,
+) -> bool {
+    let Some(after) = pool
+        .disruption
+        .consolidate_after
+        .as_deref()
+        .map(parse_nillable)
+    else {
+        return true;
+    };
     let Ok(Some(after)) = after else { return false }; // Never, or unreadable: fail closed
     if !pods.is_empty() && pool.disruption.consolidation_policy == "WhenEmpty" {
         return false;
     }
     // without the claim's lastPodEventTime, the latest of the node's and its pods' start stands in
-    let last = claim.and_then(|c| c.last_pod_event.as_deref()).map(str::to_string).or_else(|| {
-        let times = pods.iter().filter_map(|&p| snapshot.pods[p].started.as_ref().or(snapshot.pods[p].created.as_ref()));
-        times.chain(node.created.as_ref()).filter_map(|t| parse_timestamp(t).ok()).max().map(|t| t.to_rfc3339())
-    });
+    let last = claim
+        .and_then(|c| c.last_pod_event.as_deref())
+        .map(str::to_string)
+        .or_else(|| {
+            let times = pods.iter().filter_map(|&p| {
+                snapshot.pods[p]
+                    .started
+                    .as_ref()
+                    .or(snapshot.pods[p].created.as_ref())
+            });
+            times
+                .chain(node.created.as_ref())
+                .filter_map(|t| parse_timestamp(t).ok())
+                .max()
+                .map(|t| t.to_rfc3339())
+        });
     match last.and_then(|t| parse_timestamp(&t).ok()) {
         Some(t) => (now - t).to_std().is_ok_and(|d| d >= after),
         None => true,
@@ -152,17 +241,33 @@ fn consolidatable(snapshot: &ClusterSnapshot, node: &Node, claim: Option<&NodeCl
 }
 
 /// Why no voluntary disruption may take the node, checked in Karpenter's order.
-fn block(snapshot: &ClusterSnapshot, node: &Node, claim: Option<&NodeClaim>, pods: &[usize], catalog: &Catalog, now: Timestamp) -> Option<String> {
+fn block(
+    snapshot: &ClusterSnapshot,
+    node: &Node,
+    claim: Option<&NodeClaim>,
+    pods: &[usize],
+    catalog: &Catalog,
+    now: Timestamp,
+) -> Option<String> {
     if node.deleting || claim.is_some_and(|c| c.deleting) {
         return Some("already being deleted".into());
     }
     if claim.is_some_and(|c| !c.initialized) || (claim.is_none() && !node.ready) {
         return Some("still initializing".into());
     }
-    if node.annotations.get(NODE_DO_NOT_DISRUPT).map(String::as_str) == Some("true") {
+    if node
+        .annotations
+        .get(NODE_DO_NOT_DISRUPT)
+        .map(String::as_str)
+        == Some("true")
+    {
         return Some("node annotated karpenter.sh/do-not-disrupt".into());
     }
-    if ![INSTANCE_TYPE, ZONE, CAPACITY_TYPE].iter().all(|k| node.labels.contains_key(*k)) || node_price(node, catalog) <= 0.0 {
+    if ![INSTANCE_TYPE, ZONE, CAPACITY_TYPE]
+        .iter()
+        .all(|k| node.labels.contains_key(*k))
+        || node_price(node, catalog) <= 0.0
+    {
         return Some("instance type, zone or capacity type unknown to the catalog".into());
     }
     for &p in pods {
@@ -170,12 +275,27 @@ fn block(snapshot: &ClusterSnapshot, node: &Node, claim: Option<&NodeClaim>, pod
         if protected(pod, now) {
             return Some(format!("pod {} has karpenter.sh/do-not-disrupt", pod.key()));
         }
-        let pdbs: Vec<_> = snapshot.pdbs.iter().filter(|b| b.namespace == pod.namespace && b.selector.matches(&pod.labels)).collect();
+        let pdbs: Vec<_> = snapshot
+            .pdbs
+            .iter()
+            .filter(|b| b.namespace == pod.namespace && b.selector.matches(&pod.labels))
+            .collect();
         if pdbs.len() > 1 {
-            return Some(format!("pod {} is selected by more than one pdb", pod.key()));
+            return Some(format!(
+                "pod {} is selected by more than one pdb",
+                pod.key()
+            ));
         }
-        if let Some(b) = pdbs.first().filter(|b| allowed_disruptions(snapshot, b) == 0) {
-            return Some(format!("pdb {}/{} allows no disruption (pod {})", b.namespace, b.name, pod.key()));
+        if let Some(b) = pdbs
+            .first()
+            .filter(|b| allowed_disruptions(snapshot, b) == 0)
+        {
+            return Some(format!(
+                "pdb {}/{} allows no disruption (pod {})",
+                b.namespace,
+                b.name,
+                pod.key()
+            ));
         }
     }
     None
@@ -186,7 +306,13 @@ fn block(snapshot: &ClusterSnapshot, node: &Node, claim: Option<&NodeClaim>, pod
 fn protected(pod: &Pod, now: Timestamp) -> bool {
     match pod.do_not_disrupt.as_deref() {
         Some("true") => true,
-        Some(d) => match (parse_go_duration(d), pod.started.as_deref().or(pod.created.as_deref()).map(parse_timestamp)) {
+        Some(d) => match (
+            parse_go_duration(d),
+            pod.started
+                .as_deref()
+                .or(pod.created.as_deref())
+                .map(parse_timestamp),
+        ) {
             (Ok(d), Some(Ok(start))) => (now - start).to_std().map_or(true, |ran| ran < d),
             (Ok(_), None) => true,
             _ => false,
@@ -197,14 +323,23 @@ fn protected(pod: &Pod, now: Timestamp) -> bool {
 
 /// A PDB's allowed disruptions: `status.disruptionsAllowed` when reported, otherwise computed from
 /// the spec over the running pods it selects (percentages rounded up, as the disruption controller does).
-pub fn allowed_disruptions(snapshot: &ClusterSnapshot, b: &crate::domain::PodDisruptionBudget) -> usize {
+pub fn allowed_disruptions(
+    snapshot: &ClusterSnapshot,
+    b: &crate::domain::PodDisruptionBudget,
+) -> usize {
     if let Some(a) = b.disruptions_allowed {
         return a.max(0) as usize;
     }
     let healthy = snapshot
         .pods
         .iter()
-        .filter(|p| p.namespace == b.namespace && p.node_name.is_some() && !p.terminal && !p.terminating && b.selector.matches(&p.labels))
+        .filter(|p| {
+            p.namespace == b.namespace
+                && p.node_name.is_some()
+                && !p.terminal
+                && !p.terminating
+                && b.selector.matches(&p.labels)
+        })
         .count();
     let scaled = |v: &str| crate::domain::PodDisruptionBudget::count_of(v, healthy);
     match (b.min_available.as_deref(), b.max_unavailable.as_deref()) {
@@ -220,7 +355,11 @@ mod tests {
     use crate::domain::{LabelSelector, PodConstraints, PodDisruptionBudget};
 
     fn pod(name: &str, node: Option<&str>) -> Pod {
-        let constraints = PodConstraints { namespace: "default".into(), labels: [("app".to_string(), "web".to_string())].into(), ..Default::default() };
+        let constraints = PodConstraints {
+            namespace: "default".into(),
+            labels: [("app".to_string(), "web".to_string())].into(),
+            ..Default::default()
+        };
         Pod {
             node_name: node.map(str::to_string),
             created: Some("2026-11-30T10:00:00Z".into()),
@@ -263,15 +402,34 @@ mod tests {
 
     #[test]
     fn pdb_allowance_from_status_or_spec() {
-        let snap = ClusterSnapshot { pods: (0..4).map(|i| std::sync::Arc::new(pod(&format!("w{i}"), Some("n")))).collect(), ..ClusterSnapshot::default() };
-        let selector = LabelSelector { match_labels: [("app".to_string(), "web".to_string())].into(), match_expressions: vec![] };
-        let mut b = PodDisruptionBudget { namespace: "default".into(), name: "web".into(), selector, min_available: Some("3".into()), max_unavailable: None, disruptions_allowed: None };
+        let snap = ClusterSnapshot {
+            pods: (0..4)
+                .map(|i| std::sync::Arc::new(pod(&format!("w{i}"), Some("n"))))
+                .collect(),
+            ..ClusterSnapshot::default()
+        };
+        let selector = LabelSelector {
+            match_labels: [("app".to_string(), "web".to_string())].into(),
+            match_expressions: vec![],
+        };
+        let mut b = PodDisruptionBudget {
+            namespace: "default".into(),
+            name: "web".into(),
+            selector,
+            min_available: Some("3".into()),
+            max_unavailable: None,
+            disruptions_allowed: None,
+        };
         assert_eq!(allowed_disruptions(&snap, &b), 1);
         b.min_available = Some("50%".into());
         assert_eq!(allowed_disruptions(&snap, &b), 2);
         b.max_unavailable = Some("25%".into());
         assert_eq!(allowed_disruptions(&snap, &b), 1);
         b.disruptions_allowed = Some(0);
-        assert_eq!(allowed_disruptions(&snap, &b), 0, "the controller's status wins");
+        assert_eq!(
+            allowed_disruptions(&snap, &b),
+            0,
+            "the controller's status wins"
+        );
     }
 }

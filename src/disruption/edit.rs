@@ -18,21 +18,30 @@ use super::plan::DisruptionPlan;
 pub fn without_nodes(snapshot: &ClusterSnapshot, nodes: &BTreeSet<String>) -> ClusterSnapshot {
     let mut out = snapshot.clone();
     out.nodes.retain(|n| !nodes.contains(&n.name));
-    out.node_claims.retain(|c| c.node_name.as_ref().is_none_or(|n| !nodes.contains(n)));
-    out.pods.retain_mut(|p| match p.node_name.as_ref().filter(|n| nodes.contains(*n)) {
-        None => true,
-        Some(_) if p.is_reschedulable() => {
-            Arc::make_mut(p).node_name = None;
-            true
-        }
-        Some(_) => false,
-    });
+    out.node_claims
+        .retain(|c| c.node_name.as_ref().is_none_or(|n| !nodes.contains(n)));
+    out.pods.retain_mut(
+        |p| match p.node_name.as_ref().filter(|n| nodes.contains(*n)) {
+            None => true,
+            Some(_) if p.is_reschedulable() => {
+                Arc::make_mut(p).node_name = None;
+                true
+            }
+            Some(_) => false,
+        },
+    );
     out
 }
 
 /// The snapshot once a provisioning plan is carried out: every new node is registered (named
 /// `{prefix}{id}`) with a NodeClaim and its DaemonSet pods, and every placed pod is bound.
-pub fn with_plan(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &Plan, prefix: &str, now: &str) -> ClusterSnapshot {
+pub fn with_plan(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    plan: &Plan,
+    prefix: &str,
+    now: &str,
+) -> ClusterSnapshot {
     let mut out = snapshot.clone();
     let names = register_all(&mut out, catalog, &plan.nodes, prefix, now);
     bind(&mut out, plan.destinations().into_iter(), &names);
@@ -40,17 +49,44 @@ pub fn with_plan(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &Plan, pre
 }
 
 /// The snapshot once every action of a disruption plan is carried out.
-pub fn with_disruption(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &DisruptionPlan, prefix: &str, now: &str) -> ClusterSnapshot {
-    let deleted: BTreeSet<String> = plan.actions.iter().flat_map(|a| a.delete.iter().cloned()).collect();
+pub fn with_disruption(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    plan: &DisruptionPlan,
+    prefix: &str,
+    now: &str,
+) -> ClusterSnapshot {
+    let deleted: BTreeSet<String> = plan
+        .actions
+        .iter()
+        .flat_map(|a| a.delete.iter().cloned())
+        .collect();
     let mut out = without_nodes(snapshot, &deleted);
-    let launched: Vec<NewNode> = plan.actions.iter().flat_map(|a| a.launch.iter().cloned()).collect();
+    let launched: Vec<NewNode> = plan
+        .actions
+        .iter()
+        .flat_map(|a| a.launch.iter().cloned())
+        .collect();
     let names = register_all(&mut out, catalog, &launched, prefix, now);
-    bind(&mut out, plan.actions.iter().flat_map(|a| &a.moves).map(|m| (m.pod.as_str(), m.to.as_str())), &names);
+    bind(
+        &mut out,
+        plan.actions
+            .iter()
+            .flat_map(|a| &a.moves)
+            .map(|m| (m.pod.as_str(), m.to.as_str())),
+        &names,
+    );
     out
 }
 
 /// Registers every launched node as `{prefix}{id}`; returns id -> node name.
-fn register_all(snapshot: &mut ClusterSnapshot, catalog: &Catalog, nodes: &[NewNode], prefix: &str, now: &str) -> BTreeMap<String, String> {
+fn register_all(
+    snapshot: &mut ClusterSnapshot,
+    catalog: &Catalog,
+    nodes: &[NewNode],
+    prefix: &str,
+    now: &str,
+) -> BTreeMap<String, String> {
     let mut names = BTreeMap::new();
     for n in nodes {
         let name = format!("{prefix}{}", n.id);
@@ -61,8 +97,14 @@ fn register_all(snapshot: &mut ClusterSnapshot, catalog: &Catalog, nodes: &[NewN
 }
 
 /// Binds pods to their targets: a launched node's id (renamed through `names`) or an existing node.
-fn bind<'a>(snapshot: &mut ClusterSnapshot, targets: impl Iterator<Item = (&'a str, &'a str)>, names: &BTreeMap<String, String>) {
-    let target: BTreeMap<&str, &str> = targets.map(|(pod, to)| (pod, names.get(to).map_or(to, String::as_str))).collect();
+fn bind<'a>(
+    snapshot: &mut ClusterSnapshot,
+    targets: impl Iterator<Item = (&'a str, &'a str)>,
+    names: &BTreeMap<String, String>,
+) {
+    let target: BTreeMap<&str, &str> = targets
+        .map(|(pod, to)| (pod, names.get(to).map_or(to, String::as_str)))
+        .collect();
     for pod in &mut snapshot.pods {
         if let Some(node) = target.get(pod.key().as_str()) {
             Arc::make_mut(pod).node_name = Some(node.to_string());
@@ -71,14 +113,29 @@ fn bind<'a>(snapshot: &mut ClusterSnapshot, targets: impl Iterator<Item = (&'a s
 }
 
 /// Adds a launched node as a ready, initialized Node with its NodeClaim and DaemonSet pods.
-pub(crate) fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &NewNode, name: &str, now: &str) {
+pub(crate) fn register(
+    snapshot: &mut ClusterSnapshot,
+    catalog: &Catalog,
+    n: &NewNode,
+    name: &str,
+    now: &str,
+) {
     let pool = snapshot.nodepools.iter().find(|p| p.name == n.nodepool);
-    let kubelet = pool.and_then(|p| snapshot.node_class(p.node_class.as_deref())).map(|c| c.kubelet.clone());
-    let it = catalog.instance_types.iter().find(|t| t.name == n.instance_type);
+    let kubelet = pool
+        .and_then(|p| snapshot.node_class(p.node_class.as_deref()))
+        .map(|c| c.kubelet.clone());
+    let it = catalog
+        .instance_types
+        .iter()
+        .find(|t| t.name == n.instance_type);
     let capacity = it.map(|t| t.capacity(kubelet.as_ref())).unwrap_or_default();
     let allocatable: Resources = match it {
         Some(t) => t.allocatable(kubelet.as_ref()),
-        None => n.allocatable.iter().filter_map(|(k, v)| Quantity::parse(v).ok().map(|q| (k.clone(), q))).collect(),
+        None => n
+            .allocatable
+            .iter()
+            .filter_map(|(k, v)| Quantity::parse(v).ok().map(|q| (k.clone(), q)))
+            .collect(),
     };
     let mut labels = n.labels.clone();
     labels.insert(HOSTNAME.to_string(), name.to_string());
@@ -102,7 +159,11 @@ pub(crate) fn register(snapshot: &mut ClusterSnapshot, catalog: &Catalog, n: &Ne
         annotations: Default::default(),
         deleting: false,
     };
-    snapshot.node_claims.push(claim_for(&node, &n.nodepool, pool.and_then(|p| p.hash.clone())));
+    snapshot.node_claims.push(claim_for(
+        &node,
+        &n.nodepool,
+        pool.and_then(|p| p.hash.clone()),
+    ));
     snapshot.nodes.push(node.into());
 }
 
@@ -129,7 +190,11 @@ pub(crate) fn claim_for(node: &Node, nodepool: &str, nodepool_hash: Option<Strin
 
 /// The pod a DaemonSet runs on `node`.
 pub(crate) fn daemon_pod(ds: &crate::domain::DaemonSet, node: &str) -> Pod {
-    Pod { namespace: ds.namespace.clone(), node_name: Some(node.to_string()), ..Pod::new(format!("{}-{node}", ds.name), ds.pod.clone()).owned_by("DaemonSet", &ds.name) }
+    Pod {
+        namespace: ds.namespace.clone(),
+        node_name: Some(node.to_string()),
+        ..Pod::new(format!("{}-{node}", ds.name), ds.pod.clone()).owned_by("DaemonSet", &ds.name)
+    }
 }
 
 #[cfg(test)]
@@ -139,16 +204,48 @@ mod tests {
 
     #[test]
     fn deleting_a_node_makes_its_pods_pending_and_drops_its_daemon_pods() {
-        let on = |name: &str, node: &str, owner: &str| Pod { node_name: Some(node.into()), ..Pod::new(name, PodConstraints::default()).owned_by(owner, "x") };
-        let node = |name: &str| Node { name: name.into(), labels: Default::default(), taints: vec![], capacity: Resources::new(), allocatable: Resources::new(), unschedulable: false, ready: true, provider_id: None, created: None, annotations: Default::default(), deleting: false };
+        let on = |name: &str, node: &str, owner: &str| Pod {
+            node_name: Some(node.into()),
+            ..Pod::new(name, PodConstraints::default()).owned_by(owner, "x")
+        };
+        let node = |name: &str| Node {
+            name: name.into(),
+            labels: Default::default(),
+            taints: vec![],
+            capacity: Resources::new(),
+            allocatable: Resources::new(),
+            unschedulable: false,
+            ready: true,
+            provider_id: None,
+            created: None,
+            annotations: Default::default(),
+            deleting: false,
+        };
         let snap = ClusterSnapshot {
             nodes: vec![node("a").into(), node("b").into()],
-            pods: [on("web-1", "a", "ReplicaSet"), on("agent-a", "a", "DaemonSet"), on("web-2", "b", "ReplicaSet")].map(Arc::new).into(),
+            pods: [
+                on("web-1", "a", "ReplicaSet"),
+                on("agent-a", "a", "DaemonSet"),
+                on("web-2", "b", "ReplicaSet"),
+            ]
+            .map(Arc::new)
+            .into(),
             ..ClusterSnapshot::default()
         };
         let after = without_nodes(&snap, &["a".to_string()].into());
-        assert_eq!(after.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["b"]);
-        let pods: Vec<(&str, Option<&str>)> = after.pods.iter().map(|p| (p.name.as_str(), p.node_name.as_deref())).collect();
+        assert_eq!(
+            after
+                .nodes
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
+        let pods: Vec<(&str, Option<&str>)> = after
+            .pods
+            .iter()
+            .map(|p| (p.name.as_str(), p.node_name.as_deref()))
+            .collect();
         assert_eq!(pods, [("web-1", None), ("web-2", Some("b"))]);
     }
 }

@@ -25,13 +25,21 @@ pub fn of(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &DisruptionPlan) 
         types.extend(a.launch.iter().map(|l| l.instance_type.as_str()));
     }
     let mut h = Sha256::new();
-    for n in snapshot.nodes.iter().filter(|n| nodes.contains(n.name.as_str())) {
+    for n in snapshot
+        .nodes
+        .iter()
+        .filter(|n| nodes.contains(n.name.as_str()))
+    {
         if let Some(t) = n.labels.get(crate::domain::labels::INSTANCE_TYPE) {
             types.insert(t);
         }
         feed(&mut h, &**n);
     }
-    let mut pods: Vec<_> = snapshot.pods.iter().filter(|p| p.node_name.as_deref().is_some_and(|n| nodes.contains(n))).collect();
+    let mut pods: Vec<_> = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node_name.as_deref().is_some_and(|n| nodes.contains(n)))
+        .collect();
     pods.sort_by_key(|p| p.key());
     for p in pods {
         feed(&mut h, &**p);
@@ -40,7 +48,11 @@ pub fn of(snapshot: &ClusterSnapshot, catalog: &Catalog, plan: &DisruptionPlan) 
     feed(&mut h, &snapshot.pdbs);
     feed(&mut h, &snapshot.weights);
     h.update(catalog.region.as_bytes());
-    for it in catalog.instance_types.iter().filter(|it| types.contains(it.name.as_str())) {
+    for it in catalog
+        .instance_types
+        .iter()
+        .filter(|it| types.contains(it.name.as_str()))
+    {
         feed(&mut h, it);
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()

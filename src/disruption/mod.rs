@@ -28,14 +28,16 @@ use crate::catalog::Catalog;
 use crate::domain::ClusterSnapshot;
 use crate::optimizer::{SolveSettings, SolverFault, Strategy};
 
-pub use budget::Reason;
 use budget::BudgetTable;
+pub use budget::Reason;
 use candidates::{Candidates, NodeInfo};
 pub use plan::{Action, Blocked, BudgetUse, DisruptionPlan, DisruptionReport, Move};
 use timing::Timestamp;
 
 /// Which decision procedure to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum DisruptionStrategy {
     /// The global selection model, then the provisioning core for the chosen removals.
@@ -124,25 +126,36 @@ pub(crate) struct Triage<'a> {
 pub const FALLBACK_STATUS: &str = "fallback-baseline";
 
 /// Plans the disruptions for `snapshot`.
-pub fn consolidate(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &DisruptionSettings) -> Result<DisruptionPlan, DisruptionError> {
-    if settings.time_limit.is_zero() || !(0.0..1.0).contains(&settings.gap) || settings.threads == 0 {
-        return Err(DisruptionError::Settings("time limit, gap in [0, 1) and threads >= 1 are required".into()));
+pub fn consolidate(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &DisruptionSettings,
+) -> Result<DisruptionPlan, DisruptionError> {
+    if settings.time_limit.is_zero() || !(0.0..1.0).contains(&settings.gap) || settings.threads == 0
+    {
+        return Err(DisruptionError::Settings(
+            "time limit, gap in [0, 1) and threads >= 1 are required".into(),
+        ));
     }
     let start = Instant::now();
     let cands = Candidates::build(snapshot, catalog, settings.now);
     let triage = triage(snapshot, &cands, settings.now);
     let mut plan = match settings.strategy {
-        DisruptionStrategy::Milp => match actions::decide(snapshot, catalog, settings, &triage, start) {
-            Err(DisruptionError::Solver(e)) => {
-                tracing::warn!(error = %e, "selection model failed; falling back to karpenter's consolidation");
-                let mut plan = baseline::decide(snapshot, catalog, settings, &triage, start)?;
-                plan.solver.status = FALLBACK_STATUS.into();
-                plan.solver.notes.insert(0, format!("selection model failed ({e}); karpenter's consolidation decided instead"));
-                plan
+        DisruptionStrategy::Milp => {
+            match actions::decide(snapshot, catalog, settings, &triage, start) {
+                Err(DisruptionError::Solver(e)) => {
+                    tracing::warn!(error = %e, "selection model failed; falling back to karpenter's consolidation");
+                    let mut plan = baseline::decide(snapshot, catalog, settings, &triage, start)?;
+                    plan.solver.status = FALLBACK_STATUS.into();
+                    plan.solver.notes.insert(0, format!("selection model failed ({e}); karpenter's consolidation decided instead"));
+                    plan
+                }
+                other => other?,
             }
-            other => other?,
-        },
-        DisruptionStrategy::Baseline => baseline::decide(snapshot, catalog, settings, &triage, start)?,
+        }
+        DisruptionStrategy::Baseline => {
+            baseline::decide(snapshot, catalog, settings, &triage, start)?
+        }
     };
     plan.fingerprint = fingerprint::of(snapshot, catalog, &plan);
     plan.solver.seconds = start.elapsed().as_secs_f64();
@@ -162,22 +175,47 @@ fn triage<'a>(snapshot: &ClusterSnapshot, cands: &'a Candidates, now: Timestamp)
         forced.push((n, Reason::Expired));
         *taken.entry(n.pool.clone()).or_default() += 1;
     }
-    let gone = |forced: &Vec<(&NodeInfo, Reason)>, n: &NodeInfo| forced.iter().any(|(f, _)| f.name == n.name);
-    let mut empty: Vec<&NodeInfo> = cands.nodes.iter().filter(|n| n.block.is_none() && n.consolidatable && n.empty() && n.drift.is_none()).collect();
+    let gone = |forced: &Vec<(&NodeInfo, Reason)>, n: &NodeInfo| {
+        forced.iter().any(|(f, _)| f.name == n.name)
+    };
+    let mut empty: Vec<&NodeInfo> = cands
+        .nodes
+        .iter()
+        .filter(|n| n.block.is_none() && n.consolidatable && n.empty() && n.drift.is_none())
+        .collect();
     empty.sort_by(|a, b| b.price.total_cmp(&a.price).then(a.name.cmp(&b.name)));
-    let mut drifted: Vec<&NodeInfo> = cands.nodes.iter().filter(|n| n.block.is_none() && n.drift.is_some()).collect();
-    drifted.sort_by_key(|n| (!n.empty(), snapshot.nodes[n.node].created.clone(), n.name.clone()));
+    let mut drifted: Vec<&NodeInfo> = cands
+        .nodes
+        .iter()
+        .filter(|n| n.block.is_none() && n.drift.is_some())
+        .collect();
+    drifted.sort_by_key(|n| {
+        (
+            !n.empty(),
+            snapshot.nodes[n.node].created.clone(),
+            n.name.clone(),
+        )
+    });
     for (list, reason) in [(empty, Reason::Empty), (drifted, Reason::Drifted)] {
         for n in list {
             if gone(&forced, n) {
                 continue;
             }
             let used = taken.get(&n.pool).copied().unwrap_or(0);
-            if table.allowed(&n.pool, reason) > used + planned.get(&(n.pool.clone(), reason)).copied().unwrap_or(0) {
+            if table.allowed(&n.pool, reason)
+                > used + planned.get(&(n.pool.clone(), reason)).copied().unwrap_or(0)
+            {
                 *planned.entry((n.pool.clone(), reason)).or_default() += 1;
                 forced.push((n, reason));
             } else {
-                blocked.push(Blocked { node: n.name.clone(), reason: format!("nodepool {} budget allows no more {} disruptions", n.pool, reason.as_str()) });
+                blocked.push(Blocked {
+                    node: n.name.clone(),
+                    reason: format!(
+                        "nodepool {} budget allows no more {} disruptions",
+                        n.pool,
+                        reason.as_str()
+                    ),
+                });
             }
         }
         for ((pool, _), c) in std::mem::take(&mut planned) {
@@ -191,16 +229,30 @@ fn triage<'a>(snapshot: &ClusterSnapshot, cands: &'a Candidates, now: Timestamp)
             continue;
         }
         if let Some(why) = &n.block {
-            blocked.push(Blocked { node: n.name.clone(), reason: why.clone() });
+            blocked.push(Blocked {
+                node: n.name.clone(),
+                reason: why.clone(),
+            });
             continue;
         }
         if !n.consolidatable {
-            blocked.push(Blocked { node: n.name.clone(), reason: "consolidation policy or consolidateAfter does not allow it yet".into() });
+            blocked.push(Blocked {
+                node: n.name.clone(),
+                reason: "consolidation policy or consolidateAfter does not allow it yet".into(),
+            });
             continue;
         }
-        let allowed = table.allowed(&n.pool, Reason::Underutilized).saturating_sub(taken.get(&n.pool).copied().unwrap_or(0));
+        let allowed = table
+            .allowed(&n.pool, Reason::Underutilized)
+            .saturating_sub(taken.get(&n.pool).copied().unwrap_or(0));
         if allowed == 0 {
-            blocked.push(Blocked { node: n.name.clone(), reason: format!("nodepool {} budget allows no more Underutilized disruptions", n.pool) });
+            blocked.push(Blocked {
+                node: n.name.clone(),
+                reason: format!(
+                    "nodepool {} budget allows no more Underutilized disruptions",
+                    n.pool
+                ),
+            });
             continue;
         }
         underutilized.insert(n.pool.clone(), allowed);
@@ -209,9 +261,21 @@ fn triage<'a>(snapshot: &ClusterSnapshot, cands: &'a Candidates, now: Timestamp)
     blocked.sort();
     let budgets = table
         .entries()
-        .map(|(pool, reason, allowed)| BudgetUse { nodepool: pool.to_string(), reason, allowed, planned: 0 })
+        .map(|(pool, reason, allowed)| BudgetUse {
+            nodepool: pool.to_string(),
+            reason,
+            allowed,
+            planned: 0,
+        })
         .collect();
-    Triage { cands, forced, open, underutilized, blocked, budgets }
+    Triage {
+        cands,
+        forced,
+        open,
+        underutilized,
+        blocked,
+        budgets,
+    }
 }
 
 /// Pods that were pending before the decision: they are the provisioner's, not consolidation's.
@@ -234,13 +298,23 @@ pub(crate) fn unbound_on(snapshot: &ClusterSnapshot, nodes: &BTreeSet<String>) -
 
 /// The plan for `actions`: cost figures, the budgets they use (expiry is not budgeted), blocks
 /// sorted once. `lower_bound` is capped at the cost before and floored to the printed precision.
-pub(crate) fn assemble(cost_before: f64, t: &Triage<'_>, actions: Vec<Action>, mut blocked: Vec<Blocked>, lower_bound: f64, solver: DisruptionReport) -> DisruptionPlan {
+pub(crate) fn assemble(
+    cost_before: f64,
+    t: &Triage<'_>,
+    actions: Vec<Action>,
+    mut blocked: Vec<Blocked>,
+    lower_bound: f64,
+    solver: DisruptionReport,
+) -> DisruptionPlan {
     let savings: f64 = actions.iter().map(|a| a.savings_per_hour).sum();
     let mut budgets = t.budgets.clone();
     for a in actions.iter().filter(|a| a.reason != Reason::Expired) {
         for node in &a.delete {
             let pool = t.cands.find(node).map(|n| n.pool.as_str());
-            if let Some(b) = budgets.iter_mut().find(|b| Some(b.nodepool.as_str()) == pool && b.reason == a.reason) {
+            if let Some(b) = budgets
+                .iter_mut()
+                .find(|b| Some(b.nodepool.as_str()) == pool && b.reason == a.reason)
+            {
                 b.planned += 1;
             }
         }
@@ -279,14 +353,28 @@ pub(crate) fn delete_only(reason: Reason, nodes: &[&NodeInfo]) -> Action {
 /// fallbacks. Karpenter replaces spot with spot only when there are enough of them.
 pub(crate) fn cheaper_spot_types(launch: &crate::optimizer::NewNode, below: f64) -> usize {
     use crate::catalog::CapacityType::Spot;
-    let own = (launch.capacity_type == Spot).then_some((launch.instance_type.as_str(), launch.price));
-    let fallbacks = launch.fallbacks.iter().filter(|f| f.capacity_type == Spot).map(|f| (f.instance_type.as_str(), f.price));
-    own.into_iter().chain(fallbacks).filter(|(_, p)| *p < below).map(|(n, _)| n).collect::<BTreeSet<&str>>().len()
+    let own =
+        (launch.capacity_type == Spot).then_some((launch.instance_type.as_str(), launch.price));
+    let fallbacks = launch
+        .fallbacks
+        .iter()
+        .filter(|f| f.capacity_type == Spot)
+        .map(|f| (f.instance_type.as_str(), f.price));
+    own.into_iter()
+        .chain(fallbacks)
+        .filter(|(_, p)| *p < below)
+        .map(|(n, _)| n)
+        .collect::<BTreeSet<&str>>()
+        .len()
 }
 
 /// Hourly price of every node in the snapshot.
 pub fn cluster_cost(snapshot: &ClusterSnapshot, catalog: &Catalog) -> f64 {
-    snapshot.nodes.iter().map(|n| crate::optimizer::problem::node_price(n, catalog)).sum()
+    snapshot
+        .nodes
+        .iter()
+        .map(|n| crate::optimizer::problem::node_price(n, catalog))
+        .sum()
 }
 
 pub(crate) fn round6(x: f64) -> f64 {

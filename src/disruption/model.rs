@@ -69,11 +69,28 @@ pub fn select(
     // a node is never replaced by its own type. Patterns of a candidate's type would be allowed
     // only while every candidate of it stays, which a large consolidation never chooses: they would
     // only make new capacity look cheaper to the model than it can be, so there are none
-    let types: BTreeSet<&str> = candidates.iter().map(|c| c.instance_type.as_str()).collect();
-    let new_nodes = new_node_patterns(gone, &super::actions::without_types(catalog, &types), &ph, limits.settings, budget * PATTERN_SHARE)?;
+    let types: BTreeSet<&str> = candidates
+        .iter()
+        .map(|c| c.instance_type.as_str())
+        .collect();
+    let new_nodes = new_node_patterns(
+        gone,
+        &super::actions::without_types(catalog, &types),
+        &ph,
+        limits.settings,
+        budget * PATTERN_SHARE,
+    )?;
     let patterns = &new_nodes.patterns;
-    let existing_of: BTreeMap<&str, usize> = ph.existing.iter().enumerate().map(|(e, n)| (n.name.as_str(), e)).collect();
-    let cand_e: Vec<usize> = candidates.iter().filter_map(|c| existing_of.get(c.name.as_str()).copied()).collect();
+    let existing_of: BTreeMap<&str, usize> = ph
+        .existing
+        .iter()
+        .enumerate()
+        .map(|(e, n)| (n.name.as_str(), e))
+        .collect();
+    let cand_e: Vec<usize> = candidates
+        .iter()
+        .filter_map(|c| existing_of.get(c.name.as_str()).copied())
+        .collect();
     let mut pb = RowProblem::default();
     // columns first (RowProblem adds rows over existing columns)
     let y: Vec<highs::Col> = candidates
@@ -84,7 +101,14 @@ pub fn select(
     for (k, class) in ph.classes.iter().enumerate() {
         for &e in &class.existing {
             let room = ph.room_after_home(e);
-            let fit = ph.classes[k].req.iter().zip(&room).filter(|(r, _)| **r > 0).map(|(r, f)| (f / r).max(0)).min().unwrap_or(i64::MAX);
+            let fit = ph.classes[k]
+                .req
+                .iter()
+                .zip(&room)
+                .filter(|(r, _)| **r > 0)
+                .map(|(r, f)| (f / r).max(0))
+                .min()
+                .unwrap_or(i64::MAX);
             let upper = fit.min(class.demand() as i64);
             if upper > 0 {
                 let n = &ph.existing[e];
@@ -93,8 +117,15 @@ pub fn select(
             }
         }
     }
-    let x: Vec<highs::Col> = patterns.iter().map(|(_, cost, ..)| pb.add_integer_column(*cost, 0.0..)).collect();
-    let u: Vec<highs::Col> = ph.classes.iter().map(|_| pb.add_column(ph.weights.unschedulable_pod, 0.0..)).collect();
+    let x: Vec<highs::Col> = patterns
+        .iter()
+        .map(|(_, cost, ..)| pb.add_integer_column(*cost, 0.0..))
+        .collect();
+    let u: Vec<highs::Col> = ph
+        .classes
+        .iter()
+        .map(|_| pb.add_column(ph.weights.unschedulable_pod, 0.0..))
+        .collect();
     // demand: what kept candidates hold, what z and x place, and what stays unplaced cover every pod
     for (k, class) in ph.classes.iter().enumerate() {
         let mut f: Vec<(highs::Col, f64)> = vec![(u[k], 1.0)];
@@ -103,7 +134,11 @@ pub fn select(
                 f.push((y[i], f64::from(c)));
             }
         }
-        f.extend(z.iter().filter(|(kk, ..)| *kk == k).map(|&(_, _, col)| (col, 1.0)));
+        f.extend(
+            z.iter()
+                .filter(|(kk, ..)| *kk == k)
+                .map(|&(_, _, col)| (col, 1.0)),
+        );
         for (j, (counts, ..)) in patterns.iter().enumerate() {
             if let Some(&(_, c)) = counts.iter().find(|(kk, _)| *kk == k) {
                 f.push((x[j], f64::from(c)));
@@ -114,18 +149,37 @@ pub fn select(
     add_room_rows(&mut pb, &ph, &cand_e, &y, &z);
     add_budget_rows(&mut pb, candidates, &y, limits.budget);
     let (variables, constraints) = (pb.num_cols(), pb.num_rows());
-    let cols = Cols { y: &y, x: &x, u: &u, total: pb.num_cols() };
+    let cols = Cols {
+        y: &y,
+        x: &x,
+        u: &u,
+        total: pb.num_cols(),
+    };
     let start_values = start_values(&ph, candidates, &cols, &new_nodes, limits.budget);
     let limit = (budget - start.elapsed().as_secs_f64()) * 0.95;
-    let (values, status, mip_gap) = match solve_by_deadline(pb, start_values.clone(), limits.settings, limit) {
-        Some(solved) => solved?,
-        // HiGHS overran (see `solve_by_deadline`): the start is feasible, and it is what HiGHS had
-        // kept in every such run on the scale-in benchmark
-        None => (start_values, "time-limit", None),
-    };
-    let remove: BTreeSet<String> = candidates.iter().zip(&y).filter(|(_, col)| values[col.index()] < 0.5).map(|(c, _)| c.name.clone()).collect();
+    let (values, status, mip_gap) =
+        match solve_by_deadline(pb, start_values.clone(), limits.settings, limit) {
+            Some(solved) => solved?,
+            // HiGHS overran (see `solve_by_deadline`): the start is feasible, and it is what HiGHS had
+            // kept in every such run on the scale-in benchmark
+            None => (start_values, "time-limit", None),
+        };
+    let remove: BTreeSet<String> = candidates
+        .iter()
+        .zip(&y)
+        .filter(|(_, col)| values[col.index()] < 0.5)
+        .map(|(c, _)| c.name.clone())
+        .collect();
     let seed = placement(&ph, &values, &z, &x, patterns, home, &remove);
-    Ok(Selection { remove, seed, status: status.into(), mip_gap, variables, constraints, classes: ph.classes.len() })
+    Ok(Selection {
+        remove,
+        seed,
+        status: status.into(),
+        mip_gap,
+        variables,
+        constraints,
+        classes: ph.classes.len(),
+    })
 }
 
 /// What the selection MIP answered: column values, status, relative gap.
@@ -140,7 +194,12 @@ const OVERRUN_GRACE: f64 = 0.1;
 /// Solves the selection model on a thread of its own and waits at most `seconds` (plus
 /// [`OVERRUN_GRACE`]) for it; None when HiGHS has not answered by then. The thread then finishes on
 /// its own and its answer is dropped.
-fn solve_by_deadline(pb: RowProblem, start_values: Vec<f64>, settings: &SolveSettings, seconds: f64) -> Option<Solved> {
+fn solve_by_deadline(
+    pb: RowProblem,
+    start_values: Vec<f64>,
+    settings: &SolveSettings,
+    seconds: f64,
+) -> Option<Solved> {
     let settings = settings.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -156,20 +215,28 @@ fn solve_by_deadline(pb: RowProblem, start_values: Vec<f64>, settings: &SolveSet
         // the receiver is gone when the answer came too late; nothing is left to tell
         let _ = tx.send(answer(milp::run(model, &settings, "selection mip")));
     });
-    rx.recv_timeout(Duration::from_secs_f64(seconds.max(0.05) + OVERRUN_GRACE)).ok()
+    rx.recv_timeout(Duration::from_secs_f64(seconds.max(0.05) + OVERRUN_GRACE))
+        .ok()
 }
 
 fn answer(solved: Result<highs::SolvedModel, String>) -> Solved {
     let solved = solved?;
     if solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
-        return Err(format!("selection mip ended {:?} without a solution", solved.status()));
+        return Err(format!(
+            "selection mip ended {:?} without a solution",
+            solved.status()
+        ));
     }
     let status = match solved.status() {
         HighsModelStatus::Optimal => "optimal",
         HighsModelStatus::ReachedTimeLimit => "time-limit",
         _ => "feasible",
     };
-    Ok((solved.get_solution().columns().to_vec(), status, Some(solved.mip_gap()).filter(|g| g.is_finite())))
+    Ok((
+        solved.get_solution().columns().to_vec(),
+        status,
+        Some(solved.mip_gap()).filter(|g| g.is_finite()),
+    ))
 }
 
 /// The selection model's columns a start assigns.
@@ -187,11 +254,28 @@ struct Cols<'a> {
 /// cover stays unplaced. On the scale-in benchmark HiGHS's own first answer in a 5 s decision came
 /// from random rounding and removed 164-498 of 500 nodes from run to run; started here, it only
 /// ever improves on this.
-fn start_values(ph: &Problem, candidates: &[&NodeInfo], cols: &Cols<'_>, new_nodes: &NewNodes, budget: &BTreeMap<String, usize>) -> Vec<f64> {
-    let NewNodes { patterns, lp, pod_prices } = new_nodes;
+fn start_values(
+    ph: &Problem,
+    candidates: &[&NodeInfo],
+    cols: &Cols<'_>,
+    new_nodes: &NewNodes,
+    budget: &BTreeMap<String, usize>,
+) -> Vec<f64> {
+    let NewNodes {
+        patterns,
+        lp,
+        pod_prices,
+    } = new_nodes;
     let mut values = vec![0.0; cols.total];
-    let home: BTreeMap<&str, &[(usize, u32)]> = ph.existing.iter().map(|n| (n.name.as_str(), n.home.as_slice())).collect();
-    let pods_of = |c: &NodeInfo| home.get(c.name.as_str()).map_or(0, |h| h.iter().map(|&(_, n)| n).sum::<u32>());
+    let home: BTreeMap<&str, &[(usize, u32)]> = ph
+        .existing
+        .iter()
+        .map(|n| (n.name.as_str(), n.home.as_slice()))
+        .collect();
+    let pods_of = |c: &NodeInfo| {
+        home.get(c.name.as_str())
+            .map_or(0, |h| h.iter().map(|&(_, n)| n).sum::<u32>())
+    };
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(pods_of(candidates[i])), i));
     let mut removed_in: BTreeMap<&str, usize> = BTreeMap::new();
@@ -199,7 +283,13 @@ fn start_values(ph: &Problem, candidates: &[&NodeInfo], cols: &Cols<'_>, new_nod
     // keeping a node costs its price less what disrupting it would; removing it, its pods at the
     // LP's price of new capacity
     let pays = |c: &NodeInfo| {
-        let rehome: f64 = home.get(c.name.as_str()).copied().unwrap_or_default().iter().map(|&(k, n)| f64::from(n) * pod_prices[k].max(0.0)).sum();
+        let rehome: f64 = home
+            .get(c.name.as_str())
+            .copied()
+            .unwrap_or_default()
+            .iter()
+            .map(|&(k, n)| f64::from(n) * pod_prices[k].max(0.0))
+            .sum();
         c.price - c.disruption_cost > rehome
     };
     // the fullest go last, so a budget keeps them
@@ -223,23 +313,57 @@ fn start_values(ph: &Problem, candidates: &[&NodeInfo], cols: &Cols<'_>, new_nod
     };
     // first the generation's LP rounded down, as far as its pods are still to place
     for j in 0..patterns.len() {
-        let wanted = patterns[j].0.iter().map(|&(k, n)| left[k].max(0) / i64::from(n.max(1))).min().unwrap_or(0);
+        let wanted = patterns[j]
+            .0
+            .iter()
+            .map(|&(k, n)| left[k].max(0) / i64::from(n.max(1)))
+            .min()
+            .unwrap_or(0);
         let copies = ((lp[j] + 1e-6).floor() as i64).min(wanted);
         if copies > 0 {
             take(j, copies, &mut left);
         }
     }
     // a class's weight: its share of the cpu and memory still to place
-    let total = |d: usize| ph.classes.iter().zip(&left).map(|(c, &l)| l.max(0) as f64 * c.req.get(d).copied().unwrap_or(0) as f64).sum::<f64>();
+    let total = |d: usize| {
+        ph.classes
+            .iter()
+            .zip(&left)
+            .map(|(c, &l)| l.max(0) as f64 * c.req.get(d).copied().unwrap_or(0) as f64)
+            .sum::<f64>()
+    };
     let (cpu, mem) = (total(0).max(1.0), total(1).max(1.0));
-    let weight: Vec<f64> = ph.classes.iter().map(|c| c.req.first().copied().unwrap_or(0) as f64 / cpu + c.req.get(1).copied().unwrap_or(0) as f64 / mem + 1e-9).collect();
+    let weight: Vec<f64> = ph
+        .classes
+        .iter()
+        .map(|c| {
+            c.req.first().copied().unwrap_or(0) as f64 / cpu
+                + c.req.get(1).copied().unwrap_or(0) as f64 / mem
+                + 1e-9
+        })
+        .collect();
     while left.iter().any(|&l| l > 0) {
-        let gain = |j: usize| patterns[j].0.iter().map(|&(k, n)| i64::from(n).min(left[k].max(0)) as f64 * weight[k]).sum::<f64>();
+        let gain = |j: usize| {
+            patterns[j]
+                .0
+                .iter()
+                .map(|&(k, n)| i64::from(n).min(left[k].max(0)) as f64 * weight[k])
+                .sum::<f64>()
+        };
         let per_dollar = |j: usize| gain(j) / patterns[j].1.max(1e-9);
-        let best = (0..patterns.len()).filter(|&j| gain(j) > 0.0).max_by(|&a, &b| per_dollar(a).total_cmp(&per_dollar(b)).then(b.cmp(&a)));
+        let best = (0..patterns.len())
+            .filter(|&j| gain(j) > 0.0)
+            .max_by(|&a, &b| per_dollar(a).total_cmp(&per_dollar(b)).then(b.cmp(&a)));
         let Some(j) = best else { break };
         // as many copies as stay fully used, at least one
-        let copies = patterns[j].0.iter().filter(|&&(k, n)| n > 0 && left[k] > 0).map(|&(k, n)| left[k] / i64::from(n)).min().unwrap_or(0).max(1);
+        let copies = patterns[j]
+            .0
+            .iter()
+            .filter(|&&(k, n)| n > 0 && left[k] > 0)
+            .map(|&(k, n)| left[k] / i64::from(n))
+            .min()
+            .unwrap_or(0)
+            .max(1);
         take(j, copies, &mut left);
     }
     for (k, &l) in left.iter().enumerate() {
@@ -250,9 +374,24 @@ fn start_values(ph: &Problem, candidates: &[&NodeInfo], cols: &Cols<'_>, new_nod
 
 /// The model's placement of the displaced pods, for the provisioning re-solve to replay: pods per
 /// class named by a displaced member, on kept nodes (z) and on new nodes (x).
-fn placement(ph: &Problem, values: &[f64], z: &[(usize, usize, highs::Col)], x: &[highs::Col], patterns: &[Pattern], home: &BTreeMap<String, String>, remove: &BTreeSet<String>) -> Vec<SeedNode> {
-    let member: Vec<Option<&String>> =
-        ph.classes.iter().map(|c| c.pods.iter().find(|pod| home.get(*pod).is_some_and(|n| remove.contains(n)))).collect();
+fn placement(
+    ph: &Problem,
+    values: &[f64],
+    z: &[(usize, usize, highs::Col)],
+    x: &[highs::Col],
+    patterns: &[Pattern],
+    home: &BTreeMap<String, String>,
+    remove: &BTreeSet<String>,
+) -> Vec<SeedNode> {
+    let member: Vec<Option<&String>> = ph
+        .classes
+        .iter()
+        .map(|c| {
+            c.pods
+                .iter()
+                .find(|pod| home.get(*pod).is_some_and(|n| remove.contains(n)))
+        })
+        .collect();
     let count = |col: highs::Col| values[col.index()].round().max(0.0) as u32;
     let mut by_node: BTreeMap<usize, Vec<(String, u32)>> = BTreeMap::new();
     for &(k, e, col) in z {
@@ -260,14 +399,23 @@ fn placement(ph: &Problem, values: &[f64], z: &[(usize, usize, highs::Col)], x: 
             by_node.entry(e).or_default().push((pod.clone(), n));
         }
     }
-    let mut out: Vec<SeedNode> =
-        by_node.into_iter().map(|(e, pods)| SeedNode { target: SeedTarget::Existing(ph.existing[e].name.clone()), pods, copies: 1 }).collect();
+    let mut out: Vec<SeedNode> = by_node
+        .into_iter()
+        .map(|(e, pods)| SeedNode {
+            target: SeedTarget::Existing(ph.existing[e].name.clone()),
+            pods,
+            copies: 1,
+        })
+        .collect();
     for ((counts, _, s, o), &col) in patterns.iter().zip(x) {
         let copies = count(col);
         if copies == 0 {
             continue;
         }
-        let pods: Vec<(String, u32)> = counts.iter().filter_map(|&(k, n)| member[k].map(|pod| (pod.clone(), n))).collect();
+        let pods: Vec<(String, u32)> = counts
+            .iter()
+            .filter_map(|&(k, n)| member[k].map(|pod| (pod.clone(), n)))
+            .collect();
         let (shape, off) = (&ph.shapes[*s], ph.offering(*s, *o));
         let target = SeedTarget::New {
             nodepool: ph.pools[shape.pool].name.clone(),
@@ -275,7 +423,11 @@ fn placement(ph: &Problem, values: &[f64], z: &[(usize, usize, highs::Col)], x: 
             zone: off.zone.clone(),
             capacity_type: off.capacity_type,
         };
-        out.push(SeedNode { target, pods, copies });
+        out.push(SeedNode {
+            target,
+            pods,
+            copies,
+        });
     }
     out
 }
@@ -292,36 +444,70 @@ struct NewNodes {
     pod_prices: Vec<f64>,
 }
 
-fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, settings: &SolveSettings, seconds: f64) -> Result<NewNodes, String> {
+fn new_node_patterns(
+    gone: &ClusterSnapshot,
+    catalog: &Catalog,
+    ph: &Problem,
+    settings: &SolveSettings,
+    seconds: f64,
+) -> Result<NewNodes, String> {
     let pg = Problem::build(gone, catalog);
     if pg.classes.is_empty() {
-        return Ok(NewNodes { patterns: vec![], lp: vec![], pod_prices: vec![0.0; ph.classes.len()] });
+        return Ok(NewNodes {
+            patterns: vec![],
+            lp: vec![],
+            pod_prices: vec![0.0; ph.classes.len()],
+        });
     }
     let demand: Vec<u32> = pg.classes.iter().map(|c| c.demand() as u32).collect();
     let (greedy_state, _) = greedy::seed(&pg, State::new(&pg), &pg.class_demands());
-    let cg = SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs_f64(seconds.max(0.2)), ..settings.clone() };
-    let generated = milp::columns_and_bound(&pg, &cg, &greedy_state, &demand, milp::Unproven::Large)?;
+    let cg = SolveSettings {
+        strategy: Strategy::Milp,
+        time_limit: Duration::from_secs_f64(seconds.max(0.2)),
+        ..settings.clone()
+    };
+    let generated =
+        milp::columns_and_bound(&pg, &cg, &greedy_state, &demand, milp::Unproven::Large)?;
     // the same pods group into the same classes in both problems; map through a member's key, and
     // offerings through their pool, type, zone and capacity type: `catalog` may be narrower than ph's
     let in_h = ph.class_of_pods();
-    let map: Vec<Option<usize>> = pg.classes.iter().map(|c| in_h.get(c.pods[0].as_str()).copied()).collect();
+    let map: Vec<Option<usize>> = pg
+        .classes
+        .iter()
+        .map(|c| in_h.get(c.pods[0].as_str()).copied())
+        .collect();
     let in_ph = |s: usize, o: usize| {
         let (sh, off) = (&pg.shapes[s], pg.offering(s, o));
-        ph.find_offering(&pg.pools[sh.pool].name, &sh.instance_type, &off.zone, off.capacity_type)
+        ph.find_offering(
+            &pg.pools[sh.pool].name,
+            &sh.instance_type,
+            &off.zone,
+            off.capacity_type,
+        )
     };
     let mut seen = BTreeMap::new();
     let (mut out, mut lp) = (Vec::new(), Vec::new());
     for (col, &value) in generated.columns.iter().zip(&generated.lp_values) {
-        let Bin::New { shape, offering } = col.bin else { continue };
-        let Some((shape, offering)) = in_ph(shape, offering) else { continue };
-        let counts: Option<Vec<(usize, u32)>> = col.counts.iter().map(|&(k, c)| map[k].map(|h| (h, c))).collect();
+        let Bin::New { shape, offering } = col.bin else {
+            continue;
+        };
+        let Some((shape, offering)) = in_ph(shape, offering) else {
+            continue;
+        };
+        let counts: Option<Vec<(usize, u32)>> = col
+            .counts
+            .iter()
+            .map(|&(k, c)| map[k].map(|h| (h, c)))
+            .collect();
         if let Some(mut counts) = counts {
             counts.sort();
-            let at = *seen.entry((shape, offering, counts.clone())).or_insert_with(|| {
-                out.push((counts, col.cost, shape, offering));
-                lp.push(0.0);
-                out.len() - 1
-            });
+            let at = *seen
+                .entry((shape, offering, counts.clone()))
+                .or_insert_with(|| {
+                    out.push((counts, col.cost, shape, offering));
+                    lp.push(0.0);
+                    out.len() - 1
+                });
             lp[at] += value;
         }
     }
@@ -331,10 +517,20 @@ fn new_node_patterns(gone: &ClusterSnapshot, catalog: &Catalog, ph: &Problem, se
             pod_prices[h] = generated.pod_prices.get(k).copied().unwrap_or(0.0);
         }
     }
-    Ok(NewNodes { patterns: out, lp, pod_prices })
+    Ok(NewNodes {
+        patterns: out,
+        lp,
+        pod_prices,
+    })
 }
 
-fn add_room_rows(pb: &mut RowProblem, p: &Problem, cand_e: &[usize], y: &[highs::Col], z: &[(usize, usize, highs::Col)]) {
+fn add_room_rows(
+    pb: &mut RowProblem,
+    p: &Problem,
+    cand_e: &[usize],
+    y: &[highs::Col],
+    z: &[(usize, usize, highs::Col)],
+) {
     let mut by_node: BTreeMap<usize, Vec<(usize, highs::Col)>> = BTreeMap::new();
     for &(k, e, col) in z {
         by_node.entry(e).or_default().push((k, col));
@@ -348,7 +544,11 @@ fn add_room_rows(pb: &mut RowProblem, p: &Problem, cand_e: &[usize], y: &[highs:
             if r <= 0 {
                 continue;
             }
-            let mut f: Vec<(highs::Col, f64)> = list.iter().filter(|(k, _)| p.classes[*k].req[d] > 0).map(|&(k, col)| (col, p.classes[k].req[d] as f64 / r as f64)).collect();
+            let mut f: Vec<(highs::Col, f64)> = list
+                .iter()
+                .filter(|(k, _)| p.classes[*k].req[d] > 0)
+                .map(|&(k, col)| (col, p.classes[k].req[d] as f64 / r as f64))
+                .collect();
             if f.is_empty() {
                 continue;
             }
@@ -363,14 +563,27 @@ fn add_room_rows(pb: &mut RowProblem, p: &Problem, cand_e: &[usize], y: &[highs:
     }
 }
 
-fn add_budget_rows(pb: &mut RowProblem, candidates: &[&NodeInfo], y: &[highs::Col], budget: &BTreeMap<String, usize>) {
+fn add_budget_rows(
+    pb: &mut RowProblem,
+    candidates: &[&NodeInfo],
+    y: &[highs::Col],
+    budget: &BTreeMap<String, usize>,
+) {
     let pools: BTreeSet<&str> = candidates.iter().map(|c| c.pool.as_str()).collect();
     for pool in pools {
-        let members: Vec<highs::Col> = candidates.iter().zip(y).filter(|(c, _)| c.pool == pool).map(|(_, col)| *col).collect();
+        let members: Vec<highs::Col> = candidates
+            .iter()
+            .zip(y)
+            .filter(|(c, _)| c.pool == pool)
+            .map(|(_, col)| *col)
+            .collect();
         let allowed = budget.get(pool).copied().unwrap_or(0);
         if allowed < members.len() {
             // removed = members - kept <= allowed
-            pb.add_row((members.len() - allowed) as f64.., members.into_iter().map(|c| (c, 1.0)));
+            pb.add_row(
+                (members.len() - allowed) as f64..,
+                members.into_iter().map(|c| (c, 1.0)),
+            );
         }
     }
 }

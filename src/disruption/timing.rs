@@ -29,7 +29,10 @@ pub enum TimingError {
 pub fn parse_timestamp(s: &str) -> Result<Timestamp, TimingError> {
     DateTime::parse_from_rfc3339(s.trim())
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| TimingError::MalformedTimestamp { text: s.to_string(), reason: e.to_string() })
+        .map_err(|e| TimingError::MalformedTimestamp {
+            text: s.to_string(),
+            reason: e.to_string(),
+        })
 }
 
 /// Parses a duration the way Go's `time.ParseDuration` does: one or more `<number><unit>` terms
@@ -59,7 +62,9 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, TimingError> {
         if int_digits.is_empty() && frac_digits.is_empty() {
             return Err(malformed());
         }
-        let unit_len = rest.find(|c: char| c == '.' || c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c == '.' || c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let (unit, tail) = rest.split_at(unit_len);
         rest = tail;
         let unit_ns: u128 = match unit {
@@ -86,12 +91,16 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, TimingError> {
             .filter(|&ns| ns <= i64::MAX as u128)
             .ok_or_else(malformed)?;
     }
-    u64::try_from(total).map(Duration::from_nanos).map_err(|_| malformed())
+    u64::try_from(total)
+        .map(Duration::from_nanos)
+        .map_err(|_| malformed())
 }
 
 /// The value of a run of ASCII digits (0 when empty), `None` on overflow.
 fn digits_value(digits: &str) -> Option<u128> {
-    digits.bytes().try_fold(0u128, |acc, b| acc.checked_mul(10)?.checked_add(u128::from(b - b'0')))
+    digits.bytes().try_fold(0u128, |acc, b| {
+        acc.checked_mul(10)?.checked_add(u128::from(b - b'0'))
+    })
 }
 
 /// Parses Karpenter's NillableDuration: `Never` is `None` (the feature is off), anything else a Go
@@ -111,16 +120,26 @@ pub fn parse_nillable(s: &str) -> Result<Option<Duration>, TimingError> {
 /// `now`. So a budget is active from the second its schedule fires (a firing at exactly `now`
 /// counts) until `duration` later (a firing exactly `duration` ago no longer counts), and a zero
 /// duration is never active.
-pub fn schedule_active(schedule: &str, duration: Duration, now: Timestamp) -> Result<bool, TimingError> {
+pub fn schedule_active(
+    schedule: &str,
+    duration: Duration,
+    now: Timestamp,
+) -> Result<bool, TimingError> {
     let cron = parse_schedule(schedule)?;
-    let window = TimeDelta::from_std(duration).map_err(|_| TimingError::DurationOutOfRange(duration))?;
-    let checkpoint = now.checked_sub_signed(window).ok_or(TimingError::DurationOutOfRange(duration))?;
+    let window =
+        TimeDelta::from_std(duration).map_err(|_| TimingError::DurationOutOfRange(duration))?;
+    let checkpoint = now
+        .checked_sub_signed(window)
+        .ok_or(TimingError::DurationOutOfRange(duration))?;
     match cron.find_next_occurrence(&checkpoint, false) {
         Ok(next) => Ok(next <= now),
         // croner gives up after a bounded search, e.g. for "0 0 30 2 *" (30 February): such a
         // schedule never fires, so the budget is never active.
         Err(croner::errors::CronError::TimeSearchLimitExceeded) => Ok(false),
-        Err(e) => Err(TimingError::ScheduleEvaluation { text: schedule.to_string(), reason: lowercase(&e) }),
+        Err(e) => Err(TimingError::ScheduleEvaluation {
+            text: schedule.to_string(),
+            reason: lowercase(&e),
+        }),
     }
 }
 
@@ -134,13 +153,20 @@ pub fn check_schedule(schedule: &str) -> Result<(), TimingError> {
 /// years) or one of the macros. croner knows every macro but `@midnight`, an alias of `@daily`.
 fn parse_schedule(schedule: &str) -> Result<croner::Cron, TimingError> {
     let trimmed = schedule.trim();
-    let pattern = if trimmed.eq_ignore_ascii_case("@midnight") { "@daily" } else { trimmed };
+    let pattern = if trimmed.eq_ignore_ascii_case("@midnight") {
+        "@daily"
+    } else {
+        trimmed
+    };
     CronParser::builder()
         .seconds(Seconds::Disallowed)
         .year(Year::Disallowed)
         .build()
         .parse(pattern)
-        .map_err(|e| TimingError::MalformedSchedule { text: schedule.to_string(), reason: lowercase(&e) })
+        .map_err(|e| TimingError::MalformedSchedule {
+            text: schedule.to_string(),
+            reason: lowercase(&e),
+        })
 }
 
 /// croner's messages are sentences ("Invalid pattern: ..."); error fragments here are lowercase.
@@ -173,27 +199,41 @@ mod tests {
         assert_eq!(secs(".5s"), 0.5);
         assert_eq!(secs("0s"), 0.0);
         assert_eq!(secs("0"), 0.0);
-        assert_eq!(parse_go_duration("1ms2us3ns").unwrap(), Duration::from_nanos(1_002_003));
+        assert_eq!(
+            parse_go_duration("1ms2us3ns").unwrap(),
+            Duration::from_nanos(1_002_003)
+        );
         assert_eq!(parse_go_duration("7µs").unwrap(), Duration::from_micros(7));
-        assert_eq!(parse_go_duration("2562047h").unwrap().as_secs(), 2562047 * 3600);
+        assert_eq!(
+            parse_go_duration("2562047h").unwrap().as_secs(),
+            2562047 * 3600
+        );
     }
 
     #[test]
     fn malformed_durations() {
-        for bad in ["5d", "", "-1s", "-0", "1", "s", ".s", "1h 30m", "h1", "Never", "2562048h", "1.5"] {
+        for bad in [
+            "5d", "", "-1s", "-0", "1", "s", ".s", "1h 30m", "h1", "Never", "2562048h", "1.5",
+        ] {
             assert_eq!(
                 parse_go_duration(bad),
                 Err(TimingError::MalformedDuration(bad.to_string())),
                 "{bad:?} should be malformed"
             );
         }
-        assert_eq!(parse_go_duration("5d").unwrap_err().to_string(), r#"malformed duration "5d""#);
+        assert_eq!(
+            parse_go_duration("5d").unwrap_err().to_string(),
+            r#"malformed duration "5d""#
+        );
     }
 
     #[test]
     fn nillable_durations() {
         assert_eq!(parse_nillable("Never"), Ok(None));
-        assert_eq!(parse_nillable("720h"), Ok(Some(Duration::from_secs(720 * 3600))));
+        assert_eq!(
+            parse_nillable("720h"),
+            Ok(Some(Duration::from_secs(720 * 3600)))
+        );
         assert!(parse_nillable("never").is_err());
     }
 
@@ -202,75 +242,167 @@ mod tests {
         let t = at("2024-05-01T10:00:00Z");
         assert_eq!(t.timestamp(), 1_714_557_600);
         assert_eq!(at("2024-05-01T12:00:00+02:00"), t);
-        assert_eq!(at("2024-05-01T10:00:00.250Z").timestamp_subsec_millis(), 250);
+        assert_eq!(
+            at("2024-05-01T10:00:00.250Z").timestamp_subsec_millis(),
+            250
+        );
         let err = parse_timestamp("yesterday").unwrap_err();
-        assert!(err.to_string().starts_with(r#"malformed timestamp "yesterday": "#), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with(r#"malformed timestamp "yesterday": "#),
+            "{err}"
+        );
         assert!(parse_timestamp("").is_err());
     }
 
     #[test]
     fn every_minute_for_an_hour_is_always_active() {
         let hour = Duration::from_secs(3600);
-        for now in ["2000-06-15T12:30:30Z", "2024-01-06T00:00:00Z", "2024-02-29T23:59:59.9Z"] {
-            assert_eq!(schedule_active("* * * * *", hour, at(now)), Ok(true), "{now}");
+        for now in [
+            "2000-06-15T12:30:30Z",
+            "2024-01-06T00:00:00Z",
+            "2024-02-29T23:59:59.9Z",
+        ] {
+            assert_eq!(
+                schedule_active("* * * * *", hour, at(now)),
+                Ok(true),
+                "{now}"
+            );
         }
     }
 
     #[test]
     fn daily_window() {
         let ten_minutes = Duration::from_secs(600);
-        assert_eq!(schedule_active("@daily", ten_minutes, at("2024-05-01T00:05:00Z")), Ok(true));
-        assert_eq!(schedule_active("@daily", ten_minutes, at("2024-05-01T00:15:00Z")), Ok(false));
-        assert_eq!(schedule_active("@midnight", ten_minutes, at("2024-05-01T00:05:00Z")), Ok(true));
+        assert_eq!(
+            schedule_active("@daily", ten_minutes, at("2024-05-01T00:05:00Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("@daily", ten_minutes, at("2024-05-01T00:15:00Z")),
+            Ok(false)
+        );
+        assert_eq!(
+            schedule_active("@midnight", ten_minutes, at("2024-05-01T00:05:00Z")),
+            Ok(true)
+        );
         // The window is (now - duration, now]: a firing at now counts, one exactly duration ago not.
-        assert_eq!(schedule_active("@daily", ten_minutes, at("2024-05-01T00:00:00Z")), Ok(true));
-        assert_eq!(schedule_active("@daily", ten_minutes, at("2024-05-01T00:09:59Z")), Ok(true));
-        assert_eq!(schedule_active("@daily", ten_minutes, at("2024-05-01T00:10:00Z")), Ok(false));
-        assert_eq!(schedule_active("@daily", Duration::ZERO, at("2024-05-01T00:00:00Z")), Ok(false));
+        assert_eq!(
+            schedule_active("@daily", ten_minutes, at("2024-05-01T00:00:00Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("@daily", ten_minutes, at("2024-05-01T00:09:59Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("@daily", ten_minutes, at("2024-05-01T00:10:00Z")),
+            Ok(false)
+        );
+        assert_eq!(
+            schedule_active("@daily", Duration::ZERO, at("2024-05-01T00:00:00Z")),
+            Ok(false)
+        );
     }
 
     #[test]
     fn weekday_business_hours() {
         let eight_hours = Duration::from_secs(8 * 3600);
         // 2024-05-04 is a Saturday, 2024-05-06 a Monday.
-        assert_eq!(schedule_active("0 9 * * 1-5", eight_hours, at("2024-05-04T10:00:00Z")), Ok(false));
-        assert_eq!(schedule_active("0 9 * * 1-5", eight_hours, at("2024-05-06T10:00:00Z")), Ok(true));
-        assert_eq!(schedule_active("0 9 * * MON-FRI", eight_hours, at("2024-05-06T16:59:00Z")), Ok(true));
-        assert_eq!(schedule_active("0 9 * * 1-5", eight_hours, at("2024-05-06T17:00:00Z")), Ok(false));
+        assert_eq!(
+            schedule_active("0 9 * * 1-5", eight_hours, at("2024-05-04T10:00:00Z")),
+            Ok(false)
+        );
+        assert_eq!(
+            schedule_active("0 9 * * 1-5", eight_hours, at("2024-05-06T10:00:00Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("0 9 * * MON-FRI", eight_hours, at("2024-05-06T16:59:00Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("0 9 * * 1-5", eight_hours, at("2024-05-06T17:00:00Z")),
+            Ok(false)
+        );
     }
 
     #[test]
     fn weekly_and_longer_macros() {
         let hour = Duration::from_secs(3600);
         // 2024-05-01 is a Wednesday; @weekly fires Sunday 00:00.
-        assert_eq!(schedule_active("@weekly", hour, at("2024-05-01T00:30:00Z")), Ok(false));
-        assert_eq!(schedule_active("@weekly", hour, at("2024-05-05T00:30:00Z")), Ok(true));
-        assert_eq!(schedule_active("@hourly", hour, at("2024-05-01T07:59:00Z")), Ok(true));
-        assert_eq!(schedule_active("@monthly", hour, at("2024-05-01T00:30:00Z")), Ok(true));
-        assert_eq!(schedule_active("@yearly", hour, at("2024-05-01T00:30:00Z")), Ok(false));
+        assert_eq!(
+            schedule_active("@weekly", hour, at("2024-05-01T00:30:00Z")),
+            Ok(false)
+        );
+        assert_eq!(
+            schedule_active("@weekly", hour, at("2024-05-05T00:30:00Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("@hourly", hour, at("2024-05-01T07:59:00Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("@monthly", hour, at("2024-05-01T00:30:00Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("@yearly", hour, at("2024-05-01T00:30:00Z")),
+            Ok(false)
+        );
         // Karpenter's test: @yearly with 24h at noon on 1 January is active.
         let day = Duration::from_secs(24 * 3600);
-        assert_eq!(schedule_active("@annually", day, at("2024-01-01T12:00:00Z")), Ok(true));
+        assert_eq!(
+            schedule_active("@annually", day, at("2024-01-01T12:00:00Z")),
+            Ok(true)
+        );
         // A duration longer than the recurrence keeps the budget active throughout.
-        assert_eq!(schedule_active("@daily", 2 * day, at("2024-01-07T00:00:00Z")), Ok(true));
-        assert_eq!(schedule_active("30 6 * * SUN", 6 * hour, at("2024-01-07T00:00:00Z")), Ok(false));
+        assert_eq!(
+            schedule_active("@daily", 2 * day, at("2024-01-07T00:00:00Z")),
+            Ok(true)
+        );
+        assert_eq!(
+            schedule_active("30 6 * * SUN", 6 * hour, at("2024-01-07T00:00:00Z")),
+            Ok(false)
+        );
     }
 
     #[test]
     fn impossible_schedule_is_never_active() {
         let day = Duration::from_secs(24 * 3600);
-        assert_eq!(schedule_active("0 0 30 2 *", day, at("2024-03-01T00:00:00Z")), Ok(false));
+        assert_eq!(
+            schedule_active("0 0 30 2 *", day, at("2024-03-01T00:00:00Z")),
+            Ok(false)
+        );
     }
 
     #[test]
     fn bad_cron_text() {
         let hour = Duration::from_secs(3600);
         let now = at("2024-05-01T00:00:00Z");
-        let bad_texts = ["", "not a cron", "* * * *", "0 * * * * *", "0 0 * * * 2024", "61 * * * *"];
-        for bad in bad_texts.into_iter().chain(["@wrongly", "@every 1h", "0 0 * * tue-mon"]) {
+        let bad_texts = [
+            "",
+            "not a cron",
+            "* * * *",
+            "0 * * * * *",
+            "0 0 * * * 2024",
+            "61 * * * *",
+        ];
+        for bad in bad_texts
+            .into_iter()
+            .chain(["@wrongly", "@every 1h", "0 0 * * tue-mon"])
+        {
             let err = schedule_active(bad, hour, now).unwrap_err();
-            assert!(matches!(err, TimingError::MalformedSchedule { .. }), "{bad:?}: {err:?}");
-            assert!(err.to_string().starts_with(&format!("malformed cron schedule {bad:?}: ")), "{err}");
+            assert!(
+                matches!(err, TimingError::MalformedSchedule { .. }),
+                "{bad:?}: {err:?}"
+            );
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("malformed cron schedule {bad:?}: ")),
+                "{err}"
+            );
         }
     }
 

@@ -191,7 +191,10 @@ impl PodDisruptionBudget {
     /// `total` rounded up (as the disruption controller rounds). None when it is neither.
     pub fn count_of(value: &str, total: usize) -> Option<usize> {
         match value.strip_suffix('%') {
-            Some(pct) => pct.parse::<usize>().ok().map(|pct| (total * pct).div_ceil(100)),
+            Some(pct) => pct
+                .parse::<usize>()
+                .ok()
+                .map(|pct| (total * pct).div_ceil(100)),
             None => value.parse::<usize>().ok(),
         }
     }

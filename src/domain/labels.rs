@@ -85,10 +85,18 @@ pub enum RequirementError {
 
 impl Requirement {
     /// Builds and validates a requirement the way Karpenter's CEL rules do.
-    pub fn new(key: &str, operator: &str, values: Vec<String>, min_values: Option<u32>) -> Result<Self, RequirementError> {
-        let op = Operator::parse(operator).ok_or_else(|| RequirementError::UnknownOperator(operator.to_string()))?;
+    pub fn new(
+        key: &str,
+        operator: &str,
+        values: Vec<String>,
+        min_values: Option<u32>,
+    ) -> Result<Self, RequirementError> {
+        let op = Operator::parse(operator)
+            .ok_or_else(|| RequirementError::UnknownOperator(operator.to_string()))?;
         match op {
-            Operator::In if values.is_empty() => return Err(RequirementError::NoValues(operator.to_string())),
+            Operator::In if values.is_empty() => {
+                return Err(RequirementError::NoValues(operator.to_string()))
+            }
             Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte
                 if values.len() != 1 || values[0].parse::<u64>().is_err() =>
             {
@@ -101,7 +109,12 @@ impl Requirement {
                 return Err(RequirementError::MinValues(m, values.len()));
             }
         }
-        Ok(Requirement { key: normalize_key(key).to_string(), operator: op, values, min_values })
+        Ok(Requirement {
+            key: normalize_key(key).to_string(),
+            operator: op,
+            values,
+            min_values,
+        })
     }
 
     pub fn in_values(key: &str, values: &[&str]) -> Self {
@@ -128,7 +141,10 @@ impl Requirement {
             (Operator::Exists, v) => v.is_some(),
             (Operator::DoesNotExist, v) => v.is_none(),
             (op, Some(v)) => {
-                let (Ok(x), Some(Ok(y))) = (v.parse::<i64>(), self.values.first().map(|s| s.parse::<i64>())) else {
+                let (Ok(x), Some(Ok(y))) = (
+                    v.parse::<i64>(),
+                    self.values.first().map(|s| s.parse::<i64>()),
+                ) else {
                     return false;
                 };
                 match op {
@@ -161,7 +177,11 @@ pub struct NodeSelector {
 
 impl NodeSelector {
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.terms.is_empty() || self.terms.iter().any(|t| t.iter().all(|r| r.matches(labels)))
+        self.terms.is_empty()
+            || self
+                .terms
+                .iter()
+                .any(|t| t.iter().all(|r| r.matches(labels)))
     }
 }
 
@@ -174,7 +194,9 @@ pub struct LabelSelector {
 
 impl LabelSelector {
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 }
@@ -247,7 +269,10 @@ pub fn tolerates_all(tolerations: &[Toleration], taints: &[Taint]) -> bool {
 pub fn untolerated_soft_taints(tolerations: &[Toleration], taints: &[Taint]) -> usize {
     taints
         .iter()
-        .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerations.iter().any(|tol| tol.tolerates(t)))
+        .filter(|t| {
+            t.effect == TaintEffect::PreferNoSchedule
+                && !tolerations.iter().any(|tol| tol.tolerates(t))
+        })
         .count()
 }
 
@@ -256,7 +281,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn req(key: &str, op: &str, vals: &[&str]) -> Requirement {
@@ -285,10 +313,22 @@ mod tests {
 
     #[test]
     fn malformed_requirements_are_rejected() {
-        assert!(matches!(Requirement::new("k", "Near", vec![], None), Err(RequirementError::UnknownOperator(_))));
-        assert!(matches!(Requirement::new("k", "In", vec![], None), Err(RequirementError::NoValues(_))));
-        assert!(matches!(Requirement::new("k", "Gt", vec!["x".into()], None), Err(RequirementError::NotAnInteger(..))));
-        assert!(matches!(Requirement::new("k", "In", vec!["a".into()], Some(2)), Err(RequirementError::MinValues(2, 1))));
+        assert!(matches!(
+            Requirement::new("k", "Near", vec![], None),
+            Err(RequirementError::UnknownOperator(_))
+        ));
+        assert!(matches!(
+            Requirement::new("k", "In", vec![], None),
+            Err(RequirementError::NoValues(_))
+        ));
+        assert!(matches!(
+            Requirement::new("k", "Gt", vec!["x".into()], None),
+            Err(RequirementError::NotAnInteger(..))
+        ));
+        assert!(matches!(
+            Requirement::new("k", "In", vec!["a".into()], Some(2)),
+            Err(RequirementError::MinValues(2, 1))
+        ));
     }
 
     #[test]
@@ -299,7 +339,9 @@ mod tests {
 
     #[test]
     fn node_selector_terms_are_ored() {
-        let sel = NodeSelector { terms: vec![vec![req("a", "In", &["x"])], vec![req("b", "In", &["y"])]] };
+        let sel = NodeSelector {
+            terms: vec![vec![req("a", "In", &["x"])], vec![req("b", "In", &["y"])]],
+        };
         assert!(sel.matches(&labels(&[("b", "y")])));
         assert!(!sel.matches(&labels(&[("b", "z")])));
         assert!(NodeSelector::default().matches(&labels(&[])));
@@ -307,12 +349,35 @@ mod tests {
 
     #[test]
     fn tolerations_match_taints() {
-        let taint = Taint { key: "gpu".into(), value: "true".into(), effect: TaintEffect::NoSchedule };
-        let exact = Toleration { key: Some("gpu".into()), exists: false, value: "true".into(), effect: None };
-        let wrong = Toleration { key: Some("gpu".into()), exists: false, value: "no".into(), effect: None };
-        let any = Toleration { key: None, exists: true, value: String::new(), effect: None };
+        let taint = Taint {
+            key: "gpu".into(),
+            value: "true".into(),
+            effect: TaintEffect::NoSchedule,
+        };
+        let exact = Toleration {
+            key: Some("gpu".into()),
+            exists: false,
+            value: "true".into(),
+            effect: None,
+        };
+        let wrong = Toleration {
+            key: Some("gpu".into()),
+            exists: false,
+            value: "no".into(),
+            effect: None,
+        };
+        let any = Toleration {
+            key: None,
+            exists: true,
+            value: String::new(),
+            effect: None,
+        };
         assert!(exact.tolerates(&taint) && any.tolerates(&taint) && !wrong.tolerates(&taint));
-        let soft = Taint { key: "x".into(), value: String::new(), effect: TaintEffect::PreferNoSchedule };
+        let soft = Taint {
+            key: "x".into(),
+            value: String::new(),
+            effect: TaintEffect::PreferNoSchedule,
+        };
         assert!(tolerates_all(&[], std::slice::from_ref(&soft)));
         assert_eq!(untolerated_soft_taints(&[], &[soft]), 1);
     }

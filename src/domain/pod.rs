@@ -212,11 +212,16 @@ impl Pod {
 mod shared {
     use super::*;
 
-    pub fn serialize<T: Serialize, S: Serializer>(value: &Arc<T>, serializer: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<T: Serialize, S: Serializer>(
+        value: &Arc<T>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         T::serialize(value, serializer)
     }
 
-    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<T>, D::Error> {
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Arc<T>, D::Error> {
         T::deserialize(deserializer).map(Arc::new)
     }
 }
@@ -225,11 +230,16 @@ mod shared {
 pub(crate) mod shared_list {
     use super::*;
 
-    pub fn serialize<T: Serialize, S: Serializer>(values: &[Arc<T>], serializer: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<T: Serialize, S: Serializer>(
+        values: &[Arc<T>],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(values.iter().map(|v| &**v))
     }
 
-    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Arc<T>>, D::Error> {
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Arc<T>>, D::Error> {
         Vec::<T>::deserialize(deserializer).map(|v| v.into_iter().map(Arc::new).collect())
     }
 }

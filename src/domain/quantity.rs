@@ -26,9 +26,25 @@ pub enum QuantityError {
     Overflow(String),
 }
 
-const BINARY: [(&str, u32); 6] = [("Ki", 10), ("Mi", 20), ("Gi", 30), ("Ti", 40), ("Pi", 50), ("Ei", 60)];
-const DECIMAL: [(&str, i32); 9] =
-    [("n", -9), ("u", -6), ("m", -3), ("k", 3), ("M", 6), ("G", 9), ("T", 12), ("P", 15), ("E", 18)];
+const BINARY: [(&str, u32); 6] = [
+    ("Ki", 10),
+    ("Mi", 20),
+    ("Gi", 30),
+    ("Ti", 40),
+    ("Pi", 50),
+    ("Ei", 60),
+];
+const DECIMAL: [(&str, i32); 9] = [
+    ("n", -9),
+    ("u", -6),
+    ("m", -3),
+    ("k", 3),
+    ("M", 6),
+    ("G", 9),
+    ("T", 12),
+    ("P", 15),
+    ("E", 18),
+];
 
 impl Quantity {
     pub const ZERO: Quantity = Quantity(0);
@@ -84,7 +100,9 @@ impl Quantity {
         }
         // the suffix starts at the first letter, unless that letter opens an exponent (`1e3`, `2E-1`);
         // `E` alone or `Ei` is a suffix
-        let split = exponent_start(s).or_else(|| s.find(|c: char| c.is_ascii_alphabetic())).unwrap_or(s.len());
+        let split = exponent_start(s)
+            .or_else(|| s.find(|c: char| c.is_ascii_alphabetic()))
+            .unwrap_or(s.len());
         let (number, suffix) = s.split_at(split);
         let (mantissa, exp10, exp2) = parse_suffix(s, suffix)?;
         let (digits, scale) = parse_decimal(s, number)?;
@@ -93,7 +111,13 @@ impl Quantity {
         let ten_power = exp10 + mantissa - scale + 3;
         value = checked_mul(value, 1i128 << exp2, s)?;
         if ten_power >= 0 {
-            value = checked_mul(value, 10i128.checked_pow(ten_power as u32).ok_or_else(|| overflow(s))?, s)?;
+            value = checked_mul(
+                value,
+                10i128
+                    .checked_pow(ten_power as u32)
+                    .ok_or_else(|| overflow(s))?,
+                s,
+            )?;
         } else {
             let div = 10i128.checked_pow((-ten_power) as u32).unwrap_or(i128::MAX);
             // round away from zero, as Kubernetes does when it canonicalises to milli precision
@@ -141,7 +165,8 @@ fn checked_mul(a: i128, b: i128, s: &str) -> Result<i128, QuantityError> {
 fn exponent_start(s: &str) -> Option<usize> {
     let i = s.find(|c: char| c.is_ascii_alphabetic())?;
     let rest = s[i + 1..].trim_start_matches(['+', '-']);
-    (matches!(&s[i..=i], "e" | "E") && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())).then_some(i)
+    (matches!(&s[i..=i], "e" | "E") && !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()))
+        .then_some(i)
 }
 
 /// Returns (decimal exponent from an `e` part, decimal exponent of the suffix, binary exponent).
@@ -156,7 +181,9 @@ fn parse_suffix(s: &str, suffix: &str) -> Result<(i32, i32, u32), QuantityError>
         return Ok((0, *e, 0));
     }
     if let Some(rest) = suffix.strip_prefix(['e', 'E']) {
-        let e: i32 = rest.parse().map_err(|_| QuantityError::Malformed(s.to_string()))?;
+        let e: i32 = rest
+            .parse()
+            .map_err(|_| QuantityError::Malformed(s.to_string()))?;
         if !(-30..=30).contains(&e) {
             return Err(overflow(s));
         }
@@ -177,7 +204,11 @@ fn parse_decimal(s: &str, number: &str) -> Result<(i128, i32), QuantityError> {
     if int_part.is_empty() && frac_part.is_empty() {
         return Err(malformed());
     }
-    if !int_part.chars().chain(frac_part.chars()).all(|c| c.is_ascii_digit()) {
+    if !int_part
+        .chars()
+        .chain(frac_part.chars())
+        .all(|c| c.is_ascii_digit())
+    {
         return Err(malformed());
     }
     if int_part.len() + frac_part.len() > 30 {
@@ -187,7 +218,10 @@ fn parse_decimal(s: &str, number: &str) -> Result<(i128, i32), QuantityError> {
     for c in int_part.chars().chain(frac_part.chars()) {
         value = value * 10 + i128::from(c as u8 - b'0');
     }
-    Ok((if negative { -value } else { value }, frac_part.len() as i32))
+    Ok((
+        if negative { -value } else { value },
+        frac_part.len() as i32,
+    ))
 }
 
 impl FromStr for Quantity {
@@ -262,11 +296,26 @@ mod tests {
     #[test]
     fn rejects_garbage() {
         assert!(matches!(Quantity::parse(""), Err(QuantityError::Empty)));
-        assert!(matches!(Quantity::parse("abc"), Err(QuantityError::Suffix(_)) | Err(QuantityError::Malformed(_))));
-        assert!(matches!(Quantity::parse("1Xi"), Err(QuantityError::Suffix(_))));
-        assert!(matches!(Quantity::parse("1.2.3"), Err(QuantityError::Malformed(_))));
-        assert!(matches!(Quantity::parse("99999999Ei"), Err(QuantityError::Overflow(_))));
-        assert!(matches!(Quantity::parse("1e400"), Err(QuantityError::Overflow(_))));
+        assert!(matches!(
+            Quantity::parse("abc"),
+            Err(QuantityError::Suffix(_)) | Err(QuantityError::Malformed(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1Xi"),
+            Err(QuantityError::Suffix(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1.2.3"),
+            Err(QuantityError::Malformed(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("99999999Ei"),
+            Err(QuantityError::Overflow(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1e400"),
+            Err(QuantityError::Overflow(_))
+        ));
     }
 
     #[test]

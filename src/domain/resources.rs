@@ -87,12 +87,15 @@ impl Resources {
 
     /// True when every requested amount is within `capacity` (absent names count as zero).
     pub fn fits_in(&self, capacity: &Resources) -> bool {
-        self.iter().all(|(k, v)| v.milli() <= 0 || v <= capacity.get(k))
+        self.iter()
+            .all(|(k, v)| v.milli() <= 0 || v <= capacity.get(k))
     }
 
     /// The names whose request exceeds `capacity`.
     pub fn exceeding<'a>(&'a self, capacity: &'a Resources) -> impl Iterator<Item = &'a str> + 'a {
-        self.iter().filter(move |(k, v)| v.milli() > 0 && *v > capacity.get(k)).map(|(k, _)| k)
+        self.iter()
+            .filter(move |(k, v)| v.milli() > 0 && *v > capacity.get(k))
+            .map(|(k, _)| k)
     }
 
     pub fn first_negative(&self) -> Option<&str> {
@@ -110,7 +113,13 @@ impl fmt::Display for Resources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self
             .iter()
-            .map(|(k, v)| if k == MEMORY || k == EPHEMERAL_STORAGE { format!("{k}={}", v.to_binary()) } else { format!("{k}={v}") })
+            .map(|(k, v)| {
+                if k == MEMORY || k == EPHEMERAL_STORAGE {
+                    format!("{k}={}", v.to_binary())
+                } else {
+                    format!("{k}={v}")
+                }
+            })
             .collect();
         f.write_str(&parts.join(","))
     }
@@ -121,7 +130,10 @@ mod tests {
     use super::*;
 
     fn r(pairs: &[(&str, &str)]) -> Resources {
-        pairs.iter().map(|(k, v)| (k.to_string(), Quantity::parse(v).unwrap())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity::parse(v).unwrap()))
+            .collect()
     }
 
     #[test]

@@ -84,7 +84,10 @@ impl CostWeights {
                 .parse()
                 .ok()
                 .filter(|v: &f64| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| WeightsError::BadValue { key: key.clone(), value: value.clone() })?;
+                .ok_or_else(|| WeightsError::BadValue {
+                    key: key.clone(),
+                    value: value.clone(),
+                })?;
             *slot = v;
         }
         Ok(w)
@@ -97,11 +100,22 @@ mod tests {
 
     #[test]
     fn overrides_apply_and_typos_fail() {
-        let data: BTreeMap<String, String> = [("preferNoSchedule".to_string(), "0.5".to_string())].into();
-        assert_eq!(CostWeights::from_data(&data).unwrap().prefer_no_schedule, 0.5);
-        let typo: BTreeMap<String, String> = [("preferNoSchedul".to_string(), "0.5".to_string())].into();
-        assert!(matches!(CostWeights::from_data(&typo), Err(WeightsError::UnknownKey(_))));
+        let data: BTreeMap<String, String> =
+            [("preferNoSchedule".to_string(), "0.5".to_string())].into();
+        assert_eq!(
+            CostWeights::from_data(&data).unwrap().prefer_no_schedule,
+            0.5
+        );
+        let typo: BTreeMap<String, String> =
+            [("preferNoSchedul".to_string(), "0.5".to_string())].into();
+        assert!(matches!(
+            CostWeights::from_data(&typo),
+            Err(WeightsError::UnknownKey(_))
+        ));
         let neg: BTreeMap<String, String> = [("minSavings".to_string(), "-1".to_string())].into();
-        assert!(matches!(CostWeights::from_data(&neg), Err(WeightsError::BadValue { .. })));
+        assert!(matches!(
+            CostWeights::from_data(&neg),
+            Err(WeightsError::BadValue { .. })
+        ));
     }
 }

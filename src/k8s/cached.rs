@@ -46,8 +46,18 @@ impl<K: Resource<DynamicType = ()>, T> Cached<K, T> {
     /// Keeps `object`'s identity and what `read` makes of it.
     pub fn new(object: K, read: impl FnOnce(K) -> T) -> Self {
         let meta = object.meta();
-        let (name, namespace, uid) = (meta.name.clone().unwrap_or_default(), meta.namespace.clone(), meta.uid.clone());
-        Cached { name, namespace, uid, value: read(object), api: PhantomData }
+        let (name, namespace, uid) = (
+            meta.name.clone().unwrap_or_default(),
+            meta.namespace.clone(),
+            meta.uid.clone(),
+        );
+        Cached {
+            name,
+            namespace,
+            uid,
+            value: read(object),
+            api: PhantomData,
+        }
     }
 
     /// A reference to the object, as `Resource::object_ref` writes it (for Events about it).
@@ -68,7 +78,10 @@ impl<K: Resource<DynamicType = ()>, T> Cached<K, T> {
 }
 
 /// A watch event with its object converted by `read`.
-pub fn convert_event<K: Resource<DynamicType = ()>, T>(event: Event<K>, read: &mut impl FnMut(K) -> T) -> Event<Cached<K, T>> {
+pub fn convert_event<K: Resource<DynamicType = ()>, T>(
+    event: Event<K>,
+    read: &mut impl FnMut(K) -> T,
+) -> Event<Cached<K, T>> {
     match event {
         Event::Apply(o) => Event::Apply(Cached::new(o, read)),
         Event::Delete(o) => Event::Delete(Cached::new(o, read)),
@@ -141,7 +154,10 @@ impl PodReader {
             p.labels = self.labels.share(&p.labels);
             p.constraints = self.constraints.share(&p.constraints);
         }
-        PodEntry { pod: pod.map(Arc::new), waits_for_scheduler }
+        PodEntry {
+            pod: pod.map(Arc::new),
+            waits_for_scheduler,
+        }
     }
 }
 
@@ -155,7 +171,10 @@ struct Shared<T> {
 
 impl<T> Default for Shared<T> {
     fn default() -> Self {
-        Shared { kept: HashSet::new(), swept: 0 }
+        Shared {
+            kept: HashSet::new(),
+            swept: 0,
+        }
     }
 }
 
@@ -189,7 +208,10 @@ pub struct NodeEntry {
 
 pub fn read_node(object: core::Node) -> NodeEntry {
     let kept = lifecycle_fields(&object);
-    NodeEntry { node: live::read_node(object).map(Arc::new), object: kept }
+    NodeEntry {
+        node: live::read_node(object).map(Arc::new),
+        object: kept,
+    }
 }
 
 /// The node with only what the lifecycle reads: identity, deletion and finalizers, providerID,
@@ -211,15 +233,25 @@ fn lifecycle_fields(node: &core::Node) -> core::Node {
         ..core::NodeSpec::default()
     });
     let status = node.status.as_ref().map(|s| core::NodeStatus {
-        conditions: s.conditions.as_ref().map(|cs| cs.iter().filter(|c| c.type_ == "Ready").cloned().collect()),
+        conditions: s
+            .conditions
+            .as_ref()
+            .map(|cs| cs.iter().filter(|c| c.type_ == "Ready").cloned().collect()),
         allocatable: s.allocatable.clone(),
         ..core::NodeStatus::default()
     });
-    core::Node { metadata, spec, status }
+    core::Node {
+        metadata,
+        spec,
+        status,
+    }
 }
 
 pub type CachedPod = Cached<core::Pod, PodEntry>;
 pub type CachedNode = Cached<core::Node, NodeEntry>;
-pub type CachedDaemonSet = Cached<k8s_openapi::api::apps::v1::DaemonSet, Result<domain::DaemonSet, Unreadable>>;
-pub type CachedPdb =
-    Cached<k8s_openapi::api::policy::v1::PodDisruptionBudget, Result<domain::PodDisruptionBudget, Unreadable>>;
+pub type CachedDaemonSet =
+    Cached<k8s_openapi::api::apps::v1::DaemonSet, Result<domain::DaemonSet, Unreadable>>;
+pub type CachedPdb = Cached<
+    k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    Result<domain::PodDisruptionBudget, Unreadable>,
+>;

@@ -18,10 +18,12 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use super::cached::{self, convert_event, Cached, CachedDaemonSet, CachedNode, CachedPdb, CachedPod};
+use super::cached::{
+    self, convert_event, Cached, CachedDaemonSet, CachedNode, CachedPdb, CachedPod,
+};
 use super::K8sError;
-use crate::snapshot::live;
 use crate::domain::weights::CONFIGMAP_NAME;
+use crate::snapshot::live;
 
 /// What wakes the decision thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,14 +67,48 @@ impl Caches {
         let weights = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP_NAME}"));
         let dynamic = |kind: &str| {
             let ar = karpenter_resource(kind);
-            watch(Api::<DynamicObject>::all_with(client.clone(), &ar), all.clone(), ar, wake)
+            watch(
+                Api::<DynamicObject>::all_with(client.clone(), &ar),
+                all.clone(),
+                ar,
+                wake,
+            )
         };
         Caches {
-            pods: watch_read(Api::all(client.clone()), all.clone(), cached::PodReader::default(), |r, p| r.read(p), wake),
-            nodes: watch_read(Api::all(client.clone()), all.clone(), (), |_, n| cached::read_node(n), wake),
-            daemonsets: watch_read(Api::all(client.clone()), all.clone(), (), |_, d| live::read_daemonset(d), wake),
-            pdbs: watch_read(Api::all(client.clone()), all.clone(), (), |_, p| live::read_pdb(p), wake),
-            config_maps: watch(Api::namespaced(client.clone(), namespace), weights, (), wake),
+            pods: watch_read(
+                Api::all(client.clone()),
+                all.clone(),
+                cached::PodReader::default(),
+                |r, p| r.read(p),
+                wake,
+            ),
+            nodes: watch_read(
+                Api::all(client.clone()),
+                all.clone(),
+                (),
+                |_, n| cached::read_node(n),
+                wake,
+            ),
+            daemonsets: watch_read(
+                Api::all(client.clone()),
+                all.clone(),
+                (),
+                |_, d| live::read_daemonset(d),
+                wake,
+            ),
+            pdbs: watch_read(
+                Api::all(client.clone()),
+                all.clone(),
+                (),
+                |_, p| live::read_pdb(p),
+                wake,
+            ),
+            config_maps: watch(
+                Api::namespaced(client.clone(), namespace),
+                weights,
+                (),
+                wake,
+            ),
             nodepools: dynamic("NodePool"),
             nodeclaims: dynamic("NodeClaim"),
             nodeclasses: dynamic("EC2NodeClass"),
@@ -100,21 +136,36 @@ impl Caches {
 
 /// One kind's watcher and store of the objects as sent; every event (including relists) signals
 /// the decision thread.
-fn watch<K>(api: Api<K>, config: watcher::Config, dyntype: K::DynamicType, wake: &Wakeup) -> Store<K>
+fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    dyntype: K::DynamicType,
+    wake: &Wakeup,
+) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
     let writer = Writer::new(dyntype);
     let store = writer.as_reader();
-    signal(watcher(api, config).default_backoff().reflect(writer), std::any::type_name::<K>(), wake);
+    signal(
+        watcher(api, config).default_backoff().reflect(writer),
+        std::any::type_name::<K>(),
+        wake,
+    );
     store
 }
 
 /// One kind's watcher and store of what `read` makes of each object (with `reader`, state kept
 /// across events), converted as its event arrives: the API object itself is dropped then and never
 /// held by the store.
-fn watch_read<K, T, R>(api: Api<K>, config: watcher::Config, mut reader: R, read: fn(&mut R, K) -> T, wake: &Wakeup) -> Store<Cached<K, T>>
+fn watch_read<K, T, R>(
+    api: Api<K>,
+    config: watcher::Config,
+    mut reader: R,
+    read: fn(&mut R, K) -> T,
+    wake: &Wakeup,
+) -> Store<Cached<K, T>>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     T: Clone + Send + Sync + 'static,
@@ -122,14 +173,20 @@ where
 {
     let writer = Writer::new(());
     let store = writer.as_reader();
-    let events = watcher(api, config).default_backoff().map_ok(move |e| convert_event(e, &mut |o| read(&mut reader, o)));
+    let events = watcher(api, config)
+        .default_backoff()
+        .map_ok(move |e| convert_event(e, &mut |o| read(&mut reader, o)));
     let events = reflector(writer, events);
     signal(events, std::any::type_name::<K>(), wake);
     store
 }
 
 /// Drives a reflector's events, waking the decision thread on each; stops when the thread is gone.
-fn signal<K>(events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static, kind: &'static str, wake: &Wakeup) {
+fn signal<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    kind: &'static str,
+    wake: &Wakeup,
+) {
     let wake = wake.clone();
     tokio::spawn(async move {
         futures::pin_mut!(events);

@@ -86,9 +86,35 @@ const WRITE_CHUNK: usize = 256;
 
 impl KubeCluster {
     /// `seed` draws claim name suffixes: it must differ between processes (see `operator`).
-    pub fn new(client: Client, evictions: Client, rt: Handle, caches: Caches, catalog: Catalog, recorder: Recorder, seed: u64) -> KubeCluster {
+    pub fn new(
+        client: Client,
+        evictions: Client,
+        rt: Handle,
+        caches: Caches,
+        catalog: Catalog,
+        recorder: Recorder,
+        seed: u64,
+    ) -> KubeCluster {
         let events = events::spawn_publisher(&rt, recorder);
-        KubeCluster { client, evictions, rt, caches, catalog, events, nominations: events::nomination_limiter(), failed_scheduling: Dedupe::new(events::FAILED_SCHEDULING_REPEAT, Instant::now()), snap: ClusterSnapshot::default(), pod_index: None, planned: BTreeMap::new(), in_flight: BTreeMap::new(), now: k8s_time(chrono::DateTime::UNIX_EPOCH), unrecorded: BTreeMap::new(), initialized_claims: Default::default(), names: ChaCha8Rng::seed_from_u64(seed), writes: Writes::default() }
+        KubeCluster {
+            client,
+            evictions,
+            rt,
+            caches,
+            catalog,
+            events,
+            nominations: events::nomination_limiter(),
+            failed_scheduling: Dedupe::new(events::FAILED_SCHEDULING_REPEAT, Instant::now()),
+            snap: ClusterSnapshot::default(),
+            pod_index: None,
+            planned: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            now: k8s_time(chrono::DateTime::UNIX_EPOCH),
+            unrecorded: BTreeMap::new(),
+            initialized_claims: Default::default(),
+            names: ChaCha8Rng::seed_from_u64(seed),
+            writes: Writes::default(),
+        }
     }
 
     pub fn caches(&self) -> &Caches {
@@ -133,14 +159,21 @@ impl KubeCluster {
                 self.planned.remove(&name);
                 continue;
             }
-            let node = self.planned.get(&name).cloned().or_else(|| claims::planned_node(c, &self.catalog).map(Arc::new));
+            let node = self
+                .planned
+                .get(&name)
+                .cloned()
+                .or_else(|| claims::planned_node(c, &self.catalog).map(Arc::new));
             if let Some(node) = node {
                 self.in_flight.insert(name, node);
             }
         }
         // created a moment ago and not in the caches yet
         for (name, node) in &self.planned {
-            if !claims.iter().any(|c| c.metadata.name.as_deref() == Some(name)) {
+            if !claims
+                .iter()
+                .any(|c| c.metadata.name.as_deref() == Some(name))
+            {
                 self.in_flight.insert(name.clone(), node.clone());
             }
         }
@@ -163,10 +196,23 @@ impl KubeCluster {
 
     /// Publishes an Event on a pod; failures are logged, never fatal.
     pub fn pod_event(&mut self, key: &str, kind: EventType, reason: &str, note: String) {
-        let Some((ns, name)) = key.split_once('/') else { return };
+        let Some((ns, name)) = key.split_once('/') else {
+            return;
+        };
         // a keyed lookup: a pass may publish an Event for each of thousands of pods
-        let Some(pod) = self.caches.pods.get(&ObjectRef::new(name).within(ns)) else { return };
-        self.publish(&pod.object_ref(), Event { type_: kind, reason: reason.into(), note: Some(note), action: "Provisioning".into(), secondary: None });
+        let Some(pod) = self.caches.pods.get(&ObjectRef::new(name).within(ns)) else {
+            return;
+        };
+        self.publish(
+            &pod.object_ref(),
+            Event {
+                type_: kind,
+                reason: reason.into(),
+                note: Some(note),
+                action: "Provisioning".into(),
+                secondary: None,
+            },
+        );
     }
 
     /// Queues an Event about `object` for the publisher task; failures are logged, never fatal.
@@ -186,9 +232,12 @@ impl KubeCluster {
                 let (api, params) = (&api, &params);
                 async move {
                     // built as sent: a 5,000-node plan's patches held at once took about 30 MB
-                    let (labels, status) = claims::launched_patches(&u.node, &u.instance, &u.capacity, &u.at);
+                    let (labels, status) =
+                        claims::launched_patches(&u.node, &u.instance, &u.capacity, &u.at);
                     api.patch(name, params, &Patch::Merge(&labels)).await?;
-                    api.patch_status(name, params, &Patch::Merge(&status)).await.map(drop)
+                    api.patch_status(name, params, &Patch::Merge(&status))
+                        .await
+                        .map(drop)
                 }
             })
             .buffered(WRITE_CONCURRENCY);
@@ -196,7 +245,9 @@ impl KubeCluster {
         for ((name, record), result) in entries.into_iter().zip(results) {
             match result {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => tracing::warn!(claim = %name, "nodeclaim gone before its launch was recorded"),
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    tracing::warn!(claim = %name, "nodeclaim gone before its launch was recorded")
+                }
                 Err(e) => {
                     self.writes.errors += 1;
                     tracing::warn!(claim = %name, error = %e, "nodeclaim launch not recorded, retrying");
@@ -209,10 +260,22 @@ impl KubeCluster {
     /// The NodeClaim object for a plan's node, or None (logged) when it cannot be built.
     fn claim_object(&mut self, name: &str, node: &NewNode) -> Option<DynamicObject> {
         if self.pod_index.is_none() {
-            self.pod_index = Some(self.snap.pods.iter().enumerate().map(|(i, p)| (p.key(), i)).collect());
+            self.pod_index = Some(
+                self.snap
+                    .pods
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (p.key(), i))
+                    .collect(),
+            );
         }
         let index = self.pod_index.as_ref().expect("just built");
-        let pods: Vec<&crate::domain::Pod> = node.pods.iter().filter_map(|k| index.get(k)).map(|&i| &*self.snap.pods[i]).collect();
+        let pods: Vec<&crate::domain::Pod> = node
+            .pods
+            .iter()
+            .filter_map(|k| index.get(k))
+            .map(|&i| &*self.snap.pods[i])
+            .collect();
         let object = claims::claim_object_for(name, node, &self.snap, &pods);
         match serde_json::from_value(object) {
             Ok(c) => Some(c),
@@ -225,7 +288,12 @@ impl KubeCluster {
 
     /// Takes in the answer to one NodeClaim's POST (None: it was never built): whether the claim
     /// is recorded, so that its node may launch.
-    fn claim_written(&mut self, name: &str, node: &NewNode, result: Option<Result<(), kube::Error>>) -> bool {
+    fn claim_written(
+        &mut self,
+        name: &str,
+        node: &NewNode,
+        result: Option<Result<(), kube::Error>>,
+    ) -> bool {
         match result {
             None => false,
             Some(Ok(_)) => {
@@ -233,7 +301,11 @@ impl KubeCluster {
                 let shared = Arc::new(node.clone());
                 self.planned.insert(name.to_string(), shared.clone());
                 self.in_flight.insert(name.to_string(), shared);
-                let admitted = node.pods.iter().take_while(|_| self.nominations.check().is_ok()).count();
+                let admitted = node
+                    .pods
+                    .iter()
+                    .take_while(|_| self.nominations.check().is_ok())
+                    .count();
                 for pod in &node.pods[..admitted] {
                     let note = format!("Pod should schedule on: nodeclaim/{name}");
                     self.pod_event(pod, EventType::Normal, "Nominated", note);
@@ -250,8 +322,19 @@ impl KubeCluster {
 
     /// Publishes a Warning Event on joiner's cost-weight ConfigMap.
     pub fn config_map_event(&mut self, reason: &str, note: String) {
-        let Some(cm) = self.caches.config_maps.state().into_iter().next() else { return };
-        self.publish(&cm.object_ref(&()), Event { type_: EventType::Warning, reason: reason.into(), note: Some(note), action: "LoadCostWeights".into(), secondary: None });
+        let Some(cm) = self.caches.config_maps.state().into_iter().next() else {
+            return;
+        };
+        self.publish(
+            &cm.object_ref(&()),
+            Event {
+                type_: EventType::Warning,
+                reason: reason.into(),
+                note: Some(note),
+                action: "LoadCostWeights".into(),
+                secondary: None,
+            },
+        );
     }
 
     /// Removes the termination finalizer and deletes a NodeClaim; absent is fine.
@@ -266,10 +349,15 @@ impl KubeCluster {
     }
 
     /// Drops an object's finalizers and deletes it; one already gone is fine. Whether it went.
-    fn release<K: Clone + DeserializeOwned + std::fmt::Debug>(&mut self, api: Api<K>, name: &str) -> bool {
+    fn release<K: Clone + DeserializeOwned + std::fmt::Debug>(
+        &mut self,
+        api: Api<K>,
+        name: &str,
+    ) -> bool {
         let unfinalize = json!({"metadata": {"finalizers": null}});
         let result = self.rt.block_on(async {
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalize)).await?;
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalize))
+                .await?;
             api.delete(name, &DeleteParams::default()).await.map(|_| ())
         });
         match result {
@@ -285,13 +373,19 @@ impl KubeCluster {
 
     /// The NodeClaim whose node is `node`, from the caches.
     pub fn claim_of_node(&self, node: &str) -> Option<String> {
-        self.caches.node_claims().iter().find(|c| claims::node_name_of(c) == Some(node)).and_then(|c| c.metadata.name.clone())
+        self.caches
+            .node_claims()
+            .iter()
+            .find(|c| claims::node_name_of(c) == Some(node))
+            .and_then(|c| c.metadata.name.clone())
     }
 
     /// Suffix like `generateName`'s: five characters from the API server's alphabet.
     fn suffix(&mut self) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-        (0..5).map(|_| ALPHABET[self.names.random_range(0..ALPHABET.len())] as char).collect()
+        (0..5)
+            .map(|_| ALPHABET[self.names.random_range(0..ALPHABET.len())] as char)
+            .collect()
     }
 }
 
@@ -301,7 +395,10 @@ impl Cluster for KubeCluster {
     }
 
     fn in_flight(&self) -> Vec<(&str, &NewNode)> {
-        self.in_flight.iter().map(|(n, node)| (n.as_str(), &**node)).collect()
+        self.in_flight
+            .iter()
+            .map(|(n, node)| (n.as_str(), &**node))
+            .collect()
     }
 
     fn claim_name(&mut self, nodepool: &str, _seq: u64) -> String {
@@ -317,26 +414,40 @@ impl Cluster for KubeCluster {
         let mut written = Vec::with_capacity(batch.len());
         // a few hundred at a time: only their objects are held, not a whole plan's
         for chunk in batch.chunks(WRITE_CHUNK) {
-            let objects: Vec<Option<DynamicObject>> = chunk.iter().map(|(name, node)| self.claim_object(name, node)).collect();
+            let objects: Vec<Option<DynamicObject>> = chunk
+                .iter()
+                .map(|(name, node)| self.claim_object(name, node))
+                .collect();
             let posts = futures::stream::iter(&objects)
                 .map(|object| {
                     let api = &api;
                     async move {
                         match object {
-                            Some(claim) => Some(api.create(&PostParams::default(), claim).await.map(drop)),
+                            Some(claim) => {
+                                Some(api.create(&PostParams::default(), claim).await.map(drop))
+                            }
                             None => None,
                         }
                     }
                 })
                 .buffered(WRITE_CONCURRENCY);
             let results: Vec<_> = self.rt.block_on(posts.collect());
-            written.extend(chunk.iter().zip(results).map(|((name, node), result)| self.claim_written(name, node, result)));
+            written.extend(
+                chunk
+                    .iter()
+                    .zip(results)
+                    .map(|((name, node), result)| self.claim_written(name, node, result)),
+            );
         }
         written
     }
 
     fn initialized(&self, name: &str) -> bool {
-        self.initialized_claims.contains(name) || self.caches.node_claims().iter().any(|c| c.metadata.name.as_deref() == Some(name) && claims::has_condition(c, crate::api::NODECLAIM_INITIALIZED))
+        self.initialized_claims.contains(name)
+            || self.caches.node_claims().iter().any(|c| {
+                c.metadata.name.as_deref() == Some(name)
+                    && claims::has_condition(c, crate::api::NODECLAIM_INITIALIZED)
+            })
     }
 
     fn claim_failed(&mut self, name: &str) {
@@ -349,9 +460,23 @@ impl Cluster for KubeCluster {
 
     fn claims_launched(&mut self, launched: Vec<(String, NewNode, Instance)>) {
         for (name, node, instance) in launched {
-            let capacity = self.catalog.instance_types.iter().find(|t| t.name == node.instance_type).map(|t| t.capacity(None)).unwrap_or_default();
+            let capacity = self
+                .catalog
+                .instance_types
+                .iter()
+                .find(|t| t.name == node.instance_type)
+                .map(|t| t.capacity(None))
+                .unwrap_or_default();
             let shared = Arc::new(node);
-            self.unrecorded.insert(name.clone(), Unrecorded { node: shared.clone(), instance, capacity, at: self.now.clone() });
+            self.unrecorded.insert(
+                name.clone(),
+                Unrecorded {
+                    node: shared.clone(),
+                    instance,
+                    capacity,
+                    at: self.now.clone(),
+                },
+            );
             self.planned.insert(name.clone(), shared.clone());
             self.in_flight.insert(name, shared);
         }
@@ -361,7 +486,12 @@ impl Cluster for KubeCluster {
     fn unschedulable(&mut self, pod: &str, why: &str) {
         // a pod no offering holds is retried every minute; its Event stands for five
         if self.failed_scheduling.admit(pod, why, Instant::now()) {
-            self.pod_event(pod, EventType::Warning, "FailedScheduling", format!("no nodeclaim can be planned: {why}"));
+            self.pod_event(
+                pod,
+                EventType::Warning,
+                "FailedScheduling",
+                format!("no nodeclaim can be planned: {why}"),
+            );
         }
     }
 
@@ -378,7 +508,16 @@ impl Cluster for KubeCluster {
                 resource_version: pool.metadata.resource_version.clone(),
                 ..Default::default()
             };
-            self.publish(&reference, Event { type_: EventType::Warning, reason: "SolverFallback".into(), note: Some(note.clone()), action: "Decide".into(), secondary: None });
+            self.publish(
+                &reference,
+                Event {
+                    type_: EventType::Warning,
+                    reason: "SolverFallback".into(),
+                    note: Some(note.clone()),
+                    action: "Decide".into(),
+                    secondary: None,
+                },
+            );
         }
     }
 
@@ -389,7 +528,11 @@ impl Cluster for KubeCluster {
             let n = Arc::make_mut(n);
             n.taints.retain(|t| t.key != DISRUPTED_TAINT);
             if disrupted {
-                n.taints.push(Taint { key: DISRUPTED_TAINT.into(), value: String::new(), effect: TaintEffect::NoSchedule });
+                n.taints.push(Taint {
+                    key: DISRUPTED_TAINT.into(),
+                    value: String::new(),
+                    effect: TaintEffect::NoSchedule,
+                });
             }
             n.unschedulable = disrupted || cordoned;
         }
@@ -397,7 +540,10 @@ impl Cluster for KubeCluster {
 
     fn evict(&mut self, key: &str) -> Result<(), EvictionRefused> {
         let Some((ns, name)) = key.split_once('/') else {
-            return Err(EvictionRefused { pod: key.to_string(), reason: "not a namespace/name key".into() });
+            return Err(EvictionRefused {
+                pod: key.to_string(),
+                reason: "not a namespace/name key".into(),
+            });
         };
         let api: Api<Pod> = Api::namespaced(self.evictions.clone(), ns);
         match self.rt.block_on(api.evict(name, &EvictParams::default())) {
@@ -410,7 +556,10 @@ impl Cluster for KubeCluster {
                     other => other.to_string(),
                 };
                 tracing::debug!(pod = key, reason = %reason, "eviction refused");
-                return Err(EvictionRefused { pod: key.to_string(), reason });
+                return Err(EvictionRefused {
+                    pod: key.to_string(),
+                    reason,
+                });
             }
         }
         self.writes.evictions += 1;
@@ -423,18 +572,30 @@ impl Cluster for KubeCluster {
     fn delete_node(&mut self, name: &str) -> usize {
         // a claim with no node yet: launched by this process (in flight), or left by an earlier one
         // (read back from the cache after a restart, not in flight here)
-        let claim_only = !self.snap.nodes.iter().any(|n| n.name == name) && self.caches.node_claims().iter().any(|c| c.metadata.name.as_deref() == Some(name));
+        let claim_only = !self.snap.nodes.iter().any(|n| n.name == name)
+            && self
+                .caches
+                .node_claims()
+                .iter()
+                .any(|c| c.metadata.name.as_deref() == Some(name));
         if self.in_flight.contains_key(name) || claim_only {
             self.delete_claim(name);
             return 0;
         }
-        let moved = self.snap.pods.iter().filter(|p| p.node_name.as_deref() == Some(name) && p.is_reschedulable()).count();
+        let moved = self
+            .snap
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_deref() == Some(name) && p.is_reschedulable())
+            .count();
         if let Some(claim) = self.claim_of_node(name) {
             self.delete_claim(&claim);
         }
         self.release(Api::<Node>::all(self.client.clone()), name);
         self.snap.nodes.retain(|n| n.name != name);
-        self.snap.pods.retain(|p| p.node_name.as_deref() != Some(name));
+        self.snap
+            .pods
+            .retain(|p| p.node_name.as_deref() != Some(name));
         self.pod_index = None;
         moved
     }
@@ -453,15 +614,43 @@ struct Unrecorded {
 /// Adds or removes the `karpenter.sh/disrupted:NoSchedule` taint, keeping the node's others;
 /// returns whether the node is cordoned (`spec.unschedulable`) on its own account.
 fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) -> bool {
-    let Some(object) = cluster.caches.nodes.state().into_iter().find(|n| n.name() == node) else { return false };
-    let cordoned = object.value.object.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
-    let mut taints: Vec<serde_json::Value> = object.value.object.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().filter_map(|t| serde_json::to_value(t).ok()).filter(|t| t["key"] != DISRUPTED_TAINT).collect();
+    let Some(object) = cluster
+        .caches
+        .nodes
+        .state()
+        .into_iter()
+        .find(|n| n.name() == node)
+    else {
+        return false;
+    };
+    let cordoned = object
+        .value
+        .object
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
+    let mut taints: Vec<serde_json::Value> = object
+        .value
+        .object
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .filter(|t| t["key"] != DISRUPTED_TAINT)
+        .collect();
     if present {
         taints.push(json!({"key": DISRUPTED_TAINT, "effect": "NoSchedule"}));
     }
     let api: Api<Node> = Api::all(cluster.client.clone());
     let patch = json!({"spec": {"taints": taints}});
-    if let Err(e) = cluster.rt.block_on(api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))) {
+    if let Err(e) =
+        cluster
+            .rt
+            .block_on(api.patch(node, &PatchParams::default(), &Patch::Merge(&patch)))
+    {
         cluster.writes.errors += 1;
         tracing::warn!(node, error = %e, "node taint not written");
     }
@@ -470,5 +659,7 @@ fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) -> bool 
 
 /// Whether a cached object carries joiner's termination finalizer.
 pub fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
-    meta.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TERMINATION_FINALIZER))
+    meta.finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == TERMINATION_FINALIZER))
 }

@@ -38,7 +38,10 @@ pub fn nomination_limiter() -> DefaultDirectRateLimiter {
 /// Starts the task that publishes Events, a few at a time. Events are informational and a pass
 /// may nominate 10,000 pods: waiting for each POST before the next NodeClaim made Events most of
 /// a large pass's time.
-pub fn spawn_publisher(rt: &Handle, recorder: Recorder) -> UnboundedSender<(ObjectReference, Event)> {
+pub fn spawn_publisher(
+    rt: &Handle,
+    recorder: Recorder,
+) -> UnboundedSender<(ObjectReference, Event)> {
     let (tx, rx) = futures::channel::mpsc::unbounded::<(ObjectReference, Event)>();
     rt.spawn(rx.for_each_concurrent(EVENT_CONCURRENCY, move |(object, event)| {
         let recorder = recorder.clone();
@@ -63,13 +66,18 @@ pub struct Dedupe {
 
 impl Dedupe {
     pub fn new(window: Duration, now: Instant) -> Dedupe {
-        Dedupe { window, sent: HashMap::new(), swept: now }
+        Dedupe {
+            window,
+            sent: HashMap::new(),
+            swept: now,
+        }
     }
 
     /// Whether the Event about `object` saying `message` should go out at `now`.
     pub fn admit(&mut self, object: &str, message: &str, now: Instant) -> bool {
         if now.duration_since(self.swept) >= self.window {
-            self.sent.retain(|_, at| now.duration_since(*at) < self.window);
+            self.sent
+                .retain(|_, at| now.duration_since(*at) < self.window);
             self.swept = now;
         }
         let key = (object.to_string(), message.to_string());
@@ -105,9 +113,18 @@ mod tests {
         let mut d = Dedupe::new(Duration::from_secs(300), t0);
         assert!(d.admit("shop/web-1", "no offering", t0));
         assert!(!d.admit("shop/web-1", "no offering", t0 + Duration::from_secs(60)));
-        assert!(d.admit("shop/web-1", "nodepool limit", t0 + Duration::from_secs(60)), "a different message is news");
-        assert!(d.admit("shop/web-2", "no offering", t0 + Duration::from_secs(60)), "another pod is news");
-        assert!(d.admit("shop/web-1", "no offering", t0 + Duration::from_secs(300)), "the window is over");
+        assert!(
+            d.admit("shop/web-1", "nodepool limit", t0 + Duration::from_secs(60)),
+            "a different message is news"
+        );
+        assert!(
+            d.admit("shop/web-2", "no offering", t0 + Duration::from_secs(60)),
+            "another pod is news"
+        );
+        assert!(
+            d.admit("shop/web-1", "no offering", t0 + Duration::from_secs(300)),
+            "the window is over"
+        );
     }
 
     #[test]

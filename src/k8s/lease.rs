@@ -21,8 +21,19 @@ pub struct LeaseLock {
 }
 
 impl LeaseLock {
-    pub fn new(client: Client, namespace: &str, name: &str, identity: &str, duration: Duration) -> LeaseLock {
-        LeaseLock { api: Api::namespaced(client, namespace), name: name.into(), identity: identity.into(), duration }
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        duration: Duration,
+    ) -> LeaseLock {
+        LeaseLock {
+            api: Api::namespaced(client, namespace),
+            name: name.into(),
+            identity: identity.into(),
+            duration,
+        }
     }
 
     pub fn identity(&self) -> &str {
@@ -52,7 +63,11 @@ impl LeaseLock {
         s.renew_time = Some(MicroTime(now));
         s.lease_duration_seconds = Some(self.duration.as_secs().max(1) as i32);
         next.spec = Some(s);
-        match self.api.replace(&self.name, &PostParams::default(), &next).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &next)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e.into()),
@@ -61,7 +76,10 @@ impl LeaseLock {
 
     async fn create(&self, now: Timestamp) -> Result<bool, K8sError> {
         let lease = Lease {
-            metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                ..Default::default()
+            },
             spec: Some(LeaseSpec {
                 holder_identity: Some(self.identity.clone()),
                 acquire_time: Some(MicroTime(now)),
@@ -80,14 +98,22 @@ impl LeaseLock {
 
     /// Gives the Lease up on a clean shutdown, so a standby takes over at once.
     pub async fn release(&self) -> Result<(), K8sError> {
-        let Some(mut lease) = self.api.get_opt(&self.name).await? else { return Ok(()) };
-        let Some(spec) = lease.spec.as_mut() else { return Ok(()) };
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(());
+        };
         if spec.holder_identity.as_deref() != Some(&self.identity) {
             return Ok(());
         }
         spec.holder_identity = None;
         spec.renew_time = None;
-        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
             Err(e) => Err(e.into()),
@@ -97,7 +123,10 @@ impl LeaseLock {
 
 /// A Lease nobody holds, or whose holder stopped renewing it.
 fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
-    let (Some(holder), Some(renewed)) = (spec.holder_identity.as_deref(), spec.renew_time.as_ref()) else { return true };
+    let (Some(holder), Some(renewed)) = (spec.holder_identity.as_deref(), spec.renew_time.as_ref())
+    else {
+        return true;
+    };
     if holder.is_empty() {
         return true;
     }
@@ -112,7 +141,9 @@ mod tests {
     fn spec(holder: Option<&str>, renewed_secs_ago: i64) -> LeaseSpec {
         LeaseSpec {
             holder_identity: holder.map(str::to_string),
-            renew_time: Some(MicroTime(Timestamp::now() - SignedDuration::from_secs(renewed_secs_ago))),
+            renew_time: Some(MicroTime(
+                Timestamp::now() - SignedDuration::from_secs(renewed_secs_ago),
+            )),
             lease_duration_seconds: Some(15),
             ..Default::default()
         }

@@ -18,7 +18,9 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::caches::karpenter_resource;
-use super::claims::{self, INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT};
+use super::claims::{
+    self, INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT,
+};
 use super::cluster::{has_finalizer, KubeCluster};
 use crate::api::{NODECLAIM_INITIALIZED, NODECLAIM_REGISTERED, READY};
 use crate::controller::Cluster;
@@ -64,7 +66,11 @@ pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) 
             continue;
         }
         let provider = claims::provider_id_of(&claim).map(str::to_string);
-        let node = provider.as_deref().and_then(|p| nodes.iter().find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p)));
+        let node = provider.as_deref().and_then(|p| {
+            nodes
+                .iter()
+                .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p))
+        });
         match node {
             Some(node) => {
                 let node_name = node.metadata.name.clone().unwrap_or_default();
@@ -72,7 +78,9 @@ pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) 
                     if register(cluster, &claim, node, &at) {
                         out.registered.push((name.clone(), node_name));
                     }
-                } else if !claims::has_condition(&claim, NODECLAIM_INITIALIZED) && initialize(cluster, &claim, node, &at) {
+                } else if !claims::has_condition(&claim, NODECLAIM_INITIALIZED)
+                    && initialize(cluster, &claim, node, &at)
+                {
                     out.initialized.push(node_name);
                 }
             }
@@ -91,8 +99,13 @@ pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) 
 }
 
 fn age_seconds(meta: &ObjectMeta, now: Timestamp) -> f64 {
-    let created = meta.creation_timestamp.as_ref().and_then(|t| parse_timestamp(&t.0.to_string()).ok());
-    created.map(|c| (now - c).num_milliseconds() as f64 / 1000.0).unwrap_or(0.0)
+    let created = meta
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| parse_timestamp(&t.0.to_string()).ok());
+    created
+        .map(|c| (now - c).num_milliseconds() as f64 / 1000.0)
+        .unwrap_or(0.0)
 }
 
 /// Gives the node its claim's labels and taints and takes ownership; records the claim Registered.
@@ -101,11 +114,28 @@ fn register(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, at: &
     let node_name = node.metadata.name.clone().unwrap_or_default();
     let mut labels = claim.metadata.labels.clone().unwrap_or_default();
     labels.insert(REGISTERED_LABEL.to_string(), "true".to_string());
-    let existing: Vec<Value> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
-    let mut taints: Vec<Value> = existing.into_iter().filter(|t| t["key"] != UNREGISTERED_TAINT).collect();
+    let existing: Vec<Value> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .collect();
+    let mut taints: Vec<Value> = existing
+        .into_iter()
+        .filter(|t| t["key"] != UNREGISTERED_TAINT)
+        .collect();
     for key in ["taints", "startupTaints"] {
-        for t in claim.data["spec"][key].as_array().cloned().unwrap_or_default() {
-            if !taints.iter().any(|x| x["key"] == t["key"] && x["effect"] == t["effect"]) {
+        for t in claim.data["spec"][key]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            if !taints
+                .iter()
+                .any(|x| x["key"] == t["key"] && x["effect"] == t["effect"])
+            {
                 taints.push(t);
             }
         }
@@ -117,25 +147,58 @@ fn register(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, at: &
     let owner = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": name, "uid": claim.metadata.uid, "blockOwnerDeletion": true});
     let node_patch = json!({"metadata": {"labels": labels, "finalizers": finalizers, "ownerReferences": [owner]}, "spec": {"taints": taints}});
     let mut registered = claim.clone();
-    claims::set_condition(&mut registered, NODECLAIM_REGISTERED, true, "Registered", "", at);
+    claims::set_condition(
+        &mut registered,
+        NODECLAIM_REGISTERED,
+        true,
+        "Registered",
+        "",
+        at,
+    );
     let status = json!({"status": {"nodeName": node_name, "conditions": registered.data["status"]["conditions"]}});
     write(cluster, &name, &node_name, node_patch, status)
 }
 
 /// Initialized once the node is Ready, reports allocatable and has shed its startup taints.
 fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, at: &Time) -> bool {
-    let ready = node.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref()).is_some_and(|a| !a.is_empty());
-    let node_taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let startup = claim.data["spec"]["startupTaints"].as_array().cloned().unwrap_or_default();
-    let startup_left = startup.iter().any(|t| node_taints.iter().any(|n| t["key"] == n.key.as_str() && t["effect"] == n.effect.as_str()));
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let allocatable = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .is_some_and(|a| !a.is_empty());
+    let node_taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let startup = claim.data["spec"]["startupTaints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let startup_left = startup.iter().any(|t| {
+        node_taints
+            .iter()
+            .any(|n| t["key"] == n.key.as_str() && t["effect"] == n.effect.as_str())
+    });
     if !ready || !allocatable || startup_left {
         return false;
     }
     let name = claim.metadata.name.clone().unwrap_or_default();
     let node_name = node.metadata.name.clone().unwrap_or_default();
     let mut initialized = claim.clone();
-    claims::set_condition(&mut initialized, NODECLAIM_INITIALIZED, true, "Initialized", "", at);
+    claims::set_condition(
+        &mut initialized,
+        NODECLAIM_INITIALIZED,
+        true,
+        "Initialized",
+        "",
+        at,
+    );
     claims::set_condition(&mut initialized, READY, true, "Ready", "", at);
     let node_patch = json!({"metadata": {"labels": {INITIALIZED_LABEL: "true"}}});
     let status = json!({"status": {"conditions": initialized.data["status"]["conditions"]}});
@@ -146,13 +209,24 @@ fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, at:
     written
 }
 
-fn write(cluster: &mut KubeCluster, claim: &str, node: &str, node_patch: Value, status: Value) -> bool {
+fn write(
+    cluster: &mut KubeCluster,
+    claim: &str,
+    node: &str,
+    node_patch: Value,
+    status: Value,
+) -> bool {
     let nodes: Api<Node> = Api::all(cluster.client().clone());
-    let claims: Api<DynamicObject> = Api::all_with(cluster.client().clone(), &karpenter_resource("NodeClaim"));
+    let claims: Api<DynamicObject> =
+        Api::all_with(cluster.client().clone(), &karpenter_resource("NodeClaim"));
     let params = PatchParams::default();
     let result = cluster.handle().block_on(async {
-        nodes.patch(node, &params, &Patch::Merge(&node_patch)).await?;
-        claims.patch_status(claim, &params, &Patch::Merge(&status)).await
+        nodes
+            .patch(node, &params, &Patch::Merge(&node_patch))
+            .await?;
+        claims
+            .patch_status(claim, &params, &Patch::Merge(&status))
+            .await
     });
     match result {
         Ok(_) => true,
@@ -172,19 +246,36 @@ fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
     for entry in cluster.caches().nodes.state() {
         let node = &entry.value.object;
         let name = node.metadata.name.clone().unwrap_or_default();
-        let claim = claims.iter().find(|c| claims::node_name_of(c) == Some(&name));
-        let deleting_node = node.metadata.deletion_timestamp.is_some() && has_finalizer(&node.metadata);
+        let claim = claims
+            .iter()
+            .find(|c| claims::node_name_of(c) == Some(&name));
+        let deleting_node =
+            node.metadata.deletion_timestamp.is_some() && has_finalizer(&node.metadata);
         let deleting_claim = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
         if !deleting_node && !deleting_claim {
             continue;
         }
-        let since = node.metadata.deletion_timestamp.as_ref().or(claim.and_then(|c| c.metadata.deletion_timestamp.as_ref()));
-        let since = since.and_then(|t| parse_timestamp(&t.0.to_string()).ok()).unwrap_or(now);
-        let grace = claim.and_then(|c| c.data["spec"]["terminationGracePeriod"].as_str()).and_then(|d| parse_go_duration(d).ok());
-        let forced = grace.is_some_and(|g| now - since >= chrono::Duration::from_std(g).unwrap_or(chrono::Duration::MAX));
+        let since = node
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .or(claim.and_then(|c| c.metadata.deletion_timestamp.as_ref()));
+        let since = since
+            .and_then(|t| parse_timestamp(&t.0.to_string()).ok())
+            .unwrap_or(now);
+        let grace = claim
+            .and_then(|c| c.data["spec"]["terminationGracePeriod"].as_str())
+            .and_then(|d| parse_go_duration(d).ok());
+        let forced = grace.is_some_and(|g| {
+            now - since >= chrono::Duration::from_std(g).unwrap_or(chrono::Duration::MAX)
+        });
         cordon(cluster, node);
         let drained = drain(cluster, &name, forced);
-        out.push(Terminating { node: name, provider_id: node.spec.as_ref().and_then(|s| s.provider_id.clone()), drained });
+        out.push(Terminating {
+            node: name,
+            provider_id: node.spec.as_ref().and_then(|s| s.provider_id.clone()),
+            drained,
+        });
     }
     out
 }
@@ -196,7 +287,11 @@ fn cordon(cluster: &mut KubeCluster, node: &Node) {
     let name = node.metadata.name.clone().unwrap_or_default();
     let api: Api<Node> = Api::all(cluster.client().clone());
     let patch = json!({"spec": {"unschedulable": true}});
-    if let Err(e) = cluster.handle().block_on(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))) {
+    if let Err(e) =
+        cluster
+            .handle()
+            .block_on(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)))
+    {
         tracing::warn!(node = %name, error = %e, "cordon failed");
     }
 }
@@ -206,13 +301,26 @@ fn cordon(cluster: &mut KubeCluster, node: &Node) {
 /// node has no pod left to evict (mirror pods and finished pods are not evicted).
 fn drain(cluster: &mut KubeCluster, node: &str, forced: bool) -> bool {
     let group_of = |p: &DomainPod| (p.is_critical() as u8) * 2 + p.is_daemonset_pod() as u8;
-    let pods: Vec<std::sync::Arc<DomainPod>> = cluster.snapshot().pods.iter().filter(|p| p.node_name.as_deref() == Some(node) && !p.terminal && !p.mirror).cloned().collect();
-    let Some(group) = pods.iter().map(|p| group_of(p)).min() else { return true };
-    for pod in pods.iter().filter(|p| group_of(p) == group && !p.terminating) {
+    let pods: Vec<std::sync::Arc<DomainPod>> = cluster
+        .snapshot()
+        .pods
+        .iter()
+        .filter(|p| p.node_name.as_deref() == Some(node) && !p.terminal && !p.mirror)
+        .cloned()
+        .collect();
+    let Some(group) = pods.iter().map(|p| group_of(p)).min() else {
+        return true;
+    };
+    for pod in pods
+        .iter()
+        .filter(|p| group_of(p) == group && !p.terminating)
+    {
         if forced {
             // terminationGracePeriod is over: budgets no longer hold the node back
             let api: Api<Pod> = Api::namespaced(cluster.client().clone(), &pod.namespace);
-            let _ = cluster.handle().block_on(api.delete(&pod.name, &DeleteParams::default()));
+            let _ = cluster
+                .handle()
+                .block_on(api.delete(&pod.name, &DeleteParams::default()));
         } else if let Err(e) = cluster.evict(&pod.key()) {
             tracing::debug!(pod = %pod.key(), reason = %e.reason, "eviction refused, retrying");
         }

@@ -23,7 +23,9 @@ use super::decisions::{HostEvent, HostEvents};
 use super::OperatorError;
 use crate::api::EC2NodeClass;
 use crate::catalog::Catalog;
-use crate::cloud::aws::{discovery, gc, interruption, nodeclass, pricing, AwsClients, AwsCloud, AwsSettings};
+use crate::cloud::aws::{
+    discovery, gc, interruption, nodeclass, pricing, AwsClients, AwsCloud, AwsSettings,
+};
 use crate::k8s::caches::{karpenter_resource, Caches, Signal, Wakeup};
 use crate::k8s::claims::provider_id_of;
 
@@ -31,14 +33,32 @@ use crate::k8s::claims::provider_id_of;
 const RESOLVE_EVERY: Duration = Duration::from_secs(60);
 
 /// Builds the provider, resolves the node classes once, and starts the background loops.
-pub async fn start(aws: &AwsSettings, version: Option<&str>, catalog: &Catalog, client: &Client, caches: &Caches, events: HostEvents, wake: Wakeup) -> Result<AwsCloud, OperatorError> {
-    let clients = AwsClients::load(aws).await.map_err(|e| OperatorError::Setting { name: "aws", message: e.to_string() })?;
+pub async fn start(
+    aws: &AwsSettings,
+    version: Option<&str>,
+    catalog: &Catalog,
+    client: &Client,
+    caches: &Caches,
+    events: HostEvents,
+    wake: Wakeup,
+) -> Result<AwsCloud, OperatorError> {
+    let clients = AwsClients::load(aws)
+        .await
+        .map_err(|e| OperatorError::Setting {
+            name: "aws",
+            message: e.to_string(),
+        })?;
     let cloud = AwsCloud::new(clients, aws.clone(), catalog.clone(), Handle::current());
     let version = match version {
         Some(v) => v.to_string(),
         None => kubernetes_version(client).await,
     };
-    let resolver = Resolver { cloud: cloud.clone(), client: client.clone(), caches: caches.clone(), version: Arc::new(version) };
+    let resolver = Resolver {
+        cloud: cloud.clone(),
+        client: client.clone(),
+        caches: caches.clone(),
+        version: Arc::new(version),
+    };
     resolver.pass().await;
     tokio::spawn(resolver.run());
     tokio::spawn(collect_garbage(cloud.clone(), caches.clone()));
@@ -60,12 +80,30 @@ async fn collect_garbage(cloud: AwsCloud, caches: Caches) {
     loop {
         let owners = || {
             let claims = caches.node_claims();
-            let pairs: Vec<(String, Option<String>)> = claims.iter().map(|c| (c.metadata.name.clone().unwrap_or_default(), provider_id_of(c).map(str::to_string))).collect();
+            let pairs: Vec<(String, Option<String>)> = claims
+                .iter()
+                .map(|c| {
+                    (
+                        c.metadata.name.clone().unwrap_or_default(),
+                        provider_id_of(c).map(str::to_string),
+                    )
+                })
+                .collect();
             gc::Owners::from_claims(pairs.iter().map(|(n, p)| (n.as_str(), p.as_deref())))
         };
         let s = cloud.settings();
-        match gc::collect(cloud.clients(), &s.cluster_name, chrono::Utc::now(), s.gc_grace, owners).await {
-            Ok(ids) if !ids.is_empty() => tracing::warn!(instances = ?ids, "terminated instances no nodeclaim owns"),
+        match gc::collect(
+            cloud.clients(),
+            &s.cluster_name,
+            chrono::Utc::now(),
+            s.gc_grace,
+            owners,
+        )
+        .await
+        {
+            Ok(ids) if !ids.is_empty() => {
+                tracing::warn!(instances = ?ids, "terminated instances no nodeclaim owns")
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
         }
@@ -77,7 +115,9 @@ async fn interruptions(cloud: AwsCloud, queue: String, events: HostEvents, wake:
     let url = loop {
         match interruption::queue_url(cloud.clients(), &queue).await {
             Ok(u) => break u,
-            Err(e) => tracing::error!(queue = %queue, error = %e, "interruption queue not found; retrying"),
+            Err(e) => {
+                tracing::error!(queue = %queue, error = %e, "interruption queue not found; retrying")
+            }
         }
         tokio::time::sleep(Duration::from_secs(30)).await;
     };
@@ -93,7 +133,9 @@ async fn interruptions(cloud: AwsCloud, queue: String, events: HostEvents, wake:
         for (receipt, parsed) in received {
             match parsed {
                 Ok(ev) => hand_over(&ev, &events, &wake),
-                Err(ignored) => tracing::info!(reason = ignored.reason(), error = %ignored, "interruption message ignored"),
+                Err(ignored) => {
+                    tracing::info!(reason = ignored.reason(), error = %ignored, "interruption message ignored")
+                }
             }
             if let Err(e) = interruption::delete(cloud.clients(), &url, &receipt).await {
                 tracing::warn!(error = %e, "interruption message not deleted");
@@ -105,11 +147,16 @@ async fn interruptions(cloud: AwsCloud, queue: String, events: HostEvents, wake:
 fn hand_over(ev: &interruption::InterruptionEvent, events: &HostEvents, wake: &Wakeup) {
     tracing::info!(kind = ev.kind.as_str(), instances = ?ev.instance_ids, "interruption event");
     let make: fn(String) -> HostEvent = match ev.action() {
-        interruption::InterruptionAction::CordonAndDrainMarkUnavailable => HostEvent::SpotInterruption,
+        interruption::InterruptionAction::CordonAndDrainMarkUnavailable => {
+            HostEvent::SpotInterruption
+        }
         interruption::InterruptionAction::CordonAndDrain => HostEvent::Retiring,
         interruption::InterruptionAction::NoAction => return,
     };
-    events.lock().unwrap_or_else(|e| e.into_inner()).extend(ev.instance_ids.iter().cloned().map(make));
+    events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(ev.instance_ids.iter().cloned().map(make));
     let _ = wake.send(Signal::Changed);
 }
 
@@ -172,7 +219,17 @@ impl Resolver {
 
     /// Names and generations of the cached EC2NodeClasses: a spec change moves the generation.
     fn fingerprint(&self) -> BTreeSet<(String, i64)> {
-        self.caches.nodeclasses.state().iter().map(|o| (o.metadata.name.clone().unwrap_or_default(), o.metadata.generation.unwrap_or(0))).collect()
+        self.caches
+            .nodeclasses
+            .state()
+            .iter()
+            .map(|o| {
+                (
+                    o.metadata.name.clone().unwrap_or_default(),
+                    o.metadata.generation.unwrap_or(0),
+                )
+            })
+            .collect()
     }
 
     /// Resolves every cached EC2NodeClass, writes changed statuses and updates the provider.
@@ -182,29 +239,45 @@ impl Resolver {
         for obj in objects {
             let name = obj.metadata.name.clone().unwrap_or_default();
             live.insert(name.clone());
-            let nc: EC2NodeClass = match serde_json::to_value(obj.as_ref()).and_then(serde_json::from_value) {
-                Ok(nc) => nc,
-                Err(e) => {
-                    tracing::warn!(ec2nodeclass = %name, error = %e, "unreadable ec2nodeclass");
-                    self.cloud.set_node_class(&name, None);
-                    continue;
-                }
-            };
-            let r = nodeclass::resolve(self.cloud.clients(), self.cloud.settings(), &nc, &self.version).await;
+            let nc: EC2NodeClass =
+                match serde_json::to_value(obj.as_ref()).and_then(serde_json::from_value) {
+                    Ok(nc) => nc,
+                    Err(e) => {
+                        tracing::warn!(ec2nodeclass = %name, error = %e, "unreadable ec2nodeclass");
+                        self.cloud.set_node_class(&name, None);
+                        continue;
+                    }
+                };
+            let r = nodeclass::resolve(
+                self.cloud.clients(),
+                self.cloud.settings(),
+                &nc,
+                &self.version,
+            )
+            .await;
             if nc.status.as_ref() != Some(&r.status) {
                 self.write_status(&name, &r.status).await;
             }
             self.cloud.set_node_class(&name, r.resolved);
         }
-        for gone in self.cloud.node_class_names().into_iter().filter(|n| !live.contains(n)) {
+        for gone in self
+            .cloud
+            .node_class_names()
+            .into_iter()
+            .filter(|n| !live.contains(n))
+        {
             self.cloud.set_node_class(&gone, None);
         }
     }
 
     async fn write_status(&self, name: &str, status: &crate::api::EC2NodeClassStatus) {
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &karpenter_resource("EC2NodeClass"));
+        let api: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &karpenter_resource("EC2NodeClass"));
         let patch = serde_json::json!({"status": status});
-        if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        if let Err(e) = api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             tracing::warn!(ec2nodeclass = %name, error = %e, "status not written");
         }
     }

@@ -79,7 +79,14 @@ const CATALOG_CHECK_SECONDS: f64 = 60.0;
 const DRIFT_CHECK_SECONDS: f64 = 60.0;
 
 impl<P: CloudProvider> Decisions<P> {
-    pub fn new(ctl: Controller<Measured<P>>, cluster: KubeCluster, metrics: Arc<Metrics>, settings: LoopSettings, origin: Timestamp, tick: fn(&P, f64)) -> Self {
+    pub fn new(
+        ctl: Controller<Measured<P>>,
+        cluster: KubeCluster,
+        metrics: Arc<Metrics>,
+        settings: LoopSettings,
+        origin: Timestamp,
+        tick: fn(&P, f64),
+    ) -> Self {
         let next_disruption = settings.disruption_interval.as_secs_f64();
         Decisions {
             host_events: None,
@@ -111,12 +118,16 @@ impl<P: CloudProvider> Decisions<P> {
     }
 
     fn handle_host_events(&mut self, now: f64) {
-        let Some(queue) = &self.host_events else { return };
+        let Some(queue) = &self.host_events else {
+            return;
+        };
         let events = std::mem::take(&mut *queue.lock().unwrap_or_else(|e| e.into_inner()));
         for e in events {
             tracing::info!(event = ?e, "cloud event");
             match e {
-                HostEvent::SpotInterruption(id) => self.ctl.interruption_warning(&mut self.cluster, &id, now),
+                HostEvent::SpotInterruption(id) => {
+                    self.ctl.interruption_warning(&mut self.cluster, &id, now)
+                }
                 HostEvent::Retiring(id) => self.ctl.instance_retiring(&mut self.cluster, &id, now),
             }
         }
@@ -134,7 +145,13 @@ impl<P: CloudProvider> Decisions<P> {
     pub fn run(mut self, signals: Receiver<Signal>) {
         loop {
             let now = self.now();
-            let next = self.timers.first().map(|(ms, _)| *ms as f64 / 1000.0).unwrap_or(f64::MAX).min(self.next_disruption).min(now + self.settings.resync.as_secs_f64());
+            let next = self
+                .timers
+                .first()
+                .map(|(ms, _)| *ms as f64 / 1000.0)
+                .unwrap_or(f64::MAX)
+                .min(self.next_disruption)
+                .min(now + self.settings.resync.as_secs_f64());
             match signals.recv_timeout(Duration::from_secs_f64((next - now).max(0.0))) {
                 Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                 Ok(Signal::Changed) => {
@@ -188,14 +205,26 @@ impl<P: CloudProvider> Decisions<P> {
     }
 
     /// An invalid cost-weight ConfigMap keeps the last good weights in force.
-    fn keep_good_weights(&mut self, snapshot: &mut crate::domain::ClusterSnapshot, errors: &[SnapshotError]) {
-        let bad_config = errors.iter().find(|e| matches!(e, SnapshotError::Object { kind, .. } if kind == "ConfigMap"));
+    fn keep_good_weights(
+        &mut self,
+        snapshot: &mut crate::domain::ClusterSnapshot,
+        errors: &[SnapshotError],
+    ) {
+        let bad_config = errors
+            .iter()
+            .find(|e| matches!(e, SnapshotError::Object { kind, .. } if kind == "ConfigMap"));
         match bad_config {
             Some(e) => {
                 if self.metrics.config_invalid.get() == 0 {
                     tracing::error!(error = %e, "cost-weight configmap invalid, keeping the last good weights");
-                    self.metrics.config_reloads.get_or_create(&ReasonLabels { reason: "invalid" }).inc();
-                    self.cluster.config_map_event("InvalidCostWeights", format!("{e}; the last good weights stay in force"));
+                    self.metrics
+                        .config_reloads
+                        .get_or_create(&ReasonLabels { reason: "invalid" })
+                        .inc();
+                    self.cluster.config_map_event(
+                        "InvalidCostWeights",
+                        format!("{e}; the last good weights stay in force"),
+                    );
                 }
                 self.metrics.config_invalid.set(1);
                 if let Some(w) = &self.good_weights {
@@ -207,13 +236,19 @@ impl<P: CloudProvider> Decisions<P> {
                     if self.good_weights.is_some() {
                         tracing::info!(weights = ?snapshot.weights, "cost weights changed");
                     }
-                    self.metrics.config_reloads.get_or_create(&ReasonLabels { reason: "applied" }).inc();
+                    self.metrics
+                        .config_reloads
+                        .get_or_create(&ReasonLabels { reason: "applied" })
+                        .inc();
                     self.good_weights = Some(snapshot.weights.clone());
                 }
                 self.metrics.config_invalid.set(0);
             }
         }
-        for e in errors.iter().filter(|e| !matches!(e, SnapshotError::Object { kind, .. } if kind == "ConfigMap")) {
+        for e in errors
+            .iter()
+            .filter(|e| !matches!(e, SnapshotError::Object { kind, .. } if kind == "ConfigMap"))
+        {
             tracing::warn!(error = %e, "object left out of decisions");
         }
     }
@@ -260,9 +295,15 @@ impl<P: CloudProvider> Decisions<P> {
     /// Asks the cloud provider which registered nodes' instances drifted.
     fn check_drift(&mut self) {
         self.provider_drift.clear();
-        let nodes: Vec<String> = crate::controller::Cluster::snapshot(&self.cluster).nodes.iter().map(|n| n.name.clone()).collect();
+        let nodes: Vec<String> = crate::controller::Cluster::snapshot(&self.cluster)
+            .nodes
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
         for node in nodes {
-            let Some(id) = self.ctl.instance_of(&node).map(str::to_string) else { continue };
+            let Some(id) = self.ctl.instance_of(&node).map(str::to_string) else {
+                continue;
+            };
             match pollster::block_on(self.ctl.cloud.drifted(&id)) {
                 Ok(Some(why)) => {
                     self.provider_drift.insert(node, why);
@@ -278,7 +319,8 @@ impl<P: CloudProvider> Decisions<P> {
         for (claim, node) in t.registered {
             tracing::info!(claim = %claim, node = %node, "nodeclaim registered");
             self.cluster.registered(&claim);
-            self.ctl.claim_registered(&mut self.cluster, &claim, &node, now);
+            self.ctl
+                .claim_registered(&mut self.cluster, &claim, &node, now);
         }
         // a disruption command waits for its replacements to initialize before draining
         for node in t.initialized {
@@ -306,14 +348,22 @@ impl<P: CloudProvider> Decisions<P> {
         } else {
             crate::controller::Cluster::delete_node(&mut self.cluster, name);
         }
-        self.metrics.nodeclaims_terminated.get_or_create(&ReasonLabels { reason }).inc();
+        self.metrics
+            .nodeclaims_terminated
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
     }
 
     /// Pods gone or bound since the last step stop waiting in the controller's books.
     fn track_pods(&mut self) {
         let snap = crate::controller::Cluster::snapshot(&self.cluster);
         let now_pending: BTreeSet<String> = snap.pending_pods().map(|p| p.key()).collect();
-        let bound: BTreeSet<String> = snap.pods.iter().filter(|p| p.node_name.is_some()).map(|p| p.key()).collect();
+        let bound: BTreeSet<String> = snap
+            .pods
+            .iter()
+            .filter(|p| p.node_name.is_some())
+            .map(|p| p.key())
+            .collect();
         for key in self.pending.difference(&now_pending) {
             if bound.contains(key) {
                 self.ctl.pod_bound(key);
@@ -345,7 +395,9 @@ impl<P: CloudProvider> Decisions<P> {
                     tracing::error!(error = %e, "provisioning failed");
                 }
                 if self.ctl.stats.solves.len() > solves {
-                    self.metrics.scheduling_duration.observe(started.elapsed().as_secs_f64());
+                    self.metrics
+                        .scheduling_duration
+                        .observe(started.elapsed().as_secs_f64());
                 }
             }
             // parked pods come back through observe
@@ -361,19 +413,49 @@ impl<P: CloudProvider> Decisions<P> {
         let st = &self.ctl.stats;
         for s in &st.solves[self.last_stats.solves.len().min(st.solves.len())..] {
             let phase = s.phase.as_str();
-            m.solve_duration.get_or_create(&PhaseLabels { phase }).observe(s.seconds);
-            m.solves.get_or_create(&StatusLabels { phase, status: status_label(&s.status) }).inc();
+            m.solve_duration
+                .get_or_create(&PhaseLabels { phase })
+                .observe(s.seconds);
+            m.solves
+                .get_or_create(&StatusLabels {
+                    phase,
+                    status: status_label(&s.status),
+                })
+                .inc();
             m.solve_gap.get_or_create(&PhaseLabels { phase }).set(s.gap);
         }
         let grew = |now: usize, before: usize| now.saturating_sub(before) as u64;
-        m.nodeclaims_created.get_or_create(&ReasonLabels { reason: "launched" }).inc_by(grew(st.launched, self.last_stats.launched));
-        let terminated = grew(st.terminated, self.last_stats.terminated).saturating_sub(self.host_terminations);
-        m.nodeclaims_terminated.get_or_create(&ReasonLabels { reason: "disruption" }).inc_by(terminated);
-        m.disruption_decisions.get_or_create(&ReasonLabels { reason: "executed" }).inc_by(grew(st.disruptions_executed, self.last_stats.disruptions_executed));
-        m.disruption_decisions.get_or_create(&ReasonLabels { reason: "abandoned" }).inc_by(grew(st.disruptions_abandoned, self.last_stats.disruptions_abandoned));
+        m.nodeclaims_created
+            .get_or_create(&ReasonLabels { reason: "launched" })
+            .inc_by(grew(st.launched, self.last_stats.launched));
+        let terminated =
+            grew(st.terminated, self.last_stats.terminated).saturating_sub(self.host_terminations);
+        m.nodeclaims_terminated
+            .get_or_create(&ReasonLabels {
+                reason: "disruption",
+            })
+            .inc_by(terminated);
+        m.disruption_decisions
+            .get_or_create(&ReasonLabels { reason: "executed" })
+            .inc_by(grew(
+                st.disruptions_executed,
+                self.last_stats.disruptions_executed,
+            ));
+        m.disruption_decisions
+            .get_or_create(&ReasonLabels {
+                reason: "abandoned",
+            })
+            .inc_by(grew(
+                st.disruptions_abandoned,
+                self.last_stats.disruptions_abandoned,
+            ));
         let w = &self.cluster.writes;
-        m.evictions.get_or_create(&ReasonLabels { reason: "accepted" }).inc_by(w.evictions - self.last_writes.evictions);
-        m.evictions.get_or_create(&ReasonLabels { reason: "refused" }).inc_by(w.evictions_refused - self.last_writes.evictions_refused);
+        m.evictions
+            .get_or_create(&ReasonLabels { reason: "accepted" })
+            .inc_by(w.evictions - self.last_writes.evictions);
+        m.evictions
+            .get_or_create(&ReasonLabels { reason: "refused" })
+            .inc_by(w.evictions_refused - self.last_writes.evictions_refused);
         m.api_errors.inc_by(w.errors - self.last_writes.errors);
         self.last_writes = w.clone();
         self.last_stats = st.clone();

@@ -28,19 +28,48 @@ impl Readiness {
 }
 
 /// Binds both ports and serves them on the current runtime; returns the bound addresses.
-pub async fn serve(metrics_addr: SocketAddr, health_addr: SocketAddr, metrics: Arc<Metrics>, ready: Readiness) -> Result<(SocketAddr, SocketAddr), OperatorError> {
-    let metrics_router = Router::new().route("/metrics", get(metrics_text)).with_state(metrics);
-    let health_router = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(readyz)).with_state(ready);
-    let bind = |addr: SocketAddr| async move { tokio::net::TcpListener::bind(addr).await.map_err(|e| OperatorError::Bind { addr, error: e }) };
+pub async fn serve(
+    metrics_addr: SocketAddr,
+    health_addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    ready: Readiness,
+) -> Result<(SocketAddr, SocketAddr), OperatorError> {
+    let metrics_router = Router::new()
+        .route("/metrics", get(metrics_text))
+        .with_state(metrics);
+    let health_router = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(ready);
+    let bind = |addr: SocketAddr| async move {
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| OperatorError::Bind { addr, error: e })
+    };
     let (m, h) = (bind(metrics_addr).await?, bind(health_addr).await?);
-    let bound = (m.local_addr().map_err(|e| OperatorError::Bind { addr: metrics_addr, error: e })?, h.local_addr().map_err(|e| OperatorError::Bind { addr: health_addr, error: e })?);
+    let bound = (
+        m.local_addr().map_err(|e| OperatorError::Bind {
+            addr: metrics_addr,
+            error: e,
+        })?,
+        h.local_addr().map_err(|e| OperatorError::Bind {
+            addr: health_addr,
+            error: e,
+        })?,
+    );
     tokio::spawn(async move { axum::serve(m, metrics_router).await });
     tokio::spawn(async move { axum::serve(h, health_router).await });
     Ok(bound)
 }
 
 async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics.encode())
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
 }
 
 async fn readyz(State(ready): State<Readiness>) -> impl IntoResponse {

@@ -18,7 +18,10 @@ impl<P> Measured<P> {
     }
 
     fn record<T>(&self, method: &'static str, started: Instant, result: &Result<T, CloudError>) {
-        self.metrics.cloud_duration.get_or_create(&MethodLabels { method }).observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .cloud_duration
+            .get_or_create(&MethodLabels { method })
+            .observe(started.elapsed().as_secs_f64());
         if let Err(e) = result {
             let error = match e {
                 CloudError::InsufficientCapacity { .. } => "insufficient-capacity",
@@ -26,7 +29,10 @@ impl<P> Measured<P> {
                 CloudError::NoOfferings(_) => "no-offerings",
                 CloudError::Provider(_) => "provider",
             };
-            self.metrics.cloud_errors.get_or_create(&ErrorLabels { method, error }).inc();
+            self.metrics
+                .cloud_errors
+                .get_or_create(&ErrorLabels { method, error })
+                .inc();
         }
     }
 }

@@ -95,22 +95,82 @@ impl Metrics {
             api_errors: Counter::default(),
             registry: Registry::default(),
         };
-        registry.register("scheduler_scheduling_duration_seconds", "Duration of a provisioning pass, batch closed to NodeClaims created", m.scheduling_duration.clone());
-        registry.register("solver_duration_seconds", "Wall-clock duration of each solve", m.solve_duration.clone());
-        registry.register("solver_solves", "Solves by phase and solver status", m.solves.clone());
+        registry.register(
+            "scheduler_scheduling_duration_seconds",
+            "Duration of a provisioning pass, batch closed to NodeClaims created",
+            m.scheduling_duration.clone(),
+        );
+        registry.register(
+            "solver_duration_seconds",
+            "Wall-clock duration of each solve",
+            m.solve_duration.clone(),
+        );
+        registry.register(
+            "solver_solves",
+            "Solves by phase and solver status",
+            m.solves.clone(),
+        );
         registry.register("solver_gap_ratio", "Relative optimality gap of the last solve: to the certified lower bound for provisioning, HiGHS's MIP gap for disruption (0 when none was computed)", m.solve_gap.clone());
-        registry.register("pods_pending", "Pods kube-scheduler marked unschedulable and joiner has not placed", m.pods_pending.clone());
-        registry.register("nodeclaims_created", "NodeClaims created, by reason", m.nodeclaims_created.clone());
-        registry.register("nodeclaims_terminated", "NodeClaims terminated, by reason", m.nodeclaims_terminated.clone());
-        registry.register("disruption_decisions", "Disruption commands, by outcome", m.disruption_decisions.clone());
-        registry.register("evictions", "Eviction API calls, by outcome", m.evictions.clone());
-        registry.register("cloudprovider_duration_seconds", "Duration of cloud provider calls", m.cloud_duration.clone());
-        registry.register("cloudprovider_errors", "Cloud provider call errors", m.cloud_errors.clone());
-        registry.register("offering_price_estimate", "Hourly price of each offering in the catalog, US dollars", m.offering_price.clone());
-        registry.register("config_invalid", "1 while the cost-weight ConfigMap is invalid and the last good weights are in force", m.config_invalid.clone());
-        registry.register("config_reloads", "Cost-weight ConfigMap reads, by result", m.config_reloads.clone());
-        registry.register("leader", "1 while this replica holds the leader Lease", m.leader.clone());
-        registry.register("kubernetes_write_errors", "API server writes that failed", m.api_errors.clone());
+        registry.register(
+            "pods_pending",
+            "Pods kube-scheduler marked unschedulable and joiner has not placed",
+            m.pods_pending.clone(),
+        );
+        registry.register(
+            "nodeclaims_created",
+            "NodeClaims created, by reason",
+            m.nodeclaims_created.clone(),
+        );
+        registry.register(
+            "nodeclaims_terminated",
+            "NodeClaims terminated, by reason",
+            m.nodeclaims_terminated.clone(),
+        );
+        registry.register(
+            "disruption_decisions",
+            "Disruption commands, by outcome",
+            m.disruption_decisions.clone(),
+        );
+        registry.register(
+            "evictions",
+            "Eviction API calls, by outcome",
+            m.evictions.clone(),
+        );
+        registry.register(
+            "cloudprovider_duration_seconds",
+            "Duration of cloud provider calls",
+            m.cloud_duration.clone(),
+        );
+        registry.register(
+            "cloudprovider_errors",
+            "Cloud provider call errors",
+            m.cloud_errors.clone(),
+        );
+        registry.register(
+            "offering_price_estimate",
+            "Hourly price of each offering in the catalog, US dollars",
+            m.offering_price.clone(),
+        );
+        registry.register(
+            "config_invalid",
+            "1 while the cost-weight ConfigMap is invalid and the last good weights are in force",
+            m.config_invalid.clone(),
+        );
+        registry.register(
+            "config_reloads",
+            "Cost-weight ConfigMap reads, by result",
+            m.config_reloads.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease",
+            m.leader.clone(),
+        );
+        registry.register(
+            "kubernetes_write_errors",
+            "API server writes that failed",
+            m.api_errors.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -118,7 +178,11 @@ impl Metrics {
     pub fn set_prices(&self, catalog: &Catalog) {
         for it in &catalog.instance_types {
             for o in &it.offerings {
-                let labels = OfferingLabels { instance_type: it.name.clone(), zone: o.zone.clone(), capacity_type: o.capacity_type.as_str() };
+                let labels = OfferingLabels {
+                    instance_type: it.name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.as_str(),
+                };
                 self.offering_price.get_or_create(&labels).set(o.price);
             }
         }

@@ -43,7 +43,10 @@ pub enum OperatorError {
     Kubernetes(#[from] K8sError),
     /// The OS error is in the message, not a `source` (which `main` would print again).
     #[error("cannot listen on {addr}: {error}")]
-    Bind { addr: SocketAddr, error: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
     #[error("leader lease lost: not renewed for {0:?}")]
     LeaseLost(Duration),
     #[error("decision thread stopped unexpectedly")]
@@ -54,13 +57,31 @@ pub enum OperatorError {
 
 /// Runs until a shutdown signal (Ok) or a failure that needs a restart (Err).
 pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
-    let Clients { watches, client, evictions } = clients(&settings).await?;
+    let Clients {
+        watches,
+        client,
+        evictions,
+    } = clients(&settings).await?;
     let metrics = Arc::new(Metrics::new());
     metrics.set_prices(&settings.catalog);
     let ready = Readiness::default();
-    let (m, h) = http::serve(settings.metrics_addr, settings.health_addr, metrics.clone(), ready.clone()).await?;
+    let (m, h) = http::serve(
+        settings.metrics_addr,
+        settings.health_addr,
+        metrics.clone(),
+        ready.clone(),
+    )
+    .await?;
     tracing::info!(metrics = %m, health = %h, identity = %settings.identity, "serving");
-    let lock = settings.leader_election.as_ref().map(|le| LeaseLock::new(client.clone(), &settings.namespace, &le.lease_name, &settings.identity, le.lease_duration));
+    let lock = settings.leader_election.as_ref().map(|le| {
+        LeaseLock::new(
+            client.clone(),
+            &settings.namespace,
+            &le.lease_name,
+            &settings.identity,
+            le.lease_duration,
+        )
+    });
     if let (Some(lock), Some(le)) = (&lock, &settings.leader_election) {
         // a standby is healthy and ready; it only waits
         ready.set(true);
@@ -81,16 +102,33 @@ pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
     ready.set(true);
     tracing::info!("caches synced");
     let thread = match &settings.cloud {
-        CloudChoice::Sim { seed } => spawn_decisions(sim_decisions(&settings, *seed, client, evictions, caches, metrics.clone()), rx)?,
-        CloudChoice::Aws { aws, kubernetes_version } => {
+        CloudChoice::Sim { seed } => spawn_decisions(
+            sim_decisions(&settings, *seed, client, evictions, caches, metrics.clone()),
+            rx,
+        )?,
+        CloudChoice::Aws {
+            aws,
+            kubernetes_version,
+        } => {
             let events = HostEvents::default();
             let cloud = tokio::select! {
                 r = aws::start(aws, kubernetes_version.as_deref(), &settings.catalog, &client, &caches, events.clone(), tx.clone()) => r?,
                 _ = shutdown() => return Ok(()),
             };
             let cluster = kube_cluster(&settings, client, evictions, caches, process_seed());
-            let ctl = Controller::new(settings.controller.clone(), settings.catalog.clone(), Measured::new(cloud, metrics.clone()));
-            let decisions = Decisions::new(ctl, cluster, metrics.clone(), settings.decisions.clone(), settings.controller.origin, |_: &AwsCloud, _| {});
+            let ctl = Controller::new(
+                settings.controller.clone(),
+                settings.catalog.clone(),
+                Measured::new(cloud, metrics.clone()),
+            );
+            let decisions = Decisions::new(
+                ctl,
+                cluster,
+                metrics.clone(),
+                settings.decisions.clone(),
+                settings.controller.origin,
+                |_: &AwsCloud, _| {},
+            );
             spawn_decisions(decisions.with_host_events(events), rx)?
         }
     };
@@ -111,29 +149,73 @@ pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
 }
 
 /// Runs the decision loop on its own OS thread.
-fn spawn_decisions<P: CloudProvider + Send + 'static>(decisions: Decisions<P>, rx: Receiver<Signal>) -> Result<std::thread::JoinHandle<()>, OperatorError> {
-    std::thread::Builder::new().name("decisions".into()).spawn(move || decisions.run(rx)).map_err(|_| OperatorError::DecisionsStopped)
+fn spawn_decisions<P: CloudProvider + Send + 'static>(
+    decisions: Decisions<P>,
+    rx: Receiver<Signal>,
+) -> Result<std::thread::JoinHandle<()>, OperatorError> {
+    std::thread::Builder::new()
+        .name("decisions".into())
+        .spawn(move || decisions.run(rx))
+        .map_err(|_| OperatorError::DecisionsStopped)
 }
 
-fn kube_cluster(settings: &OperatorSettings, client: Client, evictions: Client, caches: Caches, process: u64) -> KubeCluster {
-    let reporter = Reporter { controller: "joiner".into(), instance: Some(settings.identity.clone()) };
+fn kube_cluster(
+    settings: &OperatorSettings,
+    client: Client,
+    evictions: Client,
+    caches: Caches,
+    process: u64,
+) -> KubeCluster {
+    let reporter = Reporter {
+        controller: "joiner".into(),
+        instance: Some(settings.identity.clone()),
+    };
     let recorder = Recorder::new(client.clone(), reporter);
-    KubeCluster::new(client, evictions, Handle::current(), caches, settings.catalog.clone(), recorder, process)
+    KubeCluster::new(
+        client,
+        evictions,
+        Handle::current(),
+        caches,
+        settings.catalog.clone(),
+        recorder,
+        process,
+    )
 }
 
-fn sim_decisions(settings: &OperatorSettings, seed: u64, client: Client, evictions: Client, caches: Caches, metrics: Arc<Metrics>) -> Decisions<SimCloud> {
+fn sim_decisions(
+    settings: &OperatorSettings,
+    seed: u64,
+    client: Client,
+    evictions: Client,
+    caches: Caches,
+    metrics: Arc<Metrics>,
+) -> Decisions<SimCloud> {
     let process = process_seed();
     let cluster = kube_cluster(settings, client, evictions, caches, process);
     let cloud = SimCloud::new(settings.catalog.clone(), vec![], 0.0, seed);
     cloud.number_from(process & 0xffff_ffff_ffff);
-    let ctl = Controller::new(settings.controller.clone(), settings.catalog.clone(), Measured::new(cloud, metrics.clone()));
-    Decisions::new(ctl, cluster, metrics, settings.decisions.clone(), settings.controller.origin, |cloud: &SimCloud, now| cloud.set_now(now))
+    let ctl = Controller::new(
+        settings.controller.clone(),
+        settings.catalog.clone(),
+        Measured::new(cloud, metrics.clone()),
+    );
+    Decisions::new(
+        ctl,
+        cluster,
+        metrics,
+        settings.decisions.clone(),
+        settings.controller.origin,
+        |cloud: &SimCloud, now| cloud.set_now(now),
+    )
 }
 
 /// A seed that differs between processes, from the clock and the process id: claim names and
 /// simulated instance ids must not repeat when a replica takes over or the controller restarts.
 fn process_seed() -> u64 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     nanos ^ u64::from(std::process::id()) << 20
 }
 
@@ -149,10 +231,15 @@ struct Clients {
 async fn clients(settings: &OperatorSettings) -> Result<Clients, K8sError> {
     let config = match &settings.kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| K8sError::Config(format!("{}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| K8sError::Config(e.to_string()))?
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| K8sError::Config(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| K8sError::Config(e.to_string()))?
         }
-        None => kube::Config::infer().await.map_err(|e| K8sError::Config(e.to_string()))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| K8sError::Config(e.to_string()))?,
     };
     let mut requests = config.clone();
     requests.read_timeout = settings.api_timeout;
@@ -181,7 +268,9 @@ async fn acquire(lock: &LeaseLock, retry: Duration) -> Result<(), OperatorError>
 
 /// Renews the Lease every retry period; fails once it went unrenewed for the renew deadline.
 async fn renew(lock: Option<&LeaseLock>, le: Option<&LeaderElection>) -> Result<(), OperatorError> {
-    let (Some(lock), Some(le)) = (lock, le) else { return std::future::pending().await };
+    let (Some(lock), Some(le)) = (lock, le) else {
+        return std::future::pending().await;
+    };
     let mut renewed = Instant::now();
     loop {
         tokio::time::sleep(le.retry_period).await;
@@ -205,10 +294,11 @@ async fn wait_finished(thread: &std::thread::JoinHandle<()>) {
 async fn shutdown() {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return std::future::pending().await,
+            };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

@@ -24,7 +24,10 @@ pub enum CloudChoice {
     /// a test's node simulator) registers them with the claim's providerID.
     Sim { seed: u64 },
     /// EC2. `kubernetes_version` picks AMI alias parameters; None reads it from the API server.
-    Aws { aws: Box<crate::cloud::aws::AwsSettings>, kubernetes_version: Option<String> },
+    Aws {
+        aws: Box<crate::cloud::aws::AwsSettings>,
+        kubernetes_version: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -52,7 +55,10 @@ impl LeaderElection {
         if !(self.retry_period < self.renew_deadline && self.renew_deadline < self.lease_duration) {
             return Err(super::OperatorError::Setting {
                 name: "leader-election",
-                message: format!("need retry period {:?} < renew deadline {:?} < lease duration {:?}", self.retry_period, self.renew_deadline, self.lease_duration),
+                message: format!(
+                    "need retry period {:?} < renew deadline {:?} < lease duration {:?}",
+                    self.retry_period, self.renew_deadline, self.lease_duration
+                ),
             });
         }
         Ok(())

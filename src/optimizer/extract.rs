@@ -6,15 +6,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::labels::HOSTNAME;
 
-use super::plan::{ExistingPlacement, NewNode, OfferingRef, Plan, SolverReport, Strategy, Unschedulable, UnschedulableReason};
+use super::plan::{
+    ExistingPlacement, NewNode, OfferingRef, Plan, SolverReport, Strategy, Unschedulable,
+    UnschedulableReason,
+};
 use super::problem::{fits, PoolInfo, Problem};
 use super::state::{NodeKind, NodeState, State};
 
 /// Whether a node launched from any of `candidates` keeps the pool's minValues.
 pub fn min_values_met(p: &Problem, pool: &PoolInfo, candidates: &[(usize, usize)]) -> bool {
     pool.min_values.iter().all(|r| {
-        let distinct: BTreeSet<&String> =
-            candidates.iter().filter_map(|&(s, o)| p.offering(s, o).labels.get(&r.key)).collect();
+        let distinct: BTreeSet<&String> = candidates
+            .iter()
+            .filter_map(|&(s, o)| p.offering(s, o).labels.get(&r.key))
+            .collect();
         distinct.len() >= r.min_values.unwrap_or(0) as usize
     })
 }
@@ -35,28 +40,53 @@ pub enum Keep {
 
 /// Offerings that could replace `node`'s own under `keep`, walked in `order` (a global ranking of
 /// offerings) and collected until `enough` says so.
-pub fn alternatives(p: &Problem, node: &NodeState, keep: Keep, order: &[(usize, usize)], enough: impl Fn(&[(usize, usize)], (usize, usize)) -> bool) -> Vec<(usize, usize)> {
-    let NodeKind::New { shape, offering } = node.kind else { return vec![] };
+pub fn alternatives(
+    p: &Problem,
+    node: &NodeState,
+    keep: Keep,
+    order: &[(usize, usize)],
+    enough: impl Fn(&[(usize, usize)], (usize, usize)) -> bool,
+) -> Vec<(usize, usize)> {
+    let NodeKind::New { shape, offering } = node.kind else {
+        return vec![];
+    };
     let pool = p.shapes[shape].pool;
     let own = p.offering(shape, offering);
-    let used: Vec<i64> = own.alloc.iter().zip(&node.free).map(|(a, f)| a - f).collect();
+    let used: Vec<i64> = own
+        .alloc
+        .iter()
+        .zip(&node.free)
+        .map(|(a, f)| a - f)
+        .collect();
     let preferences = keep == Keep::Preferences;
     let keys: BTreeSet<&String> = node
         .placed
         .keys()
         .flat_map(|&k| {
-            let preferred = p.topology.preferred_touching(k).map(|r| &r.key).chain(p.topology.shunned_zone_keys(k)).filter(move |_| preferences);
+            let preferred = p
+                .topology
+                .preferred_touching(k)
+                .map(|r| &r.key)
+                .chain(p.topology.shunned_zone_keys(k))
+                .filter(move |_| preferences);
             p.topology
                 .spreads
                 .iter()
                 .filter(move |g| g.owner == k || g.members.contains(&k))
                 .map(|g| &g.key)
-                .chain(p.topology.affinities.iter().filter(move |r| r.owner == k || r.members.contains(&k)).map(|r| &r.key))
+                .chain(
+                    p.topology
+                        .affinities
+                        .iter()
+                        .filter(move |r| r.owner == k || r.members.contains(&k))
+                        .map(|r| &r.key),
+                )
                 .chain(preferred)
         })
         .filter(|k| k.as_str() != HOSTNAME)
         .collect();
-    let wanted: Vec<(&String, Option<&String>)> = keys.iter().map(|k| (*k, own.labels.get(*k))).collect();
+    let wanted: Vec<(&String, Option<&String>)> =
+        keys.iter().map(|k| (*k, own.labels.get(*k))).collect();
     // per placed class with preferred node terms, its penalty on the node's own offering (the
     // pool, and so the taints, are the same for every alternative)
     let taints = &p.shapes[shape].taints;
@@ -76,7 +106,9 @@ pub fn alternatives(p: &Problem, node: &NodeState, keep: Keep, order: &[(usize, 
             && fits(&used, &off.alloc)
             && node.placed.keys().all(|&k| p.compatible(k, (s, o)))
             && wanted.iter().all(|(k, v)| off.labels.get(*k) == *v)
-            && preferring.iter().all(|&(k, own)| p.preference_penalty(k, &off.labels, taints) <= own + 1e-12)
+            && preferring
+                .iter()
+                .all(|&(k, own)| p.preference_penalty(k, &off.labels, taints) <= own + 1e-12)
         {
             out.push((s, o));
         }
@@ -85,20 +117,30 @@ pub fn alternatives(p: &Problem, node: &NodeState, keep: Keep, order: &[(usize, 
 }
 
 fn fallbacks(p: &Problem, node: &NodeState, max: usize) -> Vec<OfferingRef> {
-    let NodeKind::New { shape, offering } = node.kind else { return vec![] };
+    let NodeKind::New { shape, offering } = node.kind else {
+        return vec![];
+    };
     // minValues needs every distinct value; otherwise the first `max` by price are enough
     let all = !p.pools[p.shapes[shape].pool].min_values.is_empty();
     // a launch must keep minValues; Karpenter gives up a preference before that
     let keep = if all { Keep::Rules } else { Keep::Preferences };
-    let alts: Vec<(usize, usize)> = alternatives(p, node, keep, &p.by_price, |found, _| !all && found.len() > max)
-        .into_iter()
-        .filter(|&a| a != (shape, offering))
-        .collect();
+    let alts: Vec<(usize, usize)> = alternatives(p, node, keep, &p.by_price, |found, _| {
+        !all && found.len() > max
+    })
+    .into_iter()
+    .filter(|&a| a != (shape, offering))
+    .collect();
     let pool = &p.pools[p.shapes[shape].pool];
     // the cheapest offering of each distinct minValues value first, so the list keeps minValues
     let mut chosen: Vec<(usize, usize)> = Vec::new();
     for r in &pool.min_values {
-        let mut seen: BTreeSet<String> = p.offering(shape, offering).labels.get(&r.key).cloned().into_iter().collect();
+        let mut seen: BTreeSet<String> = p
+            .offering(shape, offering)
+            .labels
+            .get(&r.key)
+            .cloned()
+            .into_iter()
+            .collect();
         for &a in &alts {
             if let Some(v) = p.offering(a.0, a.1).labels.get(&r.key) {
                 if seen.insert(v.clone()) && !chosen.contains(&a) {
@@ -115,12 +157,22 @@ fn fallbacks(p: &Problem, node: &NodeState, max: usize) -> Vec<OfferingRef> {
             chosen.push(a);
         }
     }
-    chosen.sort_by(|a, b| p.offering(a.0, a.1).price.total_cmp(&p.offering(b.0, b.1).price).then(a.cmp(b)));
+    chosen.sort_by(|a, b| {
+        p.offering(a.0, a.1)
+            .price
+            .total_cmp(&p.offering(b.0, b.1).price)
+            .then(a.cmp(b))
+    });
     chosen
         .into_iter()
         .map(|(s, o)| {
             let off = p.offering(s, o);
-            OfferingRef { instance_type: p.shapes[s].instance_type.clone(), zone: off.zone.clone(), capacity_type: off.capacity_type, price: off.price }
+            OfferingRef {
+                instance_type: p.shapes[s].instance_type.clone(),
+                zone: off.zone.clone(),
+                capacity_type: off.capacity_type,
+                price: off.price,
+            }
         })
         .collect()
 }
@@ -135,8 +187,13 @@ pub fn to_plan(
     lower_bound: f64,
     max_fallbacks: usize,
 ) -> Plan {
-    let mut queues: Vec<std::collections::VecDeque<&String>> = p.classes.iter().map(|c| c.pods.iter().collect()).collect();
-    let mut take = |k: usize, n: usize| -> Vec<String> { (0..n).filter_map(|_| queues[k].pop_front().cloned()).collect() };
+    let mut queues: Vec<std::collections::VecDeque<&String>> =
+        p.classes.iter().map(|c| c.pods.iter().collect()).collect();
+    let mut take = |k: usize, n: usize| -> Vec<String> {
+        (0..n)
+            .filter_map(|_| queues[k].pop_front().cloned())
+            .collect()
+    };
     let mut nodes = Vec::new();
     let mut existing = Vec::new();
     let mut cost = 0.0;
@@ -147,7 +204,10 @@ pub fn to_plan(
         pods.sort();
         objective += n.preference_penalty(p);
         match n.kind {
-            NodeKind::Existing(e) => existing.push(ExistingPlacement { node: p.existing[e].name.clone(), pods }),
+            NodeKind::Existing(e) => existing.push(ExistingPlacement {
+                node: p.existing[e].name.clone(),
+                pods,
+            }),
             NodeKind::New { shape, offering } => {
                 let s = &p.shapes[shape];
                 let off = &s.offerings[offering];
@@ -169,7 +229,16 @@ pub fn to_plan(
                         .allocatable
                         .iter()
                         .filter(|(_, q)| q.milli() > 0)
-                        .map(|(k, q)| (k.to_string(), if k == "memory" || k == "ephemeral-storage" { q.to_binary() } else { q.to_canonical() }))
+                        .map(|(k, q)| {
+                            (
+                                k.to_string(),
+                                if k == "memory" || k == "ephemeral-storage" {
+                                    q.to_binary()
+                                } else {
+                                    q.to_canonical()
+                                },
+                            )
+                        })
                         .collect(),
                     pods,
                     fallbacks: fallbacks(p, n, max_fallbacks),
@@ -180,7 +249,11 @@ pub fn to_plan(
     let mut unschedulable = p.rejected.clone();
     for (&k, &(count, reason)) in leftover {
         for pod in take(k, count) {
-            unschedulable.push(Unschedulable { pod, reason, message: reason_message(reason) });
+            unschedulable.push(Unschedulable {
+                pod,
+                reason,
+                message: reason_message(reason),
+            });
         }
     }
     unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
@@ -205,9 +278,15 @@ fn round6(x: f64) -> f64 {
 pub fn reason_message(reason: UnschedulableReason) -> String {
     match reason {
         UnschedulableReason::NoCompatibleOffering => "no compatible offering or node".into(),
-        UnschedulableReason::LargerThanAnyType => "does not fit the room left on any compatible node".into(),
-        UnschedulableReason::NodepoolLimit => "nodepool limits leave no room for another node".into(),
-        UnschedulableReason::Topology => "topology spread or pod (anti-)affinity cannot be satisfied".into(),
+        UnschedulableReason::LargerThanAnyType => {
+            "does not fit the room left on any compatible node".into()
+        }
+        UnschedulableReason::NodepoolLimit => {
+            "nodepool limits leave no room for another node".into()
+        }
+        UnschedulableReason::Topology => {
+            "topology spread or pod (anti-)affinity cannot be satisfied".into()
+        }
         UnschedulableReason::HostPort => "its host port is taken on every candidate node".into(),
         UnschedulableReason::MinValues => "nodepool minValues cannot be met".into(),
         UnschedulableReason::SolverLimit => "left unplaced within the solver's limits".into(),

@@ -28,7 +28,9 @@ struct Claim {
 
 impl Claim {
     fn refuses(&self, k: usize) -> bool {
-        self.refused.get(k / 64).is_some_and(|w| w & (1 << (k % 64)) != 0)
+        self.refused
+            .get(k / 64)
+            .is_some_and(|w| w & (1 << (k % 64)) != 0)
     }
 
     fn refuse(&mut self, k: usize, classes: usize) {
@@ -39,7 +41,11 @@ impl Claim {
 
 /// Places every pod it can as Karpenter does, preferences relaxed one at a time (see [`Ladder`]);
 /// returns the state and the pods (class, count) it could not place. The baseline strategy.
-pub fn place_all<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)]) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
+pub fn place_all<'p>(
+    p: &'p Problem,
+    state: State<'p>,
+    todo: &[(usize, usize)],
+) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
     run(p, state, todo, Mode::Karpenter)
 }
 
@@ -48,14 +54,22 @@ pub fn place_all<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)]) 
 /// to the objective. Holding them, as the baseline does, hands column generation more nodes than it
 /// needs: with the baseline as its start, two scale-in decisions (docs/disruption.md) ended 3.8% and
 /// 8.1% above the bound, one of them in 5.1 s, against 1.3-1.8% in about 4 s with this start.
-pub fn seed<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)]) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
+pub fn seed<'p>(
+    p: &'p Problem,
+    state: State<'p>,
+    todo: &[(usize, usize)],
+) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
     run(p, state, todo, Mode::Seed)
 }
 
 /// Places leftovers into a plan that already has new nodes (the MILP's replay): unlike Karpenter it
 /// first fills the plan's new nodes, fullest first, and then the fullest claim, so leftovers pack
 /// tightly instead of spreading over half-empty nodes.
-pub fn repair<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)]) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
+pub fn repair<'p>(
+    p: &'p Problem,
+    state: State<'p>,
+    todo: &[(usize, usize)],
+) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
     run(p, state, todo, Mode::Repair)
 }
 
@@ -67,19 +81,44 @@ enum Mode {
     Repair,
 }
 
-fn run<'p>(p: &'p Problem, state: State<'p>, todo: &[(usize, usize)], mode: Mode) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
+fn run<'p>(
+    p: &'p Problem,
+    state: State<'p>,
+    todo: &[(usize, usize)],
+    mode: Mode,
+) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
     let domains = Domains::build(p);
     let tight = mode == Mode::Repair;
     // fullest (least free cpu) first; the order is fixed at the start, which is close enough
-    let mut planned: Vec<usize> = if tight { state.new_nodes().map(|(i, _)| i).collect() } else { vec![] };
+    let mut planned: Vec<usize> = if tight {
+        state.new_nodes().map(|(i, _)| i).collect()
+    } else {
+        vec![]
+    };
     planned.sort_by_key(|&n| (state.nodes[n].free.first().copied().unwrap_or(0), n));
     let ladders = match mode {
-        Mode::Karpenter => (0..p.classes.len()).map(|k| Ladder::build(p, &domains, k)).collect(),
-        Mode::Seed => (0..p.classes.len()).map(|k| Ladder::pod_terms(p, k)).collect(),
+        Mode::Karpenter => (0..p.classes.len())
+            .map(|k| Ladder::build(p, &domains, k))
+            .collect(),
+        Mode::Seed => (0..p.classes.len())
+            .map(|k| Ladder::pod_terms(p, k))
+            .collect(),
         Mode::Repair => vec![],
     };
-    let mut g = Greedy { p, state, claims: Vec::new(), by_load: Default::default(), domains, tight, planned, ladders };
-    let mut queue: Vec<(usize, usize)> = todo.iter().flat_map(|&(k, n)| std::iter::repeat_n((k, 1), n)).collect();
+    let mut g = Greedy {
+        p,
+        state,
+        claims: Vec::new(),
+        by_load: Default::default(),
+        domains,
+        tight,
+        planned,
+        ladders,
+    };
+    let mut queue: Vec<(usize, usize)> = todo
+        .iter()
+        .flat_map(|&(k, n)| std::iter::repeat_n((k, 1), n))
+        .collect();
     let mut failed: BTreeMap<usize, (usize, UnschedulableReason)> = BTreeMap::new();
     // Karpenter re-queues pods that fail and retries until a full pass makes no progress
     loop {
@@ -144,31 +183,58 @@ impl<'p> Ladder<'p> {
     fn build(p: &'p Problem, domains: &Domains, k: usize) -> Ladder<'p> {
         let c = &p.classes[k].constraints;
         let by_weight = |anti: bool| {
-            let mut rules: Vec<usize> = p.topology.owned_preferred(k).iter().copied().filter(|&ri| p.topology.preferred[ri].anti == anti).collect();
+            let mut rules: Vec<usize> = p
+                .topology
+                .owned_preferred(k)
+                .iter()
+                .copied()
+                .filter(|&ri| p.topology.preferred[ri].anti == anti)
+                .collect();
             rules.sort_by_key(|&ri| std::cmp::Reverse(p.topology.preferred[ri].weight));
             rules
         };
-        let mut preferred: Vec<&crate::domain::Weighted<Vec<crate::domain::Requirement>>> = c.preferred_node_affinity.iter().collect();
+        let mut preferred: Vec<&crate::domain::Weighted<Vec<crate::domain::Requirement>>> =
+            c.preferred_node_affinity.iter().collect();
         preferred.sort_by_key(|w| std::cmp::Reverse(w.weight));
-        let untolerated = |taints: &[crate::domain::Taint]| crate::domain::labels::untolerated_soft_taints(&c.tolerations, taints) > 0;
+        let untolerated = |taints: &[crate::domain::Taint]| {
+            crate::domain::labels::untolerated_soft_taints(&c.tolerations, taints) > 0
+        };
         Ladder {
             required: &c.node_affinity.terms,
             affinity: by_weight(false),
             anti: by_weight(true),
             node_terms: preferred.into_iter().map(|w| w.term.as_slice()).collect(),
-            spreads: drop_order(p.topology.spreads.iter().enumerate().filter(|(_, g)| g.owner == k).map(|(gi, g)| (gi, g.hard)).collect()),
+            spreads: drop_order(
+                p.topology
+                    .spreads
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| g.owner == k)
+                    .map(|(gi, g)| (gi, g.hard))
+                    .collect(),
+            ),
             // Karpenter has the toleration step only when a NodePool carries such a taint (existing
             // nodes with one then wait for the last rung too); without it Karpenter would refuse a
             // soft-tainted existing node for good, where joiner lets it take the pod as kube-scheduler does
             soft_taints: p.shapes.iter().any(|s| untolerated(&s.taints)),
-            wide: (c.node_affinity.terms.len() > 1 || !c.preferred_node_affinity.is_empty()).then(|| wide_offerings(p, domains, k).into()),
+            wide: (c.node_affinity.terms.len() > 1 || !c.preferred_node_affinity.is_empty())
+                .then(|| wide_offerings(p, domains, k).into()),
             at_once: false,
         }
     }
 
     /// [`seed`]'s ladder: every preferred pod term held, then none.
     fn pod_terms(p: &'p Problem, k: usize) -> Ladder<'p> {
-        Ladder { required: &[], affinity: p.topology.owned_preferred(k).to_vec(), anti: vec![], node_terms: vec![], spreads: vec![], soft_taints: false, wide: None, at_once: true }
+        Ladder {
+            required: &[],
+            affinity: p.topology.owned_preferred(k).to_vec(),
+            anti: vec![],
+            node_terms: vec![],
+            spreads: vec![],
+            soft_taints: false,
+            wide: None,
+            at_once: true,
+        }
     }
 
     /// How many preferences can be dropped; rung `steps()` holds none.
@@ -176,11 +242,20 @@ impl<'p> Ladder<'p> {
         if self.at_once {
             return usize::from(!self.affinity.is_empty());
         }
-        self.required.len().saturating_sub(1) + self.affinity.len() + self.anti.len() + self.node_terms.len() + self.spreads.len() + usize::from(self.soft_taints)
+        self.required.len().saturating_sub(1)
+            + self.affinity.len()
+            + self.anti.len()
+            + self.node_terms.len()
+            + self.spreads.len()
+            + usize::from(self.soft_taints)
     }
 
     fn rung(&self, level: usize) -> Held<'p> {
-        let mut level = if self.at_once && level > 0 { usize::MAX } else { level };
+        let mut level = if self.at_once && level > 0 {
+            usize::MAX
+        } else {
+            level
+        };
         let mut drop = |n: usize| {
             let d = level.min(n);
             level -= d;
@@ -193,12 +268,25 @@ impl<'p> Ladder<'p> {
         let spreads = drop(self.spreads.len());
         let taints = drop(usize::from(self.soft_taints));
         Held {
-            preferred: self.affinity[affinity..].iter().chain(&self.anti[anti..]).copied().collect(),
+            preferred: self.affinity[affinity..]
+                .iter()
+                .chain(&self.anti[anti..])
+                .copied()
+                .collect(),
             soft_spreads: self.spreads[spreads..].to_vec(),
-            terms: self.required.get(required).map(Vec::as_slice).into_iter().chain(self.node_terms.get(node_terms).copied()).collect(),
+            terms: self
+                .required
+                .get(required)
+                .map(Vec::as_slice)
+                .into_iter()
+                .chain(self.node_terms.get(node_terms).copied())
+                .collect(),
             soft_taints: self.soft_taints && taints == 0,
             // the menu suffices once no term narrows the class's own required affinity
-            offerings: self.wide.clone().filter(|_| self.required.len() > 1 || node_terms < self.node_terms.len()),
+            offerings: self
+                .wide
+                .clone()
+                .filter(|_| self.required.len() > 1 || node_terms < self.node_terms.len()),
         }
     }
 }
@@ -219,10 +307,19 @@ struct Domains {
 
 impl Domains {
     fn build(p: &Problem) -> Domains {
-        let mut keys: Vec<String> = (0..p.classes.len()).flat_map(|k| topology_keys(p, k)).collect();
+        let mut keys: Vec<String> = (0..p.classes.len())
+            .flat_map(|k| topology_keys(p, k))
+            .collect();
         keys.sort();
         keys.dedup();
-        let keys_of = (0..p.classes.len()).map(|k| topology_keys(p, k).iter().map(|key| keys.binary_search(key).unwrap_or(0)).collect()).collect();
+        let keys_of = (0..p.classes.len())
+            .map(|k| {
+                topology_keys(p, k)
+                    .iter()
+                    .map(|key| keys.binary_search(key).unwrap_or(0))
+                    .collect()
+            })
+            .collect();
         let mut values: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
         let mut base = Vec::with_capacity(p.shapes.len());
         let mut ids = Vec::new();
@@ -231,10 +328,12 @@ impl Domains {
             for o in &s.offerings {
                 ids.push(
                     keys.iter()
-                        .map(|key| o.labels.get(key).map_or(0, |v| {
-                            let next = values.len() as u32 + 1;
-                            *values.entry(v.as_str()).or_insert(next)
-                        }))
+                        .map(|key| {
+                            o.labels.get(key).map_or(0, |v| {
+                                let next = values.len() as u32 + 1;
+                                *values.entry(v.as_str()).or_insert(next)
+                            })
+                        })
                         .collect(),
                 );
             }
@@ -252,7 +351,12 @@ impl Domains {
                 bits
             })
             .collect();
-        Domains { keys_of, base, ids, menus }
+        Domains {
+            keys_of,
+            base,
+            ids,
+            menus,
+        }
     }
 
     /// Whether offering `c` is on class `k`'s menu.
@@ -310,7 +414,11 @@ impl<'p> Greedy<'p> {
         }
         // claims by (pods, index): Karpenter tries the emptiest new node first
         let mut from = std::ops::Bound::Unbounded;
-        while let Some(&(load, c)) = self.by_load.range((from, std::ops::Bound::Unbounded)).next() {
+        while let Some(&(load, c)) = self
+            .by_load
+            .range((from, std::ops::Bound::Unbounded))
+            .next()
+        {
             if self.try_claim(c, k) {
                 self.by_load.remove(&(load, c));
                 self.by_load.insert((load + 1, c));
@@ -324,7 +432,9 @@ impl<'p> Greedy<'p> {
     fn add_tight(&mut self, k: usize) -> Result<(), UnschedulableReason> {
         for i in 0..self.planned.len() {
             let n = self.planned[i];
-            if fits(&self.p.classes[k].req, &self.state.nodes[n].free) && self.state.can_place(k, n).is_ok() {
+            if fits(&self.p.classes[k].req, &self.state.nodes[n].free)
+                && self.state.can_place(k, n).is_ok()
+            {
                 self.state.place(k, n);
                 return Ok(());
             }
@@ -343,14 +453,26 @@ impl<'p> Greedy<'p> {
     /// Offerings of `claim` that can also take a pod of class `k`.
     fn surviving(&self, claim: &Claim, k: usize) -> Vec<(usize, usize)> {
         let class = &self.p.classes[k];
-        let need: Vec<i64> = claim.used.iter().zip(&class.req).map(|(u, r)| u + r).collect();
-        let NodeKind::New { shape, offering } = self.state.nodes[claim.node].kind else { return vec![] };
+        let need: Vec<i64> = claim
+            .used
+            .iter()
+            .zip(&class.req)
+            .map(|(u, r)| u + r)
+            .collect();
+        let NodeKind::New { shape, offering } = self.state.nodes[claim.node].kind else {
+            return vec![];
+        };
         let rep = (shape, offering);
         claim
             .candidates
             .iter()
             .copied()
-            .filter(|&c| self.offers(k, c) && fits(&need, &self.p.offering(c.0, c.1).alloc) && self.domains.same(k, c, rep) && self.held_admits(k, c))
+            .filter(|&c| {
+                self.offers(k, c)
+                    && fits(&need, &self.p.offering(c.0, c.1).alloc)
+                    && self.domains.same(k, c, rep)
+                    && self.held_admits(k, c)
+            })
             .collect()
     }
 
@@ -360,7 +482,10 @@ impl<'p> Greedy<'p> {
             return false;
         }
         // the claim's room is the most any candidate offers; no survivor exists when even that is short
-        if !fits(&self.p.classes[k].req, &self.state.nodes[self.claims[c].node].free) {
+        if !fits(
+            &self.p.classes[k].req,
+            &self.state.nodes[self.claims[c].node].free,
+        ) {
             return false;
         }
         // survivors share the node's domain for every key this class reads, so a topology refusal
@@ -376,8 +501,16 @@ impl<'p> Greedy<'p> {
             return false;
         }
         let node = self.claims[c].node;
-        let saved = (self.state.nodes[node].kind, self.state.nodes[node].labels.clone(), self.state.nodes[node].free.clone());
-        self.represent(node, survivors[0], max_free(self.p, &survivors, &self.claims[c].used));
+        let saved = (
+            self.state.nodes[node].kind,
+            self.state.nodes[node].labels.clone(),
+            self.state.nodes[node].free.clone(),
+        );
+        self.represent(
+            node,
+            survivors[0],
+            max_free(self.p, &survivors, &self.claims[c].used),
+        );
         if self.state.can_place(k, node).is_err() {
             let n = &mut self.state.nodes[node];
             (n.kind, n.labels, n.free) = saved;
@@ -400,16 +533,40 @@ impl<'p> Greedy<'p> {
         }
         let mut reason = UnschedulableReason::NodepoolLimit;
         // representatives: the cheapest offering per domain of the keys this class's topology reads
-        let offers = self.state.held.as_ref().and_then(|h| h.offerings.as_deref()).unwrap_or(&class.offerings);
-        let admitted: Vec<(usize, usize)> = offers.iter().copied().filter(|&c| self.held_admits(k, c)).collect();
+        let offers = self
+            .state
+            .held
+            .as_ref()
+            .and_then(|h| h.offerings.as_deref())
+            .unwrap_or(&class.offerings);
+        let admitted: Vec<(usize, usize)> = offers
+            .iter()
+            .copied()
+            .filter(|&c| self.held_admits(k, c))
+            .collect();
         let mut reps = admitted.clone();
         if reps.is_empty() {
             return Err(UnschedulableReason::NoCompatibleOffering);
         }
         // where soft taints no longer refuse a pool (the ladder's last rung, the seed), pools whose
         // PreferNoSchedule taints the pod does not tolerate are still tried last
-        let soft = |s: usize| crate::domain::labels::untolerated_soft_taints(&class.constraints.tolerations, &self.p.shapes[s].taints) > 0;
-        reps.sort_by(|a, b| soft(a.0).cmp(&soft(b.0)).then(self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost)).then(a.cmp(b)));
+        let soft = |s: usize| {
+            crate::domain::labels::untolerated_soft_taints(
+                &class.constraints.tolerations,
+                &self.p.shapes[s].taints,
+            ) > 0
+        };
+        reps.sort_by(|a, b| {
+            soft(a.0)
+                .cmp(&soft(b.0))
+                .then(
+                    self.p
+                        .offering(a.0, a.1)
+                        .cost
+                        .total_cmp(&self.p.offering(b.0, b.1).cost),
+                )
+                .then(a.cmp(b))
+        });
         let mut tried_domains = std::collections::BTreeSet::new();
         for (s, o) in reps {
             if !tried_domains.insert((self.p.shapes[s].pool, self.domains.signature(k, (s, o)))) {
@@ -422,11 +579,21 @@ impl<'p> Greedy<'p> {
             let mut candidates: Vec<(usize, usize)> = admitted
                 .iter()
                 .copied()
-                .filter(|&(cs, co)| self.p.shapes[cs].pool == pool && self.domains.same(k, (cs, co), (s, o)) && self.state.can_open(cs, co))
+                .filter(|&(cs, co)| {
+                    self.p.shapes[cs].pool == pool
+                        && self.domains.same(k, (cs, co), (s, o))
+                        && self.state.can_open(cs, co)
+                })
                 .collect();
             // cheapest first, so the offering that stands for the claim (the first survivor) and the
             // domain a later topology-reading pod inherits do not depend on catalog order
-            candidates.sort_by(|a, b| self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost).then(a.cmp(b)));
+            candidates.sort_by(|a, b| {
+                self.p
+                    .offering(a.0, a.1)
+                    .cost
+                    .total_cmp(&self.p.offering(b.0, b.1).cost)
+                    .then(a.cmp(b))
+            });
             if !self.min_values_ok(&candidates) {
                 reason = UnschedulableReason::MinValues;
                 continue;
@@ -438,7 +605,12 @@ impl<'p> Greedy<'p> {
             match self.state.can_place(k, node) {
                 Ok(()) => {
                     self.state.place(k, node);
-                    self.claims.push(Claim { node, candidates, used: class.req.clone(), refused: Vec::new() });
+                    self.claims.push(Claim {
+                        node,
+                        candidates,
+                        used: class.req.clone(),
+                        refused: Vec::new(),
+                    });
                     self.by_load.insert((1, self.claims.len() - 1));
                     return Ok(());
                 }
@@ -458,22 +630,38 @@ impl<'p> Greedy<'p> {
 
     /// Whether offering `(s, o)` meets the node terms and soft taints the current rung holds.
     fn held_admits(&self, k: usize, (s, o): (usize, usize)) -> bool {
-        self.state.held.as_ref().is_none_or(|h| h.admits(&self.p.classes[k].constraints.tolerations, &self.p.offering(s, o).labels, &self.p.shapes[s].taints))
+        self.state.held.as_ref().is_none_or(|h| {
+            h.admits(
+                &self.p.classes[k].constraints.tolerations,
+                &self.p.offering(s, o).labels,
+                &self.p.shapes[s].taints,
+            )
+        })
     }
 
     /// Lets `(s, o)` stand for a claim in the state's checks, keeping the node's hostname.
     fn represent(&mut self, node: usize, (s, o): (usize, usize), free: Vec<i64>) {
         let off = self.p.offering(s, o);
         let n = &mut self.state.nodes[node];
-        let host = n.labels.get(crate::domain::labels::HOSTNAME).cloned().unwrap_or_default();
-        n.kind = NodeKind::New { shape: s, offering: o };
+        let host = n
+            .labels
+            .get(crate::domain::labels::HOSTNAME)
+            .cloned()
+            .unwrap_or_default();
+        n.kind = NodeKind::New {
+            shape: s,
+            offering: o,
+        };
         n.labels = off.labels.clone();
-        n.labels.insert(crate::domain::labels::HOSTNAME.to_string(), host);
+        n.labels
+            .insert(crate::domain::labels::HOSTNAME.to_string(), host);
         n.free = free;
     }
 
     fn min_values_ok(&self, candidates: &[(usize, usize)]) -> bool {
-        let Some(&(s0, _)) = candidates.first() else { return false };
+        let Some(&(s0, _)) = candidates.first() else {
+            return false;
+        };
         let pool = &self.p.pools[self.p.shapes[s0].pool];
         super::extract::min_values_met(self.p, pool, candidates)
     }
@@ -482,13 +670,22 @@ impl<'p> Greedy<'p> {
     fn finish(&mut self) {
         let claims = std::mem::take(&mut self.claims);
         for claim in &claims {
-            let best = claim
-                .candidates
-                .iter()
-                .copied()
-                .min_by(|a, b| self.p.offering(a.0, a.1).cost.total_cmp(&self.p.offering(b.0, b.1).cost).then(a.cmp(b)));
+            let best = claim.candidates.iter().copied().min_by(|a, b| {
+                self.p
+                    .offering(a.0, a.1)
+                    .cost
+                    .total_cmp(&self.p.offering(b.0, b.1).cost)
+                    .then(a.cmp(b))
+            });
             if let Some((s, o)) = best {
-                let free = self.p.offering(s, o).alloc.iter().zip(&claim.used).map(|(a, u)| a - u).collect();
+                let free = self
+                    .p
+                    .offering(s, o)
+                    .alloc
+                    .iter()
+                    .zip(&claim.used)
+                    .map(|(a, u)| a - u)
+                    .collect();
                 self.represent(claim.node, (s, o), free);
             }
         }
@@ -503,7 +700,13 @@ fn topology_keys(p: &Problem, k: usize) -> Vec<String> {
         .iter()
         .filter(|g| g.owner == k || g.members.contains(&k))
         .map(|g| g.key.clone())
-        .chain(p.topology.affinities.iter().filter(|r| r.owner == k || r.members.contains(&k)).map(|r| r.key.clone()))
+        .chain(
+            p.topology
+                .affinities
+                .iter()
+                .filter(|r| r.owner == k || r.members.contains(&k))
+                .map(|r| r.key.clone()),
+        )
         .chain(p.topology.preferred_touching(k).map(|r| r.key.clone()))
         .filter(|key| key != crate::domain::labels::HOSTNAME)
         .collect();
@@ -519,7 +722,11 @@ fn wide_offerings(p: &Problem, domains: &Domains, k: usize) -> Vec<(usize, usize
     let class = &p.classes[k];
     let domain = |c: (usize, usize)| (p.shapes[c.0].pool, domains.signature(k, c));
     let kept: std::collections::BTreeSet<_> = class.offerings.iter().map(|&c| domain(c)).collect();
-    let mut wide: Vec<(usize, usize)> = p.label_groups[class.group].iter().copied().filter(|&c| p.compatible(k, c) && kept.contains(&domain(c))).collect();
+    let mut wide: Vec<(usize, usize)> = p.label_groups[class.group]
+        .iter()
+        .copied()
+        .filter(|&c| p.compatible(k, c) && kept.contains(&domain(c)))
+        .collect();
     wide.sort_unstable();
     wide
 }
@@ -555,17 +762,32 @@ mod tests {
     use crate::optimizer::topology::PreferredRule;
 
     fn zone_is(zone: &str) -> Vec<Requirement> {
-        vec![Requirement { key: ZONE.into(), operator: Operator::In, values: vec![zone.into()], min_values: None }]
+        vec![Requirement {
+            key: ZONE.into(),
+            operator: Operator::In,
+            values: vec![zone.into()],
+            min_values: None,
+        }]
     }
 
     fn preferred(anti: bool, weight: i32) -> PreferredRule {
-        PreferredRule { owner: 0, members: vec![0], key: ZONE.into(), anti, weight, running: BTreeMap::new() }
+        PreferredRule {
+            owner: 0,
+            members: vec![0],
+            key: ZONE.into(),
+            anti,
+            weight,
+            running: BTreeMap::new(),
+        }
     }
 
     #[test]
     fn schedule_anyway_spreads_drop_in_gos_swap_remove_order() {
         // (group, hard) in spec order: soft 0, hard 1, soft 2, soft 3. Dropping 0 moves 3 into its place
-        assert_eq!(drop_order(vec![(0, false), (1, true), (2, false), (3, false)]), [0, 3, 2]);
+        assert_eq!(
+            drop_order(vec![(0, false), (1, true), (2, false), (3, false)]),
+            [0, 3, 2]
+        );
         assert_eq!(drop_order(vec![(5, true)]), Vec::<usize>::new());
         assert_eq!(drop_order(vec![(4, false), (5, false)]), [4, 5]);
     }
@@ -577,13 +799,35 @@ mod tests {
         let mut p = crate::optimizer::fixtures::zone_spread(1);
         let c = &mut p.classes[0].constraints;
         c.node_affinity.terms = vec![zone_is("a"), zone_is("z1"), zone_is("z2")];
-        c.preferred_node_affinity = [(1, "z1"), (100, "nowhere"), (50, "z2")].into_iter().map(|(weight, z)| Weighted { weight, term: zone_is(z) }).collect();
+        c.preferred_node_affinity = [(1, "z1"), (100, "nowhere"), (50, "z2")]
+            .into_iter()
+            .map(|(weight, z)| Weighted {
+                weight,
+                term: zone_is(z),
+            })
+            .collect();
         let spread = p.topology.spreads[0].clone();
-        p.topology.spreads = hard.iter().map(|&h| crate::optimizer::topology::SpreadGroup { hard: h, ..spread.clone() }).collect();
-        p.topology.preferred = vec![preferred(false, 10), preferred(false, 80), preferred(true, 30)];
+        p.topology.spreads = hard
+            .iter()
+            .map(|&h| crate::optimizer::topology::SpreadGroup {
+                hard: h,
+                ..spread.clone()
+            })
+            .collect();
+        p.topology.preferred = vec![
+            preferred(false, 10),
+            preferred(false, 80),
+            preferred(true, 30),
+        ];
         p.topology.preferred_of = vec![vec![0, 1, 2]];
         if tainted {
-            std::sync::Arc::make_mut(&mut p.shapes)[0].taints.push(Taint { key: "dedicated".into(), value: "batch".into(), effect: TaintEffect::PreferNoSchedule });
+            std::sync::Arc::make_mut(&mut p.shapes)[0]
+                .taints
+                .push(Taint {
+                    key: "dedicated".into(),
+                    value: "batch".into(),
+                    effect: TaintEffect::PreferNoSchedule,
+                });
         }
         p
     }
@@ -594,20 +838,48 @@ mod tests {
         let ladder = Ladder::build(&p, &Domains::build(&p), 0);
         // 2 required terms + 2 affinity + 1 anti + 3 node terms + 2 spreads + the taint toleration
         assert_eq!(ladder.steps(), 11);
-        let terms = |h: &Held| h.terms.iter().map(|t| t[0].values[0].clone()).collect::<Vec<_>>();
+        let terms = |h: &Held| {
+            h.terms
+                .iter()
+                .map(|t| t[0].values[0].clone())
+                .collect::<Vec<_>>()
+        };
         let full = ladder.rung(0);
-        assert_eq!(terms(&full), ["a", "nowhere"], "first required term and the heaviest preferred one");
-        assert_eq!(full.preferred, [1, 0, 2], "affinity heaviest first, then anti-affinity");
+        assert_eq!(
+            terms(&full),
+            ["a", "nowhere"],
+            "first required term and the heaviest preferred one"
+        );
+        assert_eq!(
+            full.preferred,
+            [1, 0, 2],
+            "affinity heaviest first, then anti-affinity"
+        );
         assert_eq!(full.soft_spreads, [0, 2]);
         assert!(full.soft_taints);
-        assert!(full.offerings.is_some(), "held terms may need offerings the menu dropped");
+        assert!(
+            full.offerings.is_some(),
+            "held terms may need offerings the menu dropped"
+        );
         assert_eq!(terms(&ladder.rung(1)), ["z1", "nowhere"]);
-        assert_eq!(terms(&ladder.rung(2)), ["z2", "nowhere"], "the last required term is never dropped");
-        assert_eq!(ladder.rung(3).preferred, [0, 2], "the weight-80 affinity term goes first");
+        assert_eq!(
+            terms(&ladder.rung(2)),
+            ["z2", "nowhere"],
+            "the last required term is never dropped"
+        );
+        assert_eq!(
+            ladder.rung(3).preferred,
+            [0, 2],
+            "the weight-80 affinity term goes first"
+        );
         assert_eq!(ladder.rung(4).preferred, [2]);
         assert_eq!(ladder.rung(5).preferred, Vec::<usize>::new());
         assert_eq!(terms(&ladder.rung(5)), ["z2", "nowhere"]);
-        assert_eq!(terms(&ladder.rung(6)), ["z2", "z2"], "weight 100 dropped, weight 50 held");
+        assert_eq!(
+            terms(&ladder.rung(6)),
+            ["z2", "z2"],
+            "weight 100 dropped, weight 50 held"
+        );
         assert_eq!(terms(&ladder.rung(7)), ["z2", "z1"]);
         assert_eq!(terms(&ladder.rung(8)), ["z2"]);
         assert_eq!(ladder.rung(8).soft_spreads, [0, 2]);
@@ -622,11 +894,19 @@ mod tests {
         let catalog = crate::catalog::Catalog::bundled("us-east-1").expect("bundled catalog");
         let p = Problem::build(&crate::workload::diverse(200, 5), &catalog);
         let domains = Domains::build(&p);
-        assert!(p.classes.len() > 64, "classes past the first word: {}", p.classes.len());
+        assert!(
+            p.classes.len() > 64,
+            "classes past the first word: {}",
+            p.classes.len()
+        );
         for (k, class) in p.classes.iter().enumerate() {
             for (s, shape) in p.shapes.iter().enumerate() {
                 for o in 0..shape.offerings.len() {
-                    assert_eq!(domains.on_menu(k, (s, o)), class.offerings.binary_search(&(s, o)).is_ok(), "class {k}, offering {s}/{o}");
+                    assert_eq!(
+                        domains.on_menu(k, (s, o)),
+                        class.offerings.binary_search(&(s, o)).is_ok(),
+                        "class {k}, offering {s}/{o}"
+                    );
                 }
             }
         }
@@ -634,7 +914,12 @@ mod tests {
 
     #[test]
     fn a_claim_forgets_its_refusals_when_it_takes_a_pod() {
-        let mut claim = Claim { node: 0, candidates: vec![], used: vec![], refused: vec![] };
+        let mut claim = Claim {
+            node: 0,
+            candidates: vec![],
+            used: vec![],
+            refused: vec![],
+        };
         claim.refuse(70, 130);
         claim.refuse(3, 130);
         assert!(claim.refuses(70) && claim.refuses(3));
@@ -642,23 +927,46 @@ mod tests {
         let mut p = crate::optimizer::fixtures::zone_spread(2);
         p.topology.spreads[0].hard = false;
         // two pods of one class (two.large holds two): the second joins the first's claim
-        let mut g = Greedy { p: &p, state: State::new(&p), claims: vec![], by_load: Default::default(), domains: Domains::build(&p), tight: false, planned: vec![], ladders: vec![] };
+        let mut g = Greedy {
+            p: &p,
+            state: State::new(&p),
+            claims: vec![],
+            by_load: Default::default(),
+            domains: Domains::build(&p),
+            tight: false,
+            planned: vec![],
+            ladders: vec![],
+        };
         assert!(g.add(0).is_ok());
         g.claims[0].refuse(0, 1);
-        assert!(!g.try_claim(0, 0), "a refusal stands until the claim changes");
+        assert!(
+            !g.try_claim(0, 0),
+            "a refusal stands until the claim changes"
+        );
         // another class's refusal (class 5 stands for one): the claim takes the pod and forgets it
         g.claims[0].refused.clear();
         g.claims[0].refuse(5, 64);
         assert!(g.try_claim(0, 0));
-        assert!(!g.claims[0].refuses(5), "the claim changed, so its refusals are void");
+        assert!(
+            !g.claims[0].refuses(5),
+            "the claim changed, so its refusals are void"
+        );
     }
 
     #[test]
     fn a_class_without_preferences_has_no_ladder() {
         let p = crate::optimizer::fixtures::zone_spread(1);
-        assert_eq!(Ladder::build(&p, &Domains::build(&p), 0).steps(), 0, "a DoNotSchedule spread is not a preference");
+        assert_eq!(
+            Ladder::build(&p, &Domains::build(&p), 0).steps(),
+            0,
+            "a DoNotSchedule spread is not a preference"
+        );
         let p = ladder_problem(&[false], false);
-        assert_eq!(Ladder::build(&p, &Domains::build(&p), 0).steps(), 9, "no toleration step without a soft-tainted pool");
+        assert_eq!(
+            Ladder::build(&p, &Domains::build(&p), 0).steps(),
+            9,
+            "no toleration step without a soft-tainted pool"
+        );
     }
 
     #[test]
@@ -666,13 +974,26 @@ mod tests {
         // two pods that share one node (two.large holds two); their zone spread made ScheduleAnyway
         let mut p = crate::optimizer::fixtures::zone_spread(2);
         p.topology.spreads[0].hard = false;
-        let nodes = |state: &State| state.new_nodes().map(|(_, n)| n.pod_count()).collect::<Vec<_>>();
+        let nodes = |state: &State| {
+            state
+                .new_nodes()
+                .map(|(_, n)| n.pod_count())
+                .collect::<Vec<_>>()
+        };
         let (karpenter, left) = place_all(&p, State::new(&p), &[(0, 2)]);
         assert!(left.is_empty());
-        assert_eq!(nodes(&karpenter), [1, 1], "one pod per zone while the spread is held");
+        assert_eq!(
+            nodes(&karpenter),
+            [1, 1],
+            "one pod per zone while the spread is held"
+        );
         let (seeded, left) = seed(&p, State::new(&p), &[(0, 2)]);
         assert!(left.is_empty());
-        assert_eq!(nodes(&seeded), [2], "the seed leaves the skew to the objective");
+        assert_eq!(
+            nodes(&seeded),
+            [2],
+            "the seed leaves the skew to the objective"
+        );
     }
 
     #[test]
@@ -680,13 +1001,17 @@ mod tests {
         // required terms a, z2, z1 and both zones at one price: term a matches nothing and is dropped,
         // z2 fits. Read as one union the terms would leave the choice to the offering order (z1 first)
         let mut p = ladder_problem(&[], false);
-        p.classes[0].constraints.node_affinity.terms = vec![zone_is("a"), zone_is("z2"), zone_is("z1")];
+        p.classes[0].constraints.node_affinity.terms =
+            vec![zone_is("a"), zone_is("z2"), zone_is("z1")];
         p.classes[0].constraints.preferred_node_affinity.clear();
         p.topology.preferred.clear();
         p.topology.preferred_of = vec![vec![]];
         let (state, left) = place_all(&p, State::new(&p), &[(0, 1)]);
         assert!(left.is_empty());
-        let zones: Vec<&str> = state.new_nodes().map(|(_, n)| n.labels[ZONE].as_str()).collect();
+        let zones: Vec<&str> = state
+            .new_nodes()
+            .map(|(_, n)| n.labels[ZONE].as_str())
+            .collect();
         assert_eq!(zones, ["z2"]);
     }
 }

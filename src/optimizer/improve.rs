@@ -18,7 +18,9 @@ pub fn downsize(p: &Problem, state: &mut State<'_>) -> usize {
     let mut changed = 0;
     for i in 0..state.nodes.len() {
         let node = &state.nodes[i];
-        let NodeKind::New { shape, offering } = node.kind else { continue };
+        let NodeKind::New { shape, offering } = node.kind else {
+            continue;
+        };
         let pool = &p.pools[p.shapes[shape].pool];
         if node.placed.is_empty() || pool.remaining.is_some() || !pool.min_values.is_empty() {
             continue;
@@ -27,14 +29,19 @@ pub fn downsize(p: &Problem, state: &mut State<'_>) -> usize {
         let preferences = Preferences::on(p, state, i);
         // without preferences that could change, the cheapest alternative is the answer
         let first_only = preferences.is_none();
-        let options = alternatives(p, node, Keep::Rules, &p.by_cost, |found, next| (first_only && !found.is_empty()) || p.offering(next.0, next.1).cost >= current - 1e-12);
-        let Some(&cheapest) = options.first() else { continue };
+        let options = alternatives(p, node, Keep::Rules, &p.by_cost, |found, next| {
+            (first_only && !found.is_empty()) || p.offering(next.0, next.1).cost >= current - 1e-12
+        });
+        let Some(&cheapest) = options.first() else {
+            continue;
+        };
         if first_only {
             state.relaunch(i, cheapest);
             changed += 1;
             continue;
         }
-        let (mut best, mut best_value) = ((shape, offering), current + preferences.value(p, state, i));
+        let (mut best, mut best_value) =
+            ((shape, offering), current + preferences.value(p, state, i));
         for to in options {
             state.relaunch(i, to);
             let value = p.offering(to.0, to.1).cost + preferences.value(p, state, i);
@@ -60,11 +67,18 @@ struct Preferences {
 
 impl Preferences {
     fn on(p: &Problem, state: &State<'_>, i: usize) -> Preferences {
-        let placed = || state.nodes[i].placed.iter().filter(|(_, &c)| c > 0).map(|(&k, _)| k);
+        let placed = || {
+            state.nodes[i]
+                .placed
+                .iter()
+                .filter(|(_, &c)| c > 0)
+                .map(|(&k, _)| k)
+        };
         Preferences {
             rules: state.preferred_rules_on(i),
             shunned: placed().any(|k| p.topology.shunned_zone_keys(k).next().is_some()),
-            node_terms: placed().any(|k| !p.classes[k].constraints.preferred_node_affinity.is_empty()),
+            node_terms: placed()
+                .any(|k| !p.classes[k].constraints.preferred_node_affinity.is_empty()),
         }
     }
 
@@ -91,14 +105,36 @@ impl Preferences {
 /// those terms. Nodes holding pods that a spread or a required affinity on a zone-like key counts
 /// stay where they are. Returns the moves made.
 pub fn rezone(p: &Problem, state: &mut State<'_>) -> usize {
-    if p.topology.preferred.iter().all(|r| r.is_host()) && p.topology.shunned.iter().all(|s| s.is_host()) {
+    if p.topology.preferred.iter().all(|r| r.is_host())
+        && p.topology.shunned.iter().all(|s| s.is_host())
+    {
         return 0;
     }
-    let touched: Vec<bool> =
-        (0..p.classes.len()).map(|k| p.topology.preferred_touching(k).any(|r| !r.is_host()) || p.topology.shunned_zone_keys(k).next().is_some()).collect();
-    let mut pinned: Vec<bool> = p.topology.inverse_forbidden.iter().map(|f| !f.is_empty()).collect();
-    let zonal_rules = p.topology.spreads.iter().filter(|g| !g.is_host()).map(|g| (g.owner, &g.members));
-    for (owner, members) in zonal_rules.chain(p.topology.affinities.iter().filter(|r| !r.is_host()).map(|r| (r.owner, &r.members))) {
+    let touched: Vec<bool> = (0..p.classes.len())
+        .map(|k| {
+            p.topology.preferred_touching(k).any(|r| !r.is_host())
+                || p.topology.shunned_zone_keys(k).next().is_some()
+        })
+        .collect();
+    let mut pinned: Vec<bool> = p
+        .topology
+        .inverse_forbidden
+        .iter()
+        .map(|f| !f.is_empty())
+        .collect();
+    let zonal_rules = p
+        .topology
+        .spreads
+        .iter()
+        .filter(|g| !g.is_host())
+        .map(|g| (g.owner, &g.members));
+    for (owner, members) in zonal_rules.chain(
+        p.topology
+            .affinities
+            .iter()
+            .filter(|r| !r.is_host())
+            .map(|r| (r.owner, &r.members)),
+    ) {
         pinned[owner] = true;
         for &m in members {
             pinned[m] = true;
@@ -109,8 +145,15 @@ pub fn rezone(p: &Problem, state: &mut State<'_>) -> usize {
     for _ in 0..REZONE_PASSES {
         let before = moves;
         for i in 0..state.nodes.len() {
-            let NodeKind::New { shape, offering } = state.nodes[i].kind else { continue };
-            let ks: Vec<usize> = state.nodes[i].placed.iter().filter(|(_, &c)| c > 0).map(|(&k, _)| k).collect();
+            let NodeKind::New { shape, offering } = state.nodes[i].kind else {
+                continue;
+            };
+            let ks: Vec<usize> = state.nodes[i]
+                .placed
+                .iter()
+                .filter(|(_, &c)| c > 0)
+                .map(|(&k, _)| k)
+                .collect();
             if !ks.iter().any(|&k| touched[k]) || ks.iter().any(|&k| pinned[k]) {
                 continue;
             }
@@ -119,7 +162,9 @@ pub fn rezone(p: &Problem, state: &mut State<'_>) -> usize {
             let preferences = Preferences::on(p, state, i);
             let mut current = p.offering(shape, offering).cost + preferences.value(p, state, i);
             for to in 0..p.shapes[shape].offerings.len() {
-                let NodeKind::New { offering: from, .. } = state.nodes[i].kind else { break };
+                let NodeKind::New { offering: from, .. } = state.nodes[i].kind else {
+                    break;
+                };
                 if to == from || !state.can_relaunch(i, to) {
                     continue;
                 }
@@ -146,16 +191,21 @@ const REZONE_PASSES: usize = 3;
 /// Whether every new node of a pool with minValues can still be launched from enough distinct
 /// values (its own offering and the alternatives that hold the same pods).
 pub fn min_values_hold(p: &Problem, state: &State<'_>) -> bool {
-    state.new_nodes().filter(|(_, n)| !n.placed.is_empty()).all(|(_, n)| {
-        let NodeKind::New { shape, offering } = n.kind else { return true };
-        let pool = &p.pools[p.shapes[shape].pool];
-        if pool.min_values.is_empty() {
-            return true;
-        }
-        let mut options = alternatives(p, n, Keep::Rules, &p.by_price, |_, _| false);
-        options.push((shape, offering));
-        super::extract::min_values_met(p, pool, &options)
-    })
+    state
+        .new_nodes()
+        .filter(|(_, n)| !n.placed.is_empty())
+        .all(|(_, n)| {
+            let NodeKind::New { shape, offering } = n.kind else {
+                return true;
+            };
+            let pool = &p.pools[p.shapes[shape].pool];
+            if pool.min_values.is_empty() {
+                return true;
+            }
+            let mut options = alternatives(p, n, Keep::Rules, &p.by_price, |_, _| false);
+            options.push((shape, offering));
+            super::extract::min_values_met(p, pool, &options)
+        })
 }
 
 #[cfg(test)]
@@ -169,21 +219,36 @@ mod tests {
     /// `downsize`: the instance type it ends on and the plan's objective.
     fn downsized(scenario: &str) -> (String, f64) {
         let snapshot = crate::snapshot::parse_snapshot(scenario, "test").expect("scenario parses");
-        let p = Problem::build(&snapshot, &crate::catalog::Catalog::from_json(CATALOG, "test-f0").expect("catalog parses"));
+        let p = Problem::build(
+            &snapshot,
+            &crate::catalog::Catalog::from_json(CATALOG, "test-f0").expect("catalog parses"),
+        );
         let mut state = State::new(&p);
-        let (s, o) = p.find_offering("default", "default-instance-type", "test-zone-1", CapacityType::OnDemand).expect("offering");
+        let (s, o) = p
+            .find_offering(
+                "default",
+                "default-instance-type",
+                "test-zone-1",
+                CapacityType::OnDemand,
+            )
+            .expect("offering");
         let node = state.open(s, o);
         state.place(0, node);
         downsize(&p, &mut state);
-        let NodeKind::New { shape, offering } = state.nodes[node].kind else { unreachable!("a new node stays new") };
-        let objective = p.offering(shape, offering).price + p.preference_penalty(0, &state.nodes[node].labels, &p.shapes[shape].taints);
+        let NodeKind::New { shape, offering } = state.nodes[node].kind else {
+            unreachable!("a new node stays new")
+        };
+        let objective = p.offering(shape, offering).price
+            + p.preference_penalty(0, &state.nodes[node].labels, &p.shapes[shape].taints);
         (p.shapes[shape].instance_type.clone(), objective)
     }
 
     #[test]
     fn a_cheaper_type_is_taken_when_it_saves_more_than_the_preference_it_misses() {
         // the weight-50 term costs 0.05 $/h unmet; small-instance-type saves 0.40
-        let (ty, objective) = downsized(include_str!("../../fixtures/scenarios/preferred-instance-type-priced.yaml"));
+        let (ty, objective) = downsized(include_str!(
+            "../../fixtures/scenarios/preferred-instance-type-priced.yaml"
+        ));
         assert_eq!(ty, "small-instance-type");
         assert!((objective - 0.45).abs() < 1e-9, "{objective}");
     }
@@ -191,7 +256,9 @@ mod tests {
     #[test]
     fn a_preferred_type_worth_more_than_the_saving_is_kept() {
         // at 0.01 $/h per unit the same term costs 0.50 unmet: more than the 0.40 saved
-        let (ty, objective) = downsized(include_str!("../../fixtures/scenarios/preferred-instance-type-held.yaml"));
+        let (ty, objective) = downsized(include_str!(
+            "../../fixtures/scenarios/preferred-instance-type-held.yaml"
+        ));
         assert_eq!(ty, "default-instance-type");
         assert!((objective - 0.80).abs() < 1e-9, "{objective}");
     }

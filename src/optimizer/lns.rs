@@ -45,7 +45,18 @@ pub struct Searched<'p> {
 /// integer solve. `search` numbers this search among the `searches` run side by side; they pick the
 /// rankings.
 #[allow(clippy::too_many_arguments)]
-pub fn search<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], state: State<'p>, left: Leftover, start: Instant, until: Duration, replay: Duration, integer: bool, (search, searches): (usize, usize)) -> Searched<'p> {
+pub fn search<'p>(
+    p: &'p Problem,
+    settings: &SolveSettings,
+    bins: &[BinInfo],
+    state: State<'p>,
+    left: Leftover,
+    start: Instant,
+    until: Duration,
+    replay: Duration,
+    integer: bool,
+    (search, searches): (usize, usize),
+) -> Searched<'p> {
     let mut best = (state, left);
     let mut best_score = score(p, &best.0, &best.1);
     let (mut steps, mut improved) = (0, 0);
@@ -57,34 +68,63 @@ pub fn search<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], st
     // beside one that uses them (15-17 of 20 runs within 3% of the bound, against 10)
     let mut rankings = match searches {
         0 | 1 => vec![Ranking::new(Waste::Cost, first)],
-        _ => vec![Ranking::new(Waste::Small, usize::MAX), Ranking::new(Waste::Cost, first), Ranking::new(Waste::Mismatch, first)],
+        _ => vec![
+            Ranking::new(Waste::Small, usize::MAX),
+            Ranking::new(Waste::Cost, first),
+            Ranking::new(Waste::Mismatch, first),
+        ],
     };
     // what a step takes beyond its sub-solve's limit: the replays, and the sub-solve's own overrun
     let mut overhead = CANDIDATES as f64 * replay.as_secs_f64();
     let mut turn = search % rankings.len();
     // one copy of the problem per search, its spread counts set for each step's neighbourhood
-    let mut around = p.topology.spreads.iter().any(|g| !g.is_host()).then(|| p.clone());
+    let mut around = p
+        .topology
+        .spreads
+        .iter()
+        .any(|g| !g.is_host())
+        .then(|| p.clone());
     loop {
         let left_s = until.as_secs_f64() - start.elapsed().as_secs_f64() - overhead;
         // half the time left keeps room for a second try
-        let seconds = if left_s >= 2.0 * MIN_STEP_SECONDS { left_s * 0.5 } else { left_s };
+        let seconds = if left_s >= 2.0 * MIN_STEP_SECONDS {
+            left_s * 0.5
+        } else {
+            left_s
+        };
         if seconds < MIN_STEP_SECONDS {
             break;
         }
         // the rankings take turns; one that has run out of new neighbourhoods leaves them to the others
-        let Some(r) = (0..rankings.len()).map(|i| (turn + i) % rankings.len()).find(|&i| !rankings[i].done) else { break };
+        let Some(r) = (0..rankings.len())
+            .map(|i| (turn + i) % rankings.len())
+            .find(|&i| !rankings[i].done)
+        else {
+            break;
+        };
         turn = r + 1;
         let ranking = &mut rankings[r];
-        let Some(hood) = neighbourhood(p, &best.0, ranking.waste, ranking.size, ranking.skip).filter(|h| *h != ranking.last) else {
+        let Some(hood) = neighbourhood(p, &best.0, ranking.waste, ranking.size, ranking.skip)
+            .filter(|h| *h != ranking.last)
+        else {
             ranking.done = true;
             continue;
         };
         steps += 1;
-        let sub = SolveSettings { time_limit: Duration::from_secs_f64(seconds), lower_bound: false, ..settings.clone() };
+        let sub = SolveSettings {
+            time_limit: Duration::from_secs_f64(seconds),
+            lower_bound: false,
+            ..settings.clone()
+        };
         let began = Instant::now();
         let found = step(p, around.as_mut(), &sub, bins, &best.0, &hood, integer);
         overhead = overhead.max(began.elapsed().as_secs_f64() - seconds);
-        tracing::trace!(step = steps, seconds = began.elapsed().as_secs_f64(), limit = seconds, "neighbourhood solved");
+        tracing::trace!(
+            step = steps,
+            seconds = began.elapsed().as_secs_f64(),
+            limit = seconds,
+            "neighbourhood solved"
+        );
         match found {
             Some((state, left, sc)) if sc < best_score - 1e-9 => {
                 best_score = sc;
@@ -107,7 +147,12 @@ pub fn search<'p>(p: &'p Problem, settings: &SolveSettings, bins: &[BinInfo], st
             }
         }
     }
-    Searched { state: best.0, left: best.1, steps, improved }
+    Searched {
+        state: best.0,
+        left: best.1,
+        steps,
+        improved,
+    }
 }
 
 /// How a ranking measures a new node's waste.
@@ -140,16 +185,36 @@ struct Ranking {
 
 impl Ranking {
     fn new(waste: Waste, size: usize) -> Self {
-        Ranking { waste, size, skip: 0, last: Vec::new(), done: false }
+        Ranking {
+            waste,
+            size,
+            skip: 0,
+            last: Vec::new(),
+            done: false,
+        }
     }
 }
 
 /// The `size` new nodes that waste the most after the first `skip`, within the pod cap; None when
 /// fewer than two are left (one node alone re-planned is what downsizing already did).
-fn neighbourhood(p: &Problem, state: &State<'_>, by: Waste, size: usize, skip: usize) -> Option<Vec<usize>> {
-    let mut ranked: Vec<(f64, usize)> = state.new_nodes().filter(|(_, n)| !n.placed.is_empty()).map(|(i, _)| (waste(p, state, i, by), i)).filter(|(w, _)| *w > 1e-9).collect();
+fn neighbourhood(
+    p: &Problem,
+    state: &State<'_>,
+    by: Waste,
+    size: usize,
+    skip: usize,
+) -> Option<Vec<usize>> {
+    let mut ranked: Vec<(f64, usize)> = state
+        .new_nodes()
+        .filter(|(_, n)| !n.placed.is_empty())
+        .map(|(i, _)| (waste(p, state, i, by), i))
+        .filter(|(w, _)| *w > 1e-9)
+        .collect();
     if by == Waste::Small {
-        let dearest = ranked.iter().map(|&(_, i)| cost(p, state, i)).fold(0.0, f64::max);
+        let dearest = ranked
+            .iter()
+            .map(|&(_, i)| cost(p, state, i))
+            .fold(0.0, f64::max);
         ranked.retain(|&(_, i)| cost(p, state, i) < SMALL_NODE * dearest);
     }
     if ranked.len() < 2 {
@@ -173,9 +238,17 @@ fn neighbourhood(p: &Problem, state: &State<'_>, by: Waste, size: usize, skip: u
 /// How wasteful new node `i` is by `by` (see [`Waste`]); 0 for a running node.
 fn waste(p: &Problem, state: &State<'_>, i: usize, by: Waste) -> f64 {
     let n = &state.nodes[i];
-    let NodeKind::New { shape, offering } = n.kind else { return 0.0 };
+    let NodeKind::New { shape, offering } = n.kind else {
+        return 0.0;
+    };
     let o = p.offering(shape, offering);
-    let used = o.alloc.iter().zip(&n.free).filter(|(a, _)| **a > 0).map(|(a, f)| (a - f) as f64 / *a as f64).fold(0.0, f64::max);
+    let used = o
+        .alloc
+        .iter()
+        .zip(&n.free)
+        .filter(|(a, _)| **a > 0)
+        .map(|(a, f)| (a - f) as f64 / *a as f64)
+        .fold(0.0, f64::max);
     match by {
         Waste::Cost => o.cost * (1.0 - used.min(1.0)),
         Waste::Mismatch => o.cost - pro_rata(p, shape, &o.zone, &o.alloc, &n.free),
@@ -208,10 +281,23 @@ fn pro_rata(p: &Problem, shape: usize, zone: &str, alloc: &[i64], free: &[i64]) 
 
 /// One step: the neighbourhood's pods planned again, then every node replayed and repaired; the best
 /// result with its score.
-fn step<'p>(p: &'p Problem, around: Option<&mut Problem>, settings: &SolveSettings, bins: &[BinInfo], state: &State<'p>, hood: &[usize], integer: bool) -> Option<(State<'p>, Leftover, f64)> {
+fn step<'p>(
+    p: &'p Problem,
+    around: Option<&mut Problem>,
+    settings: &SolveSettings,
+    bins: &[BinInfo],
+    state: &State<'p>,
+    hood: &[usize],
+    integer: bool,
+) -> Option<(State<'p>, Leftover, f64)> {
     let mut kept = Vec::new();
     let mut taken = Vec::new();
-    for (i, _) in state.nodes.iter().enumerate().filter(|(_, n)| !n.placed.is_empty()) {
+    for (i, _) in state
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !n.placed.is_empty())
+    {
         let col = column_of(p, state, i);
         if hood.contains(&i) {
             taken.push((col, 1));
@@ -228,7 +314,15 @@ fn step<'p>(p: &'p Problem, around: Option<&mut Problem>, settings: &SolveSettin
     // the nodes being re-planned seed the sub-solve, so its answer is never worse than they are
     let (seed, _) = replay(p, &taken);
     let sub: &Problem = around.map_or(p, |q| if count_kept(p, q, state, hood) { q } else { p });
-    let (answer, _) = milp::solve(sub, settings, &seed, &demand, milp::bins_for(p, bins, &demand), integer).ok()?;
+    let (answer, _) = milp::solve(
+        sub,
+        settings,
+        &seed,
+        &demand,
+        milp::bins_for(p, bins, &demand),
+        integer,
+    )
+    .ok()?;
     let mut best: Option<(State<'p>, Leftover, f64)> = None;
     for (_, chosen) in answer.candidates.iter().take(CANDIDATES) {
         let mut all = kept.clone();
@@ -255,13 +349,25 @@ fn step<'p>(p: &'p Problem, around: Option<&mut Problem>, settings: &SolveSettin
 /// small nodes.
 fn count_kept(p: &Problem, q: &mut Problem, state: &State<'_>, hood: &[usize]) -> bool {
     let mut any = false;
-    for (gi, g) in p.topology.spreads.iter().enumerate().filter(|(_, g)| !g.is_host()) {
+    for (gi, g) in p
+        .topology
+        .spreads
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| !g.is_host())
+    {
         // the plan's counts (running and placed) less what the neighbourhood's nodes hold
         let mut counts = state.spread_counts(gi).clone();
         for &i in hood {
             let n = &state.nodes[i];
-            let Some(count) = n.labels.get(&g.key).and_then(|d| counts.get_mut(d)) else { continue };
-            *count -= g.members.iter().map(|k| n.placed.get(k).copied().unwrap_or(0) as i64).sum::<i64>();
+            let Some(count) = n.labels.get(&g.key).and_then(|d| counts.get_mut(d)) else {
+                continue;
+            };
+            *count -= g
+                .members
+                .iter()
+                .map(|k| n.placed.get(k).copied().unwrap_or(0) as i64)
+                .sum::<i64>();
         }
         counts.retain(|d, c| *c != 0 || g.existing.contains_key(d));
         any |= counts != g.existing;
@@ -273,12 +379,21 @@ fn count_kept(p: &Problem, q: &mut Problem, state: &State<'_>, hood: &[usize]) -
 /// A placed node as a pattern of its own bin.
 fn column_of(p: &Problem, state: &State<'_>, i: usize) -> Column {
     let n = &state.nodes[i];
-    let counts: Vec<(usize, u32)> = n.placed.iter().filter(|(_, &c)| c > 0).map(|(&k, &c)| (k, c as u32)).collect();
+    let counts: Vec<(usize, u32)> = n
+        .placed
+        .iter()
+        .filter(|(_, &c)| c > 0)
+        .map(|(&k, &c)| (k, c as u32))
+        .collect();
     let bin = match n.kind {
         NodeKind::Existing(e) => Bin::Existing(e),
         NodeKind::New { shape, offering } => Bin::New { shape, offering },
     };
-    Column { bin, cost: pattern_cost(p, bin, &n.labels, counts.iter().copied()), counts }
+    Column {
+        bin,
+        cost: pattern_cost(p, bin, &n.labels, counts.iter().copied()),
+        counts,
+    }
 }
 
 #[cfg(test)]
@@ -297,19 +412,44 @@ mod tests {
             .map(|&(name, vcpu, price)| {
                 let mut it = InstanceType::new(name, vcpu, 16384, Arch::Amd64);
                 it.max_pods = Some(20);
-                it.offerings.push(Offering { zone: "z1".into(), capacity_type: CapacityType::OnDemand, price, available: true, price_estimated: false, interruption_band: None });
+                it.offerings.push(Offering {
+                    zone: "z1".into(),
+                    capacity_type: CapacityType::OnDemand,
+                    price,
+                    available: true,
+                    price_estimated: false,
+                    interruption_band: None,
+                });
                 it
             })
             .collect();
-        let catalog = Catalog { region: "test".into(), instance_types: types, provenance: None };
+        let catalog = Catalog {
+            region: "test".into(),
+            instance_types: types,
+            provenance: None,
+        };
         let pods = (0..pods)
             .map(|i| {
-                let requests = Resources::new().with("cpu", Quantity::from_milli(1000)).with("memory", Quantity::from_mib(256)).with("pods", Quantity::from_units(1));
-                let c = PodConstraints { namespace: "default".into(), requests, ..Default::default() };
-                Arc::new(Pod { uid: format!("uid-{i}"), ..Pod::new(format!("web-{i}"), c).owned_by("ReplicaSet", "web") })
+                let requests = Resources::new()
+                    .with("cpu", Quantity::from_milli(1000))
+                    .with("memory", Quantity::from_mib(256))
+                    .with("pods", Quantity::from_units(1));
+                let c = PodConstraints {
+                    namespace: "default".into(),
+                    requests,
+                    ..Default::default()
+                };
+                Arc::new(Pod {
+                    uid: format!("uid-{i}"),
+                    ..Pod::new(format!("web-{i}"), c).owned_by("ReplicaSet", "web")
+                })
             })
             .collect();
-        let snapshot = ClusterSnapshot { pods, nodepools: vec![NodePool::unconstrained("default")], ..Default::default() };
+        let snapshot = ClusterSnapshot {
+            pods,
+            nodepools: vec![NodePool::unconstrained("default")],
+            ..Default::default()
+        };
         Problem::build(&snapshot, &catalog)
     }
 
@@ -324,8 +464,22 @@ mod tests {
         let chosen: Vec<(Column, u32)> = nodes
             .iter()
             .map(|&(t, pods)| {
-                let s = p.shapes.iter().position(|s| s.instance_type == t).expect("shape");
-                (Column { bin: Bin::New { shape: s, offering: 0 }, counts: vec![(0, pods)], cost: p.offering(s, 0).cost }, 1)
+                let s = p
+                    .shapes
+                    .iter()
+                    .position(|s| s.instance_type == t)
+                    .expect("shape");
+                (
+                    Column {
+                        bin: Bin::New {
+                            shape: s,
+                            offering: 0,
+                        },
+                        counts: vec![(0, pods)],
+                        cost: p.offering(s, 0).cost,
+                    },
+                    1,
+                )
             })
             .collect();
         let (state, rejected) = replay(p, &chosen);
@@ -335,12 +489,37 @@ mod tests {
 
     /// Searches from `copies` four-core nodes each holding `pods` pods: (search, score before).
     fn search_from(p: &Problem, pods: u32, copies: u32) -> (Searched<'_>, f64) {
-        let s = p.shapes.iter().position(|s| s.instance_type == "four.xlarge").expect("four.xlarge shape");
-        let column = Column { bin: Bin::New { shape: s, offering: 0 }, counts: vec![(0, pods)], cost: 0.2 };
+        let s = p
+            .shapes
+            .iter()
+            .position(|s| s.instance_type == "four.xlarge")
+            .expect("four.xlarge shape");
+        let column = Column {
+            bin: Bin::New {
+                shape: s,
+                offering: 0,
+            },
+            counts: vec![(0, pods)],
+            cost: 0.2,
+        };
         let (state, rejected) = replay(p, &[(column, copies)]);
         assert!(rejected.is_empty());
         let before = score(p, &state, &Leftover::new());
-        (search(p, &SolveSettings::default(), &bins(p), state, Leftover::new(), Instant::now(), Duration::from_secs(60), Duration::ZERO, true, (0, 1)), before)
+        (
+            search(
+                p,
+                &SolveSettings::default(),
+                &bins(p),
+                state,
+                Leftover::new(),
+                Instant::now(),
+                Duration::from_secs(60),
+                Duration::ZERO,
+                true,
+                (0, 1),
+            ),
+            before,
+        )
     }
 
     #[test]
@@ -353,7 +532,11 @@ mod tests {
         let after = score(&p, &found.state, &found.left);
         assert!((before - 0.8).abs() < 1e-9, "{before}");
         // one four-pod node is the optimum, and each step only keeps what scores lower
-        assert!((after - 0.2).abs() < 1e-9, "{after} after {} steps", found.steps);
+        assert!(
+            (after - 0.2).abs() < 1e-9,
+            "{after} after {} steps",
+            found.steps
+        );
         assert!(found.improved >= 1 && found.improved <= found.steps);
     }
 
@@ -373,7 +556,10 @@ mod tests {
         // one.large is full (one pod) yet pays 0.12 for a pod four.xlarge hosts for a quarter of 0.2
         // at most (its cpu share; pods and memory take less of it)
         let mismatch = waste(&p, &state, one, Waste::Mismatch);
-        assert!(mismatch > 0.12 - 0.2 / 4.0 - 1e-9 && mismatch < 0.12 - 0.2 / 5.0 + 1e-9, "{mismatch}");
+        assert!(
+            mismatch > 0.12 - 0.2 / 4.0 - 1e-9 && mismatch < 0.12 - 0.2 / 5.0 + 1e-9,
+            "{mismatch}"
+        );
         // idle room alone ranks it lower: its pod takes half its cpu
         assert!(waste(&p, &state, one, Waste::Cost) < mismatch);
         // the cheapest offering for its own pods is itself, pro rata: what stays idle
@@ -386,10 +572,25 @@ mod tests {
         let types = [("one.large", 2, 0.012), ("big.8xlarge", 33, 0.5)];
         // 20 pods: the four small nodes' pods stay within the pod cap (7)
         let p = problem(&types, 20);
-        let state = plan(&p, &[("big.8xlarge", 16), ("one.large", 1), ("one.large", 1), ("one.large", 1), ("one.large", 1)]);
-        assert_eq!(neighbourhood(&p, &state, Waste::Small, usize::MAX, 0), Some(vec![1, 2, 3, 4]));
+        let state = plan(
+            &p,
+            &[
+                ("big.8xlarge", 16),
+                ("one.large", 1),
+                ("one.large", 1),
+                ("one.large", 1),
+                ("one.large", 1),
+            ],
+        );
+        assert_eq!(
+            neighbourhood(&p, &state, Waste::Small, usize::MAX, 0),
+            Some(vec![1, 2, 3, 4])
+        );
         // by cost times idle share the big node leads
-        assert_eq!(neighbourhood(&p, &state, Waste::Cost, 2, 0).map(|h| h[0]), Some(0));
+        assert_eq!(
+            neighbourhood(&p, &state, Waste::Cost, 2, 0).map(|h| h[0]),
+            Some(0)
+        );
     }
 
     /// Sub-solves count the pods the plan keeps outside the neighbourhood in each zonal spread, on
@@ -398,35 +599,96 @@ mod tests {
     fn a_neighbourhood_sub_solve_counts_the_kept_pods_of_its_zonal_spreads() {
         use crate::domain::labels::ZONE;
         let p = crate::optimizer::fixtures::zone_spread(4);
-        let group = p.topology.spreads.iter().position(|g| g.key == ZONE).expect("zonal spread group");
+        let group = p
+            .topology
+            .spreads
+            .iter()
+            .position(|g| g.key == ZONE)
+            .expect("zonal spread group");
         // one pod per node: two nodes in z1, two in z2
         let chosen: Vec<(Column, u32)> = (0..p.shapes[0].offerings.len())
-            .map(|o| (Column { bin: Bin::New { shape: 0, offering: o }, counts: vec![(0, 1)], cost: 0.1 }, 2))
+            .map(|o| {
+                (
+                    Column {
+                        bin: Bin::New {
+                            shape: 0,
+                            offering: o,
+                        },
+                        counts: vec![(0, 1)],
+                        cost: 0.1,
+                    },
+                    2,
+                )
+            })
             .collect();
         let (state, rejected) = replay(&p, &chosen);
         assert!(rejected.is_empty() && state.placed_of(0) == 4);
-        let zone_of = |i: usize| state.nodes[i].labels.get(ZONE).cloned().expect("zone label");
-        let hood: Vec<usize> = (0..state.nodes.len()).filter(|&i| zone_of(i) == "z1").take(1).chain((0..state.nodes.len()).filter(|&i| zone_of(i) == "z2").take(2)).collect();
+        let zone_of = |i: usize| {
+            state.nodes[i]
+                .labels
+                .get(ZONE)
+                .cloned()
+                .expect("zone label")
+        };
+        let hood: Vec<usize> = (0..state.nodes.len())
+            .filter(|&i| zone_of(i) == "z1")
+            .take(1)
+            .chain(
+                (0..state.nodes.len())
+                    .filter(|&i| zone_of(i) == "z2")
+                    .take(2),
+            )
+            .collect();
         let mut q = p.clone();
         assert!(count_kept(&p, &mut q, &state, &hood));
         // only the z1 node outside the neighbourhood is left to count
-        assert_eq!(q.topology.spreads[group].existing, [("z1".to_string(), 1)].into());
+        assert_eq!(
+            q.topology.spreads[group].existing,
+            [("z1".to_string(), 1)].into()
+        );
         // a neighbourhood of every node keeps nothing: the counts go back to the running pods
         let all: Vec<usize> = (0..state.nodes.len()).collect();
         assert!(!count_kept(&p, &mut q, &state, &all));
-        assert_eq!(q.topology.spreads[group].existing, p.topology.spreads[group].existing);
+        assert_eq!(
+            q.topology.spreads[group].existing,
+            p.topology.spreads[group].existing
+        );
     }
 
     #[test]
     fn every_search_finds_the_optimum_of_a_small_plan() {
         let p = problem(&[("one.large", 2, 0.012), ("big.8xlarge", 33, 0.5)], 6);
-        let state = plan(&p, &[("big.8xlarge", 2), ("one.large", 1), ("one.large", 1), ("one.large", 1), ("one.large", 1)]);
+        let state = plan(
+            &p,
+            &[
+                ("big.8xlarge", 2),
+                ("one.large", 1),
+                ("one.large", 1),
+                ("one.large", 1),
+                ("one.large", 1),
+            ],
+        );
         // the optimum, six pods on six small nodes (0.072)
         for which in [(0, 1), (0, 2), (1, 2), (2, 3)] {
-            let found = search(&p, &SolveSettings::default(), &bins(&p), state.clone(), Leftover::new(), Instant::now(), Duration::from_secs(60), Duration::ZERO, true, which);
+            let found = search(
+                &p,
+                &SolveSettings::default(),
+                &bins(&p),
+                state.clone(),
+                Leftover::new(),
+                Instant::now(),
+                Duration::from_secs(60),
+                Duration::ZERO,
+                true,
+                which,
+            );
             assert!(found.left.is_empty());
             let after = score(&p, &found.state, &found.left);
-            assert!((after - 0.072).abs() < 1e-9, "search {which:?}: {after} after {} steps", found.steps);
+            assert!(
+                (after - 0.072).abs() < 1e-9,
+                "search {which:?}: {after} after {} steps",
+                found.steps
+            );
         }
     }
 }

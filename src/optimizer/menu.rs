@@ -17,10 +17,23 @@ use super::problem::{preference_penalty, PodClass, PoolInfo, Shape};
 type Offering = (usize, usize);
 
 /// `dropped[s][o]`: whether offering `o` of shape `s` is dominated.
-pub fn dominated(shapes: &[Shape], pools: &[PoolInfo], label_groups: &[Vec<Offering>], keys: &[String], classes: &[PodClass], weights: &CostWeights) -> Vec<Vec<bool>> {
-    let mut dropped: Vec<Vec<bool>> = shapes.iter().map(|s| vec![false; s.offerings.len()]).collect();
+pub fn dominated(
+    shapes: &[Shape],
+    pools: &[PoolInfo],
+    label_groups: &[Vec<Offering>],
+    keys: &[String],
+    classes: &[PodClass],
+    weights: &CostWeights,
+) -> Vec<Vec<bool>> {
+    let mut dropped: Vec<Vec<bool>> = shapes
+        .iter()
+        .map(|s| vec![false; s.offerings.len()])
+        .collect();
     // the label groups accepting each offering, interned so superset tests are memoised per pair
-    let mut accepted: Vec<Vec<Vec<usize>>> = shapes.iter().map(|s| vec![Vec::new(); s.offerings.len()]).collect();
+    let mut accepted: Vec<Vec<Vec<usize>>> = shapes
+        .iter()
+        .map(|s| vec![Vec::new(); s.offerings.len()])
+        .collect();
     for (g, list) in label_groups.iter().enumerate() {
         for &(s, o) in list {
             accepted[s][o].push(g);
@@ -46,18 +59,30 @@ pub fn dominated(shapes: &[Shape], pools: &[PoolInfo], label_groups: &[Vec<Offer
                 lists.len() - 1
             });
             let domain = keys.iter().map(|key| off.labels.get(key)).collect();
-            groups.entry((shape.pool, domain)).or_default().push(((s, o), id));
+            groups
+                .entry((shape.pool, domain))
+                .or_default()
+                .push(((s, o), id));
         }
     }
-    let preferring: Vec<&PodClass> = classes.iter().filter(|c| !c.constraints.preferred_node_affinity.is_empty()).collect();
+    let preferring: Vec<&PodClass> = classes
+        .iter()
+        .filter(|c| !c.constraints.preferred_node_affinity.is_empty())
+        .collect();
     let any_taints = shapes.iter().any(|s| !s.taints.is_empty());
     let penalties = |(s, o): Offering| -> Vec<f64> {
         if !any_taints && preferring.is_empty() {
             return vec![];
         }
         let labels = &shapes[s].offerings[o].labels;
-        let scope: Box<dyn Iterator<Item = &PodClass>> = if any_taints { Box::new(classes.iter()) } else { Box::new(preferring.iter().copied()) };
-        scope.map(|c| preference_penalty(&c.constraints, weights, labels, &shapes[s].taints)).collect()
+        let scope: Box<dyn Iterator<Item = &PodClass>> = if any_taints {
+            Box::new(classes.iter())
+        } else {
+            Box::new(preferring.iter().copied())
+        };
+        scope
+            .map(|c| preference_penalty(&c.constraints, weights, labels, &shapes[s].taints))
+            .collect()
     };
     let mut superset: HashMap<(usize, usize), bool> = HashMap::new();
     for mut members in groups.into_values() {
@@ -72,7 +97,9 @@ pub fn dominated(shapes: &[Shape], pools: &[PoolInfo], label_groups: &[Vec<Offer
                 them.alloc.iter().zip(&me.alloc).all(|(a, b)| a >= b)
                     && them.ds_ports.iter().all(|p| me.ds_ports.contains(p))
                     && opens.iter().zip(&pens).all(|(a, b)| a <= b)
-                    && *superset.entry((*oid, id)).or_insert_with(|| is_superset(&lists[*oid], &lists[id]))
+                    && *superset
+                        .entry((*oid, id))
+                        .or_insert_with(|| is_superset(&lists[*oid], &lists[id]))
             });
             if is_dominated {
                 dropped[so.0][so.1] = true;

@@ -30,8 +30,8 @@ use crate::catalog::Catalog;
 use crate::domain::ClusterSnapshot;
 
 pub use plan::{NewNode, OfferingRef, Plan, SolverReport, Strategy, UnschedulableReason};
-pub use problem::ShapeCache;
 use problem::Problem;
+pub use problem::ShapeCache;
 use state::State;
 
 /// `solver.status` of a plan the greedy baseline made because the MILP failed.
@@ -61,7 +61,16 @@ pub struct SolveSettings {
 
 impl Default for SolveSettings {
     fn default() -> Self {
-        SolveSettings { strategy: Strategy::Milp, time_limit: Duration::from_secs(10), gap: 0.01, threads: 1, max_fallbacks: 20, lower_bound: true, fault: None, searches: 1 }
+        SolveSettings {
+            strategy: Strategy::Milp,
+            time_limit: Duration::from_secs(10),
+            gap: 0.01,
+            threads: 1,
+            max_fallbacks: 20,
+            lower_bound: true,
+            fault: None,
+            searches: 1,
+        }
     }
 }
 
@@ -95,16 +104,25 @@ pub enum OptimizerError {
 impl SolveSettings {
     pub fn validate(&self) -> Result<(), OptimizerError> {
         if self.time_limit.is_zero() {
-            return Err(OptimizerError::Settings("time limit must be positive".into()));
+            return Err(OptimizerError::Settings(
+                "time limit must be positive".into(),
+            ));
         }
         if !(0.0..1.0).contains(&self.gap) {
-            return Err(OptimizerError::Settings(format!("gap {} is not in [0, 1)", self.gap)));
+            return Err(OptimizerError::Settings(format!(
+                "gap {} is not in [0, 1)",
+                self.gap
+            )));
         }
         if self.threads == 0 {
-            return Err(OptimizerError::Settings("threads must be at least 1".into()));
+            return Err(OptimizerError::Settings(
+                "threads must be at least 1".into(),
+            ));
         }
         if self.searches == 0 {
-            return Err(OptimizerError::Settings("searches must be at least 1".into()));
+            return Err(OptimizerError::Settings(
+                "searches must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -120,7 +138,11 @@ pub struct Solved {
 }
 
 /// Plans the cheapest placement of every pending pod in `snapshot` on existing room or new offerings.
-pub fn solve(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Plan, OptimizerError> {
+pub fn solve(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &SolveSettings,
+) -> Result<Plan, OptimizerError> {
     solve_seeded(snapshot, catalog, settings, &[]).map(|s| s.plan)
 }
 
@@ -129,7 +151,11 @@ pub(crate) type Leftover = BTreeMap<usize, (usize, UnschedulableReason)>;
 /// [`solve`], with the problem and the model for `solve-dump`. Where the full model was not
 /// generated (see [`pinned_alone`]), the model is its master over the seed patterns, built after the
 /// solve and outside its clock.
-pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings) -> Result<Solved, OptimizerError> {
+pub fn solve_detailed(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &SolveSettings,
+) -> Result<Solved, OptimizerError> {
     let mut solved = solve_seeded(snapshot, catalog, settings, &[])?;
     if solved.model_skipped {
         solved.model = Some(milp::dump::seed_model(&solved.problem));
@@ -141,7 +167,12 @@ pub fn solve_detailed(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &
 #[derive(Debug, Clone, PartialEq)]
 pub enum SeedTarget {
     Existing(String),
-    New { nodepool: String, instance_type: String, zone: String, capacity_type: crate::catalog::CapacityType },
+    New {
+        nodepool: String,
+        instance_type: String,
+        zone: String,
+        capacity_type: crate::catalog::CapacityType,
+    },
 }
 
 /// A node a caller proposes, `copies` times, with pods named by one pending member of their class.
@@ -155,17 +186,33 @@ pub struct SeedNode {
 /// [`solve_detailed`] with a caller's proposal as one more candidate plan: it is replayed through
 /// every rule like the MILP's own candidates and wins only if it scores best. Disruption decisions
 /// pass the selection model's placement this way.
-pub fn solve_seeded(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings, seed: &[SeedNode]) -> Result<Solved, OptimizerError> {
+pub fn solve_seeded(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &SolveSettings,
+    seed: &[SeedNode],
+) -> Result<Solved, OptimizerError> {
     solve_with(snapshot, catalog, settings, seed, None)
 }
 
 /// [`solve`] for one of many snapshots that differ only in pods and nodes, whose shapes `shapes`
 /// builds once (see [`ShapeCache`]).
-pub fn solve_sharing(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings, shapes: &ShapeCache) -> Result<Plan, OptimizerError> {
+pub fn solve_sharing(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &SolveSettings,
+    shapes: &ShapeCache,
+) -> Result<Plan, OptimizerError> {
     solve_with(snapshot, catalog, settings, &[], Some(shapes)).map(|s| s.plan)
 }
 
-fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSettings, seed: &[SeedNode], shapes: Option<&ShapeCache>) -> Result<Solved, OptimizerError> {
+fn solve_with(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &SolveSettings,
+    seed: &[SeedNode],
+    shapes: Option<&ShapeCache>,
+) -> Result<Solved, OptimizerError> {
     settings.validate()?;
     let start = Instant::now();
     let p = Problem::build_with(snapshot, catalog, shapes);
@@ -173,7 +220,12 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
     let until = finish_by(settings, start.elapsed());
     let todo = p.class_demands();
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), classes = p.classes.len(), shapes = p.shapes.len(), "problem built");
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        classes = p.classes.len(),
+        shapes = p.shapes.len(),
+        "problem built"
+    );
     // the baseline holds preferences as Karpenter does; the optimizer starts from a plan that
     // leaves them to the objective (see greedy::seed)
     let (greedy_state, greedy_left) = match settings.strategy {
@@ -181,32 +233,76 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
         Strategy::Milp => greedy::seed(&p, State::new(&p), &todo),
     };
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "greedy done");
-    let placed_by_greedy: Vec<u32> = (0..p.classes.len()).map(|k| greedy_state.placed_of(k) as u32).collect();
+    let placed_by_greedy: Vec<u32> = (0..p.classes.len())
+        .map(|k| greedy_state.placed_of(k) as u32)
+        .collect();
     // the bins are built once: the bound's LP and the MILP both read them
-    let bins = if settings.lower_bound || settings.strategy == Strategy::Milp { milp::bins(&p) } else { vec![] };
+    let bins = if settings.lower_bound || settings.strategy == Strategy::Milp {
+        milp::bins(&p)
+    } else {
+        vec![]
+    };
     let bound_seconds = settings.time_limit.as_secs_f64().max(5.0);
     // the bound's LP needs only the problem and which pods are placed; on a second core it runs while
     // the MILP works, for the pods greedy places (what every plan places unless a pod fits nowhere)
-    let early = settings.lower_bound && settings.strategy == Strategy::Milp && !p.classes.is_empty();
+    let early =
+        settings.lower_bound && settings.strategy == Strategy::Milp && !p.classes.is_empty();
     let (decided, early_bound) = std::thread::scope(|scope| {
         let handle = early.then(|| {
             scope.spawn(|| {
-                let aggregated = milp::bound::lower_bound(&p, &bins, &placed_by_greedy, bound_seconds);
+                let aggregated =
+                    milp::bound::lower_bound(&p, &bins, &placed_by_greedy, bound_seconds);
                 // the relaxed pattern LP gets what is left of the solve's clock on this core
-                let left = settings.time_limit.as_secs_f64() * RELAXED_BOUND_SHARE - start.elapsed().as_secs_f64();
-                let relaxed = if left > MIN_RELAXED_SECONDS { milp::relax::lower_bound(&p, &placed_by_greedy, settings, left) } else { Ok(None) };
+                let left = settings.time_limit.as_secs_f64() * RELAXED_BOUND_SHARE
+                    - start.elapsed().as_secs_f64();
+                let relaxed = if left > MIN_RELAXED_SECONDS {
+                    milp::relax::lower_bound(&p, &placed_by_greedy, settings, left)
+                } else {
+                    Ok(None)
+                };
                 (aggregated, relaxed)
             })
         });
-        let decided = decide(&p, (snapshot, catalog), settings, (start, until), seed, greedy_state, greedy_left, &demand, &bins);
-        (decided, handle.map(|h| h.join().unwrap_or_else(|_| (Err("bound thread panicked".into()), Ok(None)))))
+        let decided = decide(
+            &p,
+            (snapshot, catalog),
+            settings,
+            (start, until),
+            seed,
+            greedy_state,
+            greedy_left,
+            &demand,
+            &bins,
+        );
+        (
+            decided,
+            handle.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| (Err("bound thread panicked".into()), Ok(None)))
+            }),
+        )
     });
-    let Decided { state, left, status, model, model_skipped, vars, rows, mut notes, lp_bound } = decided;
+    let Decided {
+        state,
+        left,
+        status,
+        model,
+        model_skipped,
+        vars,
+        rows,
+        mut notes,
+        lp_bound,
+    } = decided;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "plan chosen");
-    let placed: Vec<u32> = (0..p.classes.len()).map(|k| state.placed_of(k) as u32).collect();
+    let placed: Vec<u32> = (0..p.classes.len())
+        .map(|k| state.placed_of(k) as u32)
+        .collect();
     let (bound, relaxed) = match early_bound {
         Some((b, relaxed)) if placed == placed_by_greedy => (Some(b), relaxed),
-        _ if settings.lower_bound => (Some(milp::bound::lower_bound(&p, &bins, &placed, bound_seconds)), Ok(None)),
+        _ if settings.lower_bound => (
+            Some(milp::bound::lower_bound(&p, &bins, &placed, bound_seconds)),
+            Ok(None),
+        ),
         _ => (None, Ok(None)),
     };
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "bound done");
@@ -230,7 +326,9 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
     // ScheduleAnyway skew, which the plan's objective does not, so it is not used when any applies.
     // Columns priced out at -1e-7 may each leave that much on the table: step down by it per pod.
     // the pricer does not see preferred pod terms either (see milp::lp_bounds_plans)
-    if let Some(b) = lp_bound.filter(|_| settings.lower_bound && left.is_empty() && milp::lp_bounds_plans(&p)) {
+    if let Some(b) =
+        lp_bound.filter(|_| settings.lower_bound && left.is_empty() && milp::lp_bounds_plans(&p))
+    {
         let b = milp::safe_pattern_bound(b, p.total_pods() as f64);
         if b > lower_bound {
             notes.push("lower bound from the pattern lp".into());
@@ -246,15 +344,35 @@ fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, settings: &SolveSet
         gap: 0.0,
         notes,
     };
-    let mut plan = extract::to_plan(&p, &state, &left, settings.strategy, report, lower_bound, settings.max_fallbacks);
-    plan.solver.gap = if plan.objective > 0.0 { ((plan.objective - plan.lower_bound) / plan.objective).max(0.0) } else { 0.0 };
+    let mut plan = extract::to_plan(
+        &p,
+        &state,
+        &left,
+        settings.strategy,
+        report,
+        lower_bound,
+        settings.max_fallbacks,
+    );
+    plan.solver.gap = if plan.objective > 0.0 {
+        ((plan.objective - plan.lower_bound) / plan.objective).max(0.0)
+    } else {
+        0.0
+    };
     // "optimal" is a certified claim: the plan is within the gap target of the lower bound
-    if settings.strategy == Strategy::Milp && plan.solver.status != FALLBACK_STATUS && plan.solver.gap <= settings.gap + 1e-9 {
+    if settings.strategy == Strategy::Milp
+        && plan.solver.status != FALLBACK_STATUS
+        && plan.solver.gap <= settings.gap + 1e-9
+    {
         plan.solver.status = "optimal".into();
     }
     plan.solver.seconds = start.elapsed().as_secs_f64();
     tracing::debug!(seconds = plan.solver.seconds, "plan extracted");
-    Ok(Solved { plan, problem: p, model, model_skipped })
+    Ok(Solved {
+        plan,
+        problem: p,
+        model,
+        model_skipped,
+    })
 }
 
 /// The relaxed pattern LP's bound (`milp::relax`) must end by this share of the time limit, on the
@@ -281,18 +399,49 @@ struct Decided<'p> {
 /// Runs the chosen strategy: greedy's answer as is, or the MILP's candidates replayed through every
 /// rule with the cheapest kept (greedy's plan among them).
 #[allow(clippy::too_many_arguments)]
-fn decide<'p>(p: &'p Problem, inputs: (&ClusterSnapshot, &Catalog), settings: &SolveSettings, (start, until): (Instant, Duration), seed: &[SeedNode], greedy_state: State<'p>, greedy_left: Leftover, demand: &[u32], bins: &[milp::columns::BinInfo]) -> Decided<'p> {
-    let plain = |state, left, status: &str, notes| Decided { state, left, status: status.to_string(), model: None, model_skipped: false, vars: 0, rows: 0, notes, lp_bound: None };
+fn decide<'p>(
+    p: &'p Problem,
+    inputs: (&ClusterSnapshot, &Catalog),
+    settings: &SolveSettings,
+    (start, until): (Instant, Duration),
+    seed: &[SeedNode],
+    greedy_state: State<'p>,
+    greedy_left: Leftover,
+    demand: &[u32],
+    bins: &[milp::columns::BinInfo],
+) -> Decided<'p> {
+    let plain = |state, left, status: &str, notes| Decided {
+        state,
+        left,
+        status: status.to_string(),
+        model: None,
+        model_skipped: false,
+        vars: 0,
+        rows: 0,
+        notes,
+        lp_bound: None,
+    };
     match settings.strategy {
         Strategy::Greedy => plain(greedy_state, greedy_left, "greedy", vec![]),
         // nothing to place: an empty model is not worth a solver call (HiGHS calls it an error)
-        Strategy::Milp if p.classes.is_empty() => plain(greedy_state, greedy_left, "feasible", vec![]),
+        Strategy::Milp if p.classes.is_empty() => {
+            plain(greedy_state, greedy_left, "feasible", vec![])
+        }
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
         Strategy::Milp => {
-            let Relaxation { lifted, alone } = relaxed_candidates(p, inputs, settings, (start, until), demand);
+            let Relaxation { lifted, alone } =
+                relaxed_candidates(p, inputs, settings, (start, until), demand);
             if let Some(run) = alone {
-                return pinned_alone(p, settings, (start, until), (lifted, run), seed, (greedy_state, greedy_left), bins);
+                return pinned_alone(
+                    p,
+                    settings,
+                    (start, until),
+                    (lifted, run),
+                    seed,
+                    (greedy_state, greedy_left),
+                    bins,
+                );
             }
             match milp::solve(p, &milp_settings(settings, (start, until)), &greedy_state, demand, bins.to_vec(), true) {
                 Ok((mut answer, model)) => {
@@ -367,11 +516,42 @@ fn pinned_alone<'p>(
         candidates.insert(0, ("seed".to_string(), seed_columns(p, seed)));
     }
     let mut notes = vec![format!("full model not generated: more than {} pod classes, planned from the zone-pinned relaxation", milp::MAX_CLASSES_FOR_INTEGER_SOLVE)];
-    let (state, left, origin, replay) = best_candidate(p, settings, (start, until), (&candidates, candidates.len()), greedy_state, greedy_left, &mut notes);
+    let (state, left, origin, replay) = best_candidate(
+        p,
+        settings,
+        (start, until),
+        (&candidates, candidates.len()),
+        greedy_state,
+        greedy_left,
+        &mut notes,
+    );
     notes.push(format!("plan from {origin}"));
-    let (state, left) = search_neighbourhoods(p, settings, (start, until), bins, (state, left), (replay, false), None, &mut notes);
-    let status = if run.finished { "feasible" } else { "time-limit" };
-    Decided { state, left, status: status.into(), model: None, model_skipped: true, vars: run.variables, rows: run.constraints, notes, lp_bound: None }
+    let (state, left) = search_neighbourhoods(
+        p,
+        settings,
+        (start, until),
+        bins,
+        (state, left),
+        (replay, false),
+        None,
+        &mut notes,
+    );
+    let status = if run.finished {
+        "feasible"
+    } else {
+        "time-limit"
+    };
+    Decided {
+        state,
+        left,
+        status: status.into(),
+        model: None,
+        model_skipped: true,
+        vars: run.variables,
+        rows: run.constraints,
+        notes,
+        lp_bound: None,
+    }
 }
 
 /// A lifted candidate: its origin and its patterns with their copies.
@@ -420,27 +600,44 @@ struct Relaxation {
 /// the relaxation is tried on the diverse mix: objective 40.56 against 42.29 at 10,000 pods and
 /// 10 s, 41.91 against 42.74 at 4 s, 21.52 against 21.95 at 5,000 and 2 s, 4.24 against 4.33 at
 /// 1,000 and 1 s (one run each, same binary with and without the threshold).
-fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Catalog), settings: &SolveSettings, (start, until): (Instant, Duration), demand: &[u32]) -> Relaxation {
+fn relaxed_candidates(
+    p: &Problem,
+    (snapshot, catalog): (&ClusterSnapshot, &Catalog),
+    settings: &SolveSettings,
+    (start, until): (Instant, Duration),
+    demand: &[u32],
+) -> Relaxation {
     let limit = settings.time_limit.as_secs_f64();
     let least = MIN_RELAXED_PRIMAL_SECONDS.max(RELAXED_SECONDS_PER_POD * p.total_pods() as f64);
     if limit * RELAXED_PRIMAL_SHARE < least || !milp::lp_bounds_plans(p) {
         return Relaxation::default();
     }
-    let within = |share: f64| (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE);
+    let within = |share: f64| {
+        (limit * share + start.elapsed().as_secs_f64()).min(limit * MAX_RELAXED_PRIMAL_SHARE)
+    };
     let seconds = within(RELAXED_PRIMAL_SHARE);
     let began = Instant::now();
     // above the integer solve's classes the full model's time goes to the pinned candidate
     let alone = p.classes.len() > milp::MAX_CLASSES_FOR_INTEGER_SOLVE;
     let for_pinned = if alone {
-        (until.as_secs_f64() * PINNED_UNTIL - start.elapsed().as_secs_f64()).max(within(PINNED_PRIMAL_SHARE))
+        (until.as_secs_f64() * PINNED_UNTIL - start.elapsed().as_secs_f64())
+            .max(within(PINNED_PRIMAL_SHARE))
     } else {
         seconds
     };
     let pinned = pin::candidates(snapshot, catalog, p, settings, for_pinned);
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), pinned = pinned.is_some(), "pinned candidates");
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        took = began.elapsed().as_secs_f64(),
+        pinned = pinned.is_some(),
+        "pinned candidates"
+    );
     if let Some(pinned) = pinned {
         let run = alone.then_some(pinned.run);
-        return Relaxation { lifted: pinned.named("zone-pinned-lp", "zone-pinned-lp-cover"), alone: run };
+        return Relaxation {
+            lifted: pinned.named("zone-pinned-lp", "zone-pinned-lp-cover"),
+            alone: run,
+        };
     }
     // a pinned candidate that failed late leaves too little for the plain one
     let left = seconds - began.elapsed().as_secs_f64();
@@ -448,8 +645,16 @@ fn relaxed_candidates(p: &Problem, (snapshot, catalog): (&ClusterSnapshot, &Cata
         return Relaxation::default();
     }
     let lifted = milp::lift::candidates(p, demand, settings, left);
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), took = began.elapsed().as_secs_f64(), lifted = lifted.is_some(), "relaxed candidates");
-    Relaxation { lifted: lifted.map_or_else(Vec::new, |c| c.named("relaxed-lp", "relaxed-lp-cover")), alone: None }
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        took = began.elapsed().as_secs_f64(),
+        lifted = lifted.is_some(),
+        "relaxed candidates"
+    );
+    Relaxation {
+        lifted: lifted.map_or_else(Vec::new, |c| c.named("relaxed-lp", "relaxed-lp-cover")),
+        alone: None,
+    }
 }
 
 /// The share of the time limit the relaxation's candidate gets (column generation and zones),
@@ -527,9 +732,13 @@ fn best_candidate<'p>(
     let replays_from = Instant::now();
     let mut slowest = Duration::ZERO;
     for (i, (origin, chosen)) in candidates.iter().enumerate() {
-        let fits = start.elapsed() + 3 * slowest <= deadline || replays_from.elapsed() + 3 * slowest <= settings.time_limit / 40;
+        let fits = start.elapsed() + 3 * slowest <= deadline
+            || replays_from.elapsed() + 3 * slowest <= settings.time_limit / 40;
         if i >= always.max(1) && !fits {
-            notes.push(format!("time limit: {} candidate plans not replayed", candidates.len() - i));
+            notes.push(format!(
+                "time limit: {} candidate plans not replayed",
+                candidates.len() - i
+            ));
             break;
         }
         let began = Instant::now();
@@ -546,7 +755,14 @@ fn best_candidate<'p>(
         }
         let s = score(p, &state, &left);
         let planned: f64 = chosen.iter().map(|(c, n)| c.cost * f64::from(*n)).sum();
-        tracing::debug!(origin, score = s, planned, repaired = rejected.iter().map(|r| r.1).sum::<usize>(), seconds = began.elapsed().as_secs_f64(), "candidate replayed");
+        tracing::debug!(
+            origin,
+            score = s,
+            planned,
+            repaired = rejected.iter().map(|r| r.1).sum::<usize>(),
+            seconds = began.elapsed().as_secs_f64(),
+            "candidate replayed"
+        );
         if s < best_score - 1e-9 {
             best_score = s;
             best = (state, left, origin.clone());
@@ -567,7 +783,10 @@ const EXTRACT_PER_BUILD: f64 = 2.5;
 
 /// When the replays and the neighbourhood search must be done, counted from the solve's start.
 fn finish_by(settings: &SolveSettings, built: Duration) -> Duration {
-    settings.time_limit.mul_f64(SEARCH_UNTIL).saturating_sub(built.mul_f64(EXTRACT_PER_BUILD))
+    settings
+        .time_limit
+        .mul_f64(SEARCH_UNTIL)
+        .saturating_sub(built.mul_f64(EXTRACT_PER_BUILD))
 }
 
 /// Re-plans the plan's most wasteful nodes while time is left, unless the pattern LP already proves
@@ -594,10 +813,34 @@ fn search_neighbourhoods<'p>(
         let others: Vec<_> = (1..n)
             .map(|which| {
                 let (state, left) = (state.clone(), left.clone());
-                scope.spawn(move || lns::search(p, settings, bins, state, left, start, until, replay, integer, (which, n)))
+                scope.spawn(move || {
+                    lns::search(
+                        p,
+                        settings,
+                        bins,
+                        state,
+                        left,
+                        start,
+                        until,
+                        replay,
+                        integer,
+                        (which, n),
+                    )
+                })
             })
             .collect();
-        let mut best = lns::search(p, settings, bins, state, left, start, until, replay, integer, (0, n));
+        let mut best = lns::search(
+            p,
+            settings,
+            bins,
+            state,
+            left,
+            start,
+            until,
+            replay,
+            integer,
+            (0, n),
+        );
         let mut best_score = score(p, &best.state, &best.left);
         // a search that panicked is only a search less
         for other in others.into_iter().filter_map(|h| h.join().ok()) {
@@ -612,7 +855,10 @@ fn search_neighbourhoods<'p>(
     });
     if found.steps > 0 {
         let after = score(p, &found.state, &found.left);
-        notes.push(format!("neighbourhood search: {} steps, {} improved the plan ({before:.4} -> {after:.4})", found.steps, found.improved));
+        notes.push(format!(
+            "neighbourhood search: {} steps, {} improved the plan ({before:.4} -> {after:.4})",
+            found.steps, found.improved
+        ));
     }
     (found.state, found.left)
 }
@@ -625,7 +871,10 @@ const MILP_SHARE: f64 = 0.7;
 
 fn milp_settings(settings: &SolveSettings, (start, until): (Instant, Duration)) -> SolveSettings {
     let left = until.saturating_sub(start.elapsed()).mul_f64(MILP_SHARE);
-    SolveSettings { time_limit: left.max(Duration::from_millis(100)), ..settings.clone() }
+    SolveSettings {
+        time_limit: left.max(Duration::from_millis(100)),
+        ..settings.clone()
+    }
 }
 
 /// Objective of a state: node costs, preference penalties and unplaced pods.
@@ -637,7 +886,12 @@ pub(crate) fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
         }
         total += n.preference_penalty(p);
     }
-    total + preferred::penalty(p, state) + left.values().map(|(c, _)| *c as f64 * p.weights.unschedulable_pod).sum::<f64>()
+    total
+        + preferred::penalty(p, state)
+        + left
+            .values()
+            .map(|(c, _)| *c as f64 * p.weights.unschedulable_pod)
+            .sum::<f64>()
 }
 
 /// The caller's proposal as patterns of this problem; entries naming unknown pods, nodes or
@@ -648,10 +902,19 @@ fn seed_columns(p: &Problem, seed: &[SeedNode]) -> Vec<(milp::columns::Column, u
     let mut out = Vec::new();
     for s in seed {
         let bin = match &s.target {
-            SeedTarget::Existing(name) => p.existing.iter().position(|e| &e.name == name).map(Bin::Existing),
-            SeedTarget::New { nodepool, instance_type, zone, capacity_type } => {
-                p.find_offering(nodepool, instance_type, zone, *capacity_type).map(|(shape, offering)| Bin::New { shape, offering })
-            }
+            SeedTarget::Existing(name) => p
+                .existing
+                .iter()
+                .position(|e| &e.name == name)
+                .map(Bin::Existing),
+            SeedTarget::New {
+                nodepool,
+                instance_type,
+                zone,
+                capacity_type,
+            } => p
+                .find_offering(nodepool, instance_type, zone, *capacity_type)
+                .map(|(shape, offering)| Bin::New { shape, offering }),
         };
         let Some(bin) = bin else { continue };
         let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
@@ -664,19 +927,35 @@ fn seed_columns(p: &Problem, seed: &[SeedNode]) -> Vec<(milp::columns::Column, u
             continue;
         }
         let cost = pattern_cost(p, bin, bin.labels(p), counts.iter().map(|(&k, &n)| (k, n)));
-        out.push((Column { bin, counts: counts.into_iter().collect(), cost }, s.copies));
+        out.push((
+            Column {
+                bin,
+                counts: counts.into_iter().collect(),
+                cost,
+            },
+            s.copies,
+        ));
     }
     out
 }
 
 /// A pattern's objective on `bin`: a new node's cost (keeping an existing node is free here) plus
 /// each pod's preference penalty on a node with `labels`, and the node's preferred pod terms.
-pub(crate) fn pattern_cost(p: &Problem, bin: milp::columns::Bin, labels: &crate::domain::Labels, counts: impl IntoIterator<Item = (usize, u32)>) -> f64 {
+pub(crate) fn pattern_cost(
+    p: &Problem,
+    bin: milp::columns::Bin,
+    labels: &crate::domain::Labels,
+    counts: impl IntoIterator<Item = (usize, u32)>,
+) -> f64 {
     use milp::columns::Bin;
     let (taints, base) = match bin {
         Bin::Existing(e) => (&p.existing[e].taints, 0.0),
         Bin::New { shape, offering } => (&p.shapes[shape].taints, p.offering(shape, offering).cost),
     };
     let counts: Vec<(usize, u32)> = counts.into_iter().collect();
-    base + counts.iter().map(|&(k, n)| f64::from(n) * p.preference_penalty(k, labels, taints)).sum::<f64>() + preferred::host_penalty(p, labels, &counts)
+    base + counts
+        .iter()
+        .map(|&(k, n)| f64::from(n) * p.preference_penalty(k, labels, taints))
+        .sum::<f64>()
+        + preferred::host_penalty(p, labels, &counts)
 }

@@ -41,7 +41,13 @@ type ZoneCosts<'p> = Vec<BTreeMap<&'p str, f64>>;
 /// The relaxation's candidates for `snapshot` with its zone rules turned into pins, as patterns of
 /// `p` (built from the same snapshot and catalog); None when no group can be pinned, the pinned
 /// problem does not share `p`'s shapes or its relaxation gives no candidate in `seconds`.
-pub fn candidates(snapshot: &ClusterSnapshot, catalog: &Catalog, p: &Problem, settings: &SolveSettings, seconds: f64) -> Option<Candidates> {
+pub fn candidates(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    p: &Problem,
+    settings: &SolveSettings,
+    seconds: f64,
+) -> Option<Candidates> {
     let began = std::time::Instant::now();
     let pins = pins(p);
     if pins.is_empty() {
@@ -52,12 +58,30 @@ pub fn candidates(snapshot: &ClusterSnapshot, catalog: &Catalog, p: &Problem, se
     if !Arc::ptr_eq(&q.shapes, &p.shapes) || q.existing.len() != p.existing.len() {
         return None;
     }
-    tracing::debug!(seconds = began.elapsed().as_secs_f64(), classes = q.classes.len(), "pinned problem built");
+    tracing::debug!(
+        seconds = began.elapsed().as_secs_f64(),
+        classes = q.classes.len(),
+        "pinned problem built"
+    );
     let demand: Vec<u32> = q.classes.iter().map(|c| c.demand() as u32).collect();
-    let lifted = super::milp::lift::candidates(&q, &demand, settings, seconds - began.elapsed().as_secs_f64())?;
-    tracing::debug!(pinned = pins.len(), seconds = began.elapsed().as_secs_f64(), "zone-pinned candidates");
+    let lifted = super::milp::lift::candidates(
+        &q,
+        &demand,
+        settings,
+        seconds - began.elapsed().as_secs_f64(),
+    )?;
+    tracing::debug!(
+        pinned = pins.len(),
+        seconds = began.elapsed().as_secs_f64(),
+        "zone-pinned candidates"
+    );
     let back = |c: Option<Vec<(Column, u32)>>| c.map(|c| hand_back(p, &q, &c));
-    Some(Candidates { zones: back(lifted.zones), cover: back(lifted.cover), extended: back(lifted.extended), ..lifted })
+    Some(Candidates {
+        zones: back(lifted.zones),
+        cover: back(lifted.cover),
+        extended: back(lifted.extended),
+        ..lifted
+    })
 }
 
 /// What a zone rule ties together: spread groups and self-affinity groups are pinned, anything else
@@ -109,12 +133,29 @@ fn pins(p: &Problem) -> Pins {
     }
     let costs: ZoneCosts<'_> = (0..n).map(|k| zone_costs(p, k)).collect();
     // a group is pinned when it is all its members' only zone tie and every member owns its rule
-    let alone = |tie: Tie<'_>, members: &[usize], owners: BTreeSet<usize>| members.iter().all(|&m| ties[m].len() == 1 && ties[m].contains(&tie)) && owners.into_iter().eq(members.iter().copied());
+    let alone = |tie: Tie<'_>, members: &[usize], owners: BTreeSet<usize>| {
+        members
+            .iter()
+            .all(|&m| ties[m].len() == 1 && ties[m].contains(&tie))
+            && owners.into_iter().eq(members.iter().copied())
+    };
     let mut pins = Pins::new();
     for (members, rules) in &spreads {
         let g = rules[0];
-        let same = rules.iter().all(|r| r.hard && r.max_skew == g.max_skew && r.min_domains == g.min_domains && r.eligible == g.eligible);
-        if same && !g.min_is_zero() && alone(Tie::Spread(members), members, rules.iter().map(|r| r.owner).collect()) {
+        let same = rules.iter().all(|r| {
+            r.hard
+                && r.max_skew == g.max_skew
+                && r.min_domains == g.min_domains
+                && r.eligible == g.eligible
+        });
+        if same
+            && !g.min_is_zero()
+            && alone(
+                Tie::Spread(members),
+                members,
+                rules.iter().map(|r| r.owner).collect(),
+            )
+        {
             if let Some(got) = spread_pins(p, g, &costs) {
                 pins.extend(got);
             }
@@ -128,9 +169,17 @@ fn pins(p: &Problem) -> Pins {
         tracing::trace!(?per_zone, "spread pins");
     }
     for (members, rules) in &affinities {
-        if alone(Tie::Affinity(members), members, rules.iter().map(|r| r.owner).collect()) {
+        if alone(
+            Tie::Affinity(members),
+            members,
+            rules.iter().map(|r| r.owner).collect(),
+        ) {
             if let Some(got) = affinity_pins(p, rules[0], &costs) {
-                tracing::trace!(zone = got.values().next(), pods = got.len(), "affinity pins");
+                tracing::trace!(
+                    zone = got.values().next(),
+                    pods = got.len(),
+                    "affinity pins"
+                );
                 pins.extend(got);
             }
         }
@@ -146,7 +195,9 @@ fn zone_costs(p: &Problem, k: usize) -> BTreeMap<&str, f64> {
     for &(s, o) in &c.offerings {
         let off = p.offering(s, o);
         let v = off.cost * room_share(&c.req, &off.alloc);
-        best.entry(off.zone.as_str()).and_modify(|b| *b = b.min(v)).or_insert(v);
+        best.entry(off.zone.as_str())
+            .and_modify(|b| *b = b.min(v))
+            .or_insert(v);
     }
     for &e in &c.existing {
         if let Some(z) = p.existing[e].labels.get(ZONE) {
@@ -160,7 +211,11 @@ fn zone_costs(p: &Problem, k: usize) -> BTreeMap<&str, f64> {
 /// that lose least there. None when the counts cannot be balanced or a zone finds too few pods.
 fn spread_pins(p: &Problem, g: &SpreadGroup, costs: &ZoneCosts<'_>) -> Option<Pins> {
     let zones: Vec<&str> = g.eligible.iter().map(String::as_str).collect();
-    let pods: Vec<(usize, &str)> = g.members.iter().flat_map(|&k| p.classes[k].pods.iter().map(move |pod| (k, pod.as_str()))).collect();
+    let pods: Vec<(usize, &str)> = g
+        .members
+        .iter()
+        .flat_map(|&k| p.classes[k].pods.iter().map(move |pod| (k, pod.as_str())))
+        .collect();
     if zones.is_empty() || pods.is_empty() {
         return None;
     }
@@ -169,11 +224,30 @@ fn spread_pins(p: &Problem, g: &SpreadGroup, costs: &ZoneCosts<'_>) -> Option<Pi
         let cheapest = costs[k].values().copied().fold(f64::INFINITY, f64::min);
         costs[k].get(z).map(|v| v - cheapest)
     };
-    let dearness: BTreeMap<&str, f64> = zones.iter().map(|&z| (z, g.members.iter().map(|&k| premium(k, z).unwrap_or(1e6)).sum())).collect();
-    let mut count: BTreeMap<&str, i64> = zones.iter().map(|&z| (z, g.existing.get(z).copied().unwrap_or(0))).collect();
+    let dearness: BTreeMap<&str, f64> = zones
+        .iter()
+        .map(|&z| {
+            (
+                z,
+                g.members
+                    .iter()
+                    .map(|&k| premium(k, z).unwrap_or(1e6))
+                    .sum(),
+            )
+        })
+        .collect();
+    let mut count: BTreeMap<&str, i64> = zones
+        .iter()
+        .map(|&z| (z, g.existing.get(z).copied().unwrap_or(0)))
+        .collect();
     let mut quota: BTreeMap<&str, usize> = BTreeMap::new();
     for _ in &pods {
-        let z = *zones.iter().min_by(|a, b| count[*a].cmp(&count[*b]).then(dearness[*a].total_cmp(&dearness[*b])).then(a.cmp(b)))?;
+        let z = *zones.iter().min_by(|a, b| {
+            count[*a]
+                .cmp(&count[*b])
+                .then(dearness[*a].total_cmp(&dearness[*b]))
+                .then(a.cmp(b))
+        })?;
         *count.get_mut(z)? += 1;
         *quota.entry(z).or_default() += 1;
     }
@@ -187,7 +261,12 @@ fn spread_pins(p: &Problem, g: &SpreadGroup, costs: &ZoneCosts<'_>) -> Option<Pi
     let mut pins = Pins::new();
     for z in order {
         let want = quota.get(z).copied().unwrap_or(0);
-        let mut fit: Vec<(f64, usize)> = pods.iter().enumerate().filter(|(i, _)| !taken[*i]).filter_map(|(i, &(k, _))| premium(k, z).map(|v| (v, i))).collect();
+        let mut fit: Vec<(f64, usize)> = pods
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !taken[*i])
+            .filter_map(|(i, &(k, _))| premium(k, z).map(|v| (v, i)))
+            .collect();
         if fit.len() < want {
             return None;
         }
@@ -203,26 +282,58 @@ fn spread_pins(p: &Problem, g: &SpreadGroup, costs: &ZoneCosts<'_>) -> Option<Pi
 /// A self-affinity group's zone: where its pods cost least, among the zones where matching pods
 /// already run when any do. None when no zone takes every member.
 fn affinity_pins(p: &Problem, r: &AffinityRule, costs: &ZoneCosts<'_>) -> Option<Pins> {
-    let total = |z: &str| r.members.iter().map(|&k| costs[k].get(z).map(|v| v * p.classes[k].demand() as f64)).sum::<Option<f64>>();
-    let zones: BTreeSet<&str> = if r.running.values().any(|&c| c > 0) {
-        r.running.iter().filter(|(_, &c)| c > 0).map(|(z, _)| z.as_str()).collect()
-    } else {
-        r.members.iter().flat_map(|&k| costs[k].keys().copied()).collect()
+    let total = |z: &str| {
+        r.members
+            .iter()
+            .map(|&k| costs[k].get(z).map(|v| v * p.classes[k].demand() as f64))
+            .sum::<Option<f64>>()
     };
-    let (zone, _) = zones.into_iter().filter_map(|z| total(z).map(|v| (z, v))).min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(b.0)))?;
-    Some(r.members.iter().flat_map(|&k| p.classes[k].pods.iter().map(|pod| (pod.clone(), zone.to_string()))).collect())
+    let zones: BTreeSet<&str> = if r.running.values().any(|&c| c > 0) {
+        r.running
+            .iter()
+            .filter(|(_, &c)| c > 0)
+            .map(|(z, _)| z.as_str())
+            .collect()
+    } else {
+        r.members
+            .iter()
+            .flat_map(|&k| costs[k].keys().copied())
+            .collect()
+    };
+    let (zone, _) = zones
+        .into_iter()
+        .filter_map(|z| total(z).map(|v| (z, v)))
+        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(b.0)))?;
+    Some(
+        r.members
+            .iter()
+            .flat_map(|&k| {
+                p.classes[k]
+                    .pods
+                    .iter()
+                    .map(|pod| (pod.clone(), zone.to_string()))
+            })
+            .collect(),
+    )
 }
 
 /// `snapshot` with each pinned pod's zone rules replaced by a node selector on its zone.
 fn pinned(snapshot: &ClusterSnapshot, pins: &Pins) -> ClusterSnapshot {
     let mut s = snapshot.clone();
     for pod in &mut s.pods {
-        let Some(zone) = pod.is_pending().then(|| pins.get(&pod.key())).flatten() else { continue };
+        let Some(zone) = pod.is_pending().then(|| pins.get(&pod.key())).flatten() else {
+            continue;
+        };
         let mut copy = (**pod).clone();
         let c = Arc::make_mut(&mut copy.constraints);
         c.spread.retain(|sp| sp.topology_key != ZONE);
         c.pod_affinity.retain(|t| t.topology_key != ZONE);
-        c.node_selector.push(Requirement { key: ZONE.into(), operator: Operator::In, values: vec![zone.clone()], min_values: None });
+        c.node_selector.push(Requirement {
+            key: ZONE.into(),
+            operator: Operator::In,
+            values: vec![zone.clone()],
+            min_values: None,
+        });
         *pod = Arc::new(copy);
     }
     s
@@ -232,7 +343,16 @@ fn pinned(snapshot: &ClusterSnapshot, pins: &Pins) -> ClusterSnapshot {
 /// next pod not yet handed out.
 fn hand_back(p: &Problem, q: &Problem, lifted: &[(Column, u32)]) -> Vec<(Column, u32)> {
     let class_of = p.class_of_pods();
-    let mut pods: Vec<VecDeque<usize>> = q.classes.iter().map(|c| c.pods.iter().filter_map(|pod| class_of.get(pod.as_str()).copied()).collect()).collect();
+    let mut pods: Vec<VecDeque<usize>> = q
+        .classes
+        .iter()
+        .map(|c| {
+            c.pods
+                .iter()
+                .filter_map(|pod| class_of.get(pod.as_str()).copied())
+                .collect()
+        })
+        .collect();
     let mut out = Tally::default();
     for (col, copies) in lifted {
         for _ in 0..*copies {
@@ -259,9 +379,20 @@ mod tests {
         let mut it = InstanceType::new("eight.xlarge", 8, 32768, Arch::Amd64);
         it.max_pods = Some(58);
         for (zone, price) in [("z1", 0.3), ("z2", 0.3), ("z3", 0.45)] {
-            it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price, available: true, price_estimated: false, interruption_band: None });
+            it.offerings.push(Offering {
+                zone: zone.into(),
+                capacity_type: CapacityType::OnDemand,
+                price,
+                available: true,
+                price_estimated: false,
+                interruption_band: None,
+            });
         }
-        Catalog { region: "test".into(), instance_types: vec![it], provenance: None }
+        Catalog {
+            region: "test".into(),
+            instance_types: vec![it],
+            provenance: None,
+        }
     }
 
     fn app_of(p: &Problem, k: usize) -> String {
@@ -274,22 +405,46 @@ mod tests {
         let pins = pins(&p);
         let costs: ZoneCosts<'_> = (0..p.classes.len()).map(|k| zone_costs(&p, k)).collect();
         let mut groups: BTreeMap<String, Vec<(f64, &str)>> = BTreeMap::new();
-        for (k, c) in p.classes.iter().enumerate().filter(|(k, _)| app_of(&p, *k).starts_with("zone-spread")) {
+        for (k, c) in p
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| app_of(&p, *k).starts_with("zone-spread"))
+        {
             for pod in &c.pods {
-                let zone = pins.get(pod).unwrap_or_else(|| panic!("{pod} is not pinned"));
-                groups.entry(app_of(&p, k)).or_default().push((costs[k]["z3"] - costs[k]["z1"], zone));
+                let zone = pins
+                    .get(pod)
+                    .unwrap_or_else(|| panic!("{pod} is not pinned"));
+                groups
+                    .entry(app_of(&p, k))
+                    .or_default()
+                    .push((costs[k]["z3"] - costs[k]["z1"], zone));
             }
         }
         assert_eq!(groups.len(), 10);
         for (app, pods) in groups {
             let count = |z: &str| pods.iter().filter(|(_, zone)| *zone == z).count();
             let counts = [count("z1"), count("z2"), count("z3")];
-            assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1, "{app}: {counts:?}");
+            assert!(
+                counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
+                "{app}: {counts:?}"
+            );
             // z3 never gets one of the extra pods, and gets the pods its premium hurts least
             assert!(counts[2] <= counts[0].min(counts[1]), "{app}: {counts:?}");
-            let worst_in_z3 = pods.iter().filter(|(_, z)| *z == "z3").map(|p| p.0).fold(0.0, f64::max);
-            let best_elsewhere = pods.iter().filter(|(_, z)| *z != "z3").map(|p| p.0).fold(f64::INFINITY, f64::min);
-            assert!(worst_in_z3 <= best_elsewhere + 1e-12, "{app}: {worst_in_z3} in z3, {best_elsewhere} kept out");
+            let worst_in_z3 = pods
+                .iter()
+                .filter(|(_, z)| *z == "z3")
+                .map(|p| p.0)
+                .fold(0.0, f64::max);
+            let best_elsewhere = pods
+                .iter()
+                .filter(|(_, z)| *z != "z3")
+                .map(|p| p.0)
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                worst_in_z3 <= best_elsewhere + 1e-12,
+                "{app}: {worst_in_z3} in z3, {best_elsewhere} kept out"
+            );
         }
     }
 
@@ -298,26 +453,65 @@ mod tests {
         let p = Problem::build(&crate::workload::diverse(300, 11), &three_zones());
         let pins = pins(&p);
         let mut zones: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
-        for (k, c) in p.classes.iter().enumerate().filter(|(k, _)| app_of(&p, *k).starts_with("zone-affinity")) {
-            zones.entry(app_of(&p, k)).or_default().extend(c.pods.iter().map(|pod| pins[pod].as_str()));
+        for (k, c) in p
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| app_of(&p, *k).starts_with("zone-affinity"))
+        {
+            zones
+                .entry(app_of(&p, k))
+                .or_default()
+                .extend(c.pods.iter().map(|pod| pins[pod].as_str()));
         }
         assert_eq!(zones.len(), 10);
-        assert!(zones.values().all(|z| z.len() == 1 && !z.contains("z3")), "{zones:?}");
+        assert!(
+            zones.values().all(|z| z.len() == 1 && !z.contains("z3")),
+            "{zones:?}"
+        );
         // nothing else is pinned: the other pods obey no zone rule
-        let ruled = p.classes.iter().enumerate().filter(|(k, _)| app_of(&p, *k).starts_with("zone-")).map(|(_, c)| c.pods.len()).sum::<usize>();
+        let ruled = p
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| app_of(&p, *k).starts_with("zone-"))
+            .map(|(_, c)| c.pods.len())
+            .sum::<usize>();
         assert_eq!(pins.len(), ruled);
     }
 
     #[test]
     fn a_group_whose_pods_obey_another_zone_rule_keeps_its_rules() {
         let mut snapshot = crate::workload::diverse(300, 11);
-        let other = PodAffinityTerm { selector: crate::domain::LabelSelector { match_labels: [("app".to_string(), "elsewhere".to_string())].into(), match_expressions: vec![] }, namespaces: vec![], all_namespaces: false, topology_key: ZONE.into() };
-        for pod in snapshot.pods.iter_mut().filter(|pod| pod.labels["app"] == "zone-spread-3") {
-            Arc::make_mut(&mut Arc::make_mut(pod).constraints).pod_anti_affinity.push(other.clone());
+        let other = PodAffinityTerm {
+            selector: crate::domain::LabelSelector {
+                match_labels: [("app".to_string(), "elsewhere".to_string())].into(),
+                match_expressions: vec![],
+            },
+            namespaces: vec![],
+            all_namespaces: false,
+            topology_key: ZONE.into(),
+        };
+        for pod in snapshot
+            .pods
+            .iter_mut()
+            .filter(|pod| pod.labels["app"] == "zone-spread-3")
+        {
+            Arc::make_mut(&mut Arc::make_mut(pod).constraints)
+                .pod_anti_affinity
+                .push(other.clone());
         }
         let p = Problem::build(&snapshot, &three_zones());
         let pins = pins(&p);
-        let of_app = |app: &str| p.classes.iter().enumerate().filter(|(k, _)| app_of(&p, *k) == app).flat_map(|(_, c)| c.pods.iter()).filter(|pod| pins.contains_key(*pod)).count();
+        let of_app = |app: &str| {
+            p.classes
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| app_of(&p, *k) == app)
+                .flat_map(|(_, c)| c.pods.iter())
+                .filter(|pod| pins.contains_key(*pod))
+                .count()
+        };
         assert_eq!(of_app("zone-spread-3"), 0);
         assert!(of_app("zone-spread-4") > 0);
     }
@@ -327,7 +521,8 @@ mod tests {
         let snapshot = crate::workload::diverse(200, 7);
         let catalog = three_zones();
         let p = Problem::build(&snapshot, &catalog);
-        let found = candidates(&snapshot, &catalog, &p, &SolveSettings::default(), 2.0).expect("the mix's zone groups can all be pinned");
+        let found = candidates(&snapshot, &catalog, &p, &SolveSettings::default(), 2.0)
+            .expect("the mix's zone groups can all be pinned");
         assert!(found.zones.is_some(), "the zone program answers");
         for (_, lifted) in found.named("zones", "cover") {
             handed_back_once_and_completed(&p, &lifted);
@@ -342,11 +537,24 @@ mod tests {
                 placed[k] += n * copies;
             }
         }
-        assert!(placed.iter().zip(&demand).all(|(got, want)| got <= want), "{placed:?} against {demand:?}");
-        assert!(placed.iter().sum::<u32>() * 4 >= demand.iter().sum::<u32>() * 3, "only {} of {} pods lifted", placed.iter().sum::<u32>(), demand.iter().sum::<u32>());
+        assert!(
+            placed.iter().zip(&demand).all(|(got, want)| got <= want),
+            "{placed:?} against {demand:?}"
+        );
+        assert!(
+            placed.iter().sum::<u32>() * 4 >= demand.iter().sum::<u32>() * 3,
+            "only {} of {} pods lifted",
+            placed.iter().sum::<u32>(),
+            demand.iter().sum::<u32>()
+        );
         let (state, rejected) = super::super::milp::replay(p, lifted);
         let (state, left) = super::super::greedy::repair(p, state, &rejected);
         assert!(left.is_empty(), "{left:?}");
-        assert_eq!((0..p.classes.len()).map(|k| state.placed_of(k) as u32).sum::<u32>(), demand.iter().sum::<u32>());
+        assert_eq!(
+            (0..p.classes.len())
+                .map(|k| state.placed_of(k) as u32)
+                .sum::<u32>(),
+            demand.iter().sum::<u32>()
+        );
     }
 }

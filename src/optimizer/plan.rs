@@ -112,8 +112,14 @@ pub struct Plan {
 impl Plan {
     /// Where the plan puts each pod: a new node's id or an existing node's name.
     pub fn destinations(&self) -> BTreeMap<&str, &str> {
-        let new = self.nodes.iter().flat_map(|n| n.pods.iter().map(move |p| (p.as_str(), n.id.as_str())));
-        let existing = self.existing.iter().flat_map(|e| e.pods.iter().map(move |p| (p.as_str(), e.node.as_str())));
+        let new = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.pods.iter().map(move |p| (p.as_str(), n.id.as_str())));
+        let existing = self
+            .existing
+            .iter()
+            .flat_map(|e| e.pods.iter().map(move |p| (p.as_str(), e.node.as_str())));
         new.chain(existing).collect()
     }
 }

@@ -18,7 +18,11 @@ use super::topology::PreferredRule;
 
 /// $/h per pod of `r` left unmet.
 pub fn rule_cost(p: &Problem, r: &PreferredRule) -> f64 {
-    let per_weight = if r.anti { p.weights.preferred_pod_anti_affinity } else { p.weights.preferred_pod_affinity };
+    let per_weight = if r.anti {
+        p.weights.preferred_pod_anti_affinity
+    } else {
+        p.weights.preferred_pod_affinity
+    };
     f64::from(r.weight.max(0)) * per_weight
 }
 
@@ -41,15 +45,28 @@ pub fn host_penalty(p: &Problem, labels: &Labels, counts: &[(usize, u32)]) -> f6
     let mut total = 0.0;
     for s in p.topology.shunned.iter().filter(|s| s.is_host()) {
         if let Some(&w) = s.weight.get(host) {
-            if counts.iter().any(|&(k, n)| n > 0 && s.members.binary_search(&k).is_ok()) {
+            if counts
+                .iter()
+                .any(|&(k, n)| n > 0 && s.members.binary_search(&k).is_ok())
+            {
                 total += w as f64 * p.weights.preferred_pod_anti_affinity;
             }
         }
     }
     for &(owner, owners) in counts {
-        for r in p.topology.owned_preferred(owner).iter().map(|&ri| &p.topology.preferred[ri]).filter(|r| r.is_host()) {
+        for r in p
+            .topology
+            .owned_preferred(owner)
+            .iter()
+            .map(|&ri| &p.topology.preferred[ri])
+            .filter(|r| r.is_host())
+        {
             let members = r.running.get(host).copied().unwrap_or(0)
-                + counts.iter().filter(|(k, _)| r.members.binary_search(k).is_ok()).map(|&(_, n)| i64::from(n)).sum::<i64>();
+                + counts
+                    .iter()
+                    .filter(|(k, _)| r.members.binary_search(k).is_ok())
+                    .map(|&(_, n)| i64::from(n))
+                    .sum::<i64>();
             if unmet(r, members) {
                 total += f64::from(owners) * rule_cost(p, r);
             }
@@ -68,10 +85,21 @@ pub fn penalty(p: &Problem, state: &State<'_>) -> f64 {
     let mut counts: Vec<(usize, u32)> = Vec::new();
     for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
         counts.clear();
-        counts.extend(n.placed.iter().filter(|(_, &c)| c > 0).map(|(&k, &c)| (k, c as u32)));
+        counts.extend(
+            n.placed
+                .iter()
+                .filter(|(_, &c)| c > 0)
+                .map(|(&k, &c)| (k, c as u32)),
+        );
         total += host_penalty(p, &n.labels, &counts);
     }
-    total + zone_penalty(p, state, (0..p.topology.preferred.len()).filter(|&ri| !p.topology.preferred[ri].is_host())) + shunned_zone_penalty(p, state)
+    total
+        + zone_penalty(
+            p,
+            state,
+            (0..p.topology.preferred.len()).filter(|&ri| !p.topology.preferred[ri].is_host()),
+        )
+        + shunned_zone_penalty(p, state)
 }
 
 /// What the plan's pods cost the running pods whose preferred anti-affinity on a zone-like key they
@@ -82,10 +110,17 @@ pub fn shunned_zone_penalty(p: &Problem, state: &State<'_>) -> f64 {
         let reached: std::collections::BTreeSet<&String> = state
             .nodes
             .iter()
-            .filter(|n| n.placed.iter().any(|(k, &c)| c > 0 && s.members.binary_search(k).is_ok()))
+            .filter(|n| {
+                n.placed
+                    .iter()
+                    .any(|(k, &c)| c > 0 && s.members.binary_search(k).is_ok())
+            })
             .filter_map(|n| n.labels.get(&s.key))
             .collect();
-        total += reached.into_iter().filter_map(|d| s.weight.get(d)).sum::<i64>();
+        total += reached
+            .into_iter()
+            .filter_map(|d| s.weight.get(d))
+            .sum::<i64>();
     }
     total as f64 * p.weights.preferred_pod_anti_affinity
 }
@@ -136,11 +171,21 @@ mod tests {
     }
 
     fn rule(owner: usize, members: Vec<usize>, key: &str, anti: bool) -> PreferredRule {
-        PreferredRule { owner, members, key: key.into(), anti, weight: 100, running: BTreeMap::new() }
+        PreferredRule {
+            owner,
+            members,
+            key: key.into(),
+            anti,
+            weight: 100,
+            running: BTreeMap::new(),
+        }
     }
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -158,9 +203,18 @@ mod tests {
         r.running.insert("n1".into(), 1);
         let p = problem_with(vec![r]);
         let per_pod = 100.0 * p.weights.preferred_pod_affinity;
-        assert_eq!(host_penalty(&p, &labels(&[(HOSTNAME, "n1")]), &[(0, 3)]), 0.0);
-        assert!((host_penalty(&p, &labels(&[(HOSTNAME, "n2")]), &[(0, 3)]) - 3.0 * per_pod).abs() < 1e-12);
-        assert_eq!(host_penalty(&p, &labels(&[(HOSTNAME, "n2")]), &[(0, 3), (1, 1)]), 0.0);
+        assert_eq!(
+            host_penalty(&p, &labels(&[(HOSTNAME, "n1")]), &[(0, 3)]),
+            0.0
+        );
+        assert!(
+            (host_penalty(&p, &labels(&[(HOSTNAME, "n2")]), &[(0, 3)]) - 3.0 * per_pod).abs()
+                < 1e-12
+        );
+        assert_eq!(
+            host_penalty(&p, &labels(&[(HOSTNAME, "n2")]), &[(0, 3), (1, 1)]),
+            0.0
+        );
     }
 
     #[test]

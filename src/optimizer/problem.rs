@@ -8,8 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::catalog::{CapacityType, Catalog};
-use crate::domain::labels::{tolerates_all, untolerated_soft_taints, CAPACITY_TYPE, HOSTNAME, NODEPOOL, ZONE};
-use crate::domain::{ClusterSnapshot, CostWeights, HostPort, Labels, PodConstraints, Resources, Taint};
+use crate::domain::labels::{
+    tolerates_all, untolerated_soft_taints, CAPACITY_TYPE, HOSTNAME, NODEPOOL, ZONE,
+};
+use crate::domain::{
+    ClusterSnapshot, CostWeights, HostPort, Labels, PodConstraints, Resources, Taint,
+};
 
 use super::plan::{Unschedulable, UnschedulableReason};
 use super::topology::Topology;
@@ -138,11 +142,16 @@ impl ShapeCache {
     /// A cache that already holds `shapes`, built for the resource names `dims`: a problem built
     /// with it for the same pods' requests shares them, and so the indices of their offerings.
     pub fn holding(dims: &[String], shapes: Arc<Vec<Shape>>) -> ShapeCache {
-        ShapeCache { built: std::sync::Mutex::new(Some((dims.to_vec(), shapes))) }
+        ShapeCache {
+            built: std::sync::Mutex::new(Some((dims.to_vec(), shapes))),
+        }
     }
 
     fn get(&self, dims: &[String], build: impl FnOnce() -> Vec<Shape>) -> Arc<Vec<Shape>> {
-        let mut built = self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut built = self
+            .built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match &*built {
             Some((d, shapes)) if d.as_slice() == dims => shapes.clone(),
             _ => {
@@ -160,7 +169,11 @@ impl Problem {
     }
 
     /// [`Problem::build`], taking the shapes from `cache` when it has them for these resource names.
-    pub fn build_with(snapshot: &ClusterSnapshot, catalog: &Catalog, cache: Option<&ShapeCache>) -> Problem {
+    pub fn build_with(
+        snapshot: &ClusterSnapshot,
+        catalog: &Catalog,
+        cache: Option<&ShapeCache>,
+    ) -> Problem {
         let pending: Vec<_> = snapshot.pending_pods().collect();
         let dims = dimensions(pending.iter().map(|p| p.requests()));
         let pools = pool_infos(snapshot, catalog);
@@ -176,12 +189,22 @@ impl Problem {
         // the topology reads only the classes' constraints, so this one build serves the menu's keys
         // and the restriction below
         let topology = Topology::build(snapshot, &classes, &shapes, &existing);
-        let dropped = super::menu::dominated(&shapes, &pools, &label_groups, &topology.keys(), &classes, &snapshot.weights);
+        let dropped = super::menu::dominated(
+            &shapes,
+            &pools,
+            &label_groups,
+            &topology.keys(),
+            &classes,
+            &snapshot.weights,
+        );
         for class in &mut classes {
             class.offerings = label_groups[class.group]
                 .iter()
                 .copied()
-                .filter(|&(s, o)| !dropped[s][o] && offering_fits(&class.constraints, &class.req, &shapes[s].offerings[o]))
+                .filter(|&(s, o)| {
+                    !dropped[s][o]
+                        && offering_fits(&class.constraints, &class.req, &shapes[s].offerings[o])
+                })
                 .collect();
             class.existing = compatible_existing(&class.constraints, &class.req, &existing);
         }
@@ -195,10 +218,16 @@ impl Problem {
                 return true;
             }
             let (reason, mut message) = explain_rejection(&c.constraints, &c.req, &shapes, &dims);
-            if let (UnschedulableReason::NoCompatibleOffering, Some(note)) = (reason, &missing_classes) {
+            if let (UnschedulableReason::NoCompatibleOffering, Some(note)) =
+                (reason, &missing_classes)
+            {
                 message = format!("{message} ({note})");
             }
-            rejected.extend(c.pods.iter().map(|p| Unschedulable { pod: p.clone(), reason, message: message.clone() }));
+            rejected.extend(c.pods.iter().map(|p| Unschedulable {
+                pod: p.clone(),
+                reason,
+                message: message.clone(),
+            }));
             false
         });
         let topology = Topology::build(snapshot, &classes, &shapes, &existing);
@@ -216,10 +245,19 @@ impl Problem {
             by_price: vec![],
             by_cost: vec![],
         };
-        let all: Vec<(usize, usize)> = problem.shapes.iter().enumerate().flat_map(|(s, sh)| (0..sh.offerings.len()).map(move |o| (s, o))).collect();
+        let all: Vec<(usize, usize)> = problem
+            .shapes
+            .iter()
+            .enumerate()
+            .flat_map(|(s, sh)| (0..sh.offerings.len()).map(move |o| (s, o)))
+            .collect();
         let ranked = |key: fn(&ShapeOffering) -> f64| {
             let mut v = all.clone();
-            v.sort_by(|a, b| key(problem.offering(a.0, a.1)).total_cmp(&key(problem.offering(b.0, b.1))).then(a.cmp(b)));
+            v.sort_by(|a, b| {
+                key(problem.offering(a.0, a.1))
+                    .total_cmp(&key(problem.offering(b.0, b.1)))
+                    .then(a.cmp(b))
+            });
             v
         };
         let (by_price, by_cost) = (ranked(|o| o.price), ranked(|o| o.cost));
@@ -234,10 +272,20 @@ impl Problem {
 
     /// The (shape, offering) of `nodepool`'s `instance_type` in `zone` at `capacity_type`, when this
     /// problem has it: how plans and patterns of another problem (or none) are found here by name.
-    pub fn find_offering(&self, nodepool: &str, instance_type: &str, zone: &str, capacity_type: CapacityType) -> Option<(usize, usize)> {
+    pub fn find_offering(
+        &self,
+        nodepool: &str,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+    ) -> Option<(usize, usize)> {
         self.shapes.iter().enumerate().find_map(|(s, sh)| {
             (self.pools[sh.pool].name == nodepool && sh.instance_type == instance_type)
-                .then(|| sh.offerings.iter().position(|o| o.zone == zone && o.capacity_type == capacity_type))
+                .then(|| {
+                    sh.offerings
+                        .iter()
+                        .position(|o| o.zone == zone && o.capacity_type == capacity_type)
+                })
                 .flatten()
                 .map(|o| (s, o))
         })
@@ -252,13 +300,18 @@ impl Problem {
     /// Whether class `k` may use offering `(s, o)` (dominated offerings included), for fallback lists.
     pub fn compatible(&self, k: usize, (s, o): (usize, usize)) -> bool {
         let c = &self.classes[k];
-        self.label_groups[c.group].binary_search(&(s, o)).is_ok() && offering_fits(&c.constraints, &c.req, self.offering(s, o))
+        self.label_groups[c.group].binary_search(&(s, o)).is_ok()
+            && offering_fits(&c.constraints, &c.req, self.offering(s, o))
     }
 
     /// Each class with all its pods, (class, count): what a greedy placement of the whole problem
     /// is asked to place.
     pub fn class_demands(&self) -> Vec<(usize, usize)> {
-        self.classes.iter().enumerate().map(|(k, c)| (k, c.demand())).collect()
+        self.classes
+            .iter()
+            .enumerate()
+            .map(|(k, c)| (k, c.demand()))
+            .collect()
     }
 
     pub fn total_pods(&self) -> usize {
@@ -267,7 +320,11 @@ impl Problem {
 
     /// Each pending pod's class, by pod key.
     pub fn class_of_pods(&self) -> BTreeMap<&str, usize> {
-        self.classes.iter().enumerate().flat_map(|(k, c)| c.pods.iter().map(move |pod| (pod.as_str(), k))).collect()
+        self.classes
+            .iter()
+            .enumerate()
+            .flat_map(|(k, c)| c.pods.iter().map(move |pod| (pod.as_str(), k)))
+            .collect()
     }
 
     /// Sets each existing node's `home` from `home` (pod key -> node name): its pods per class.
@@ -279,7 +336,10 @@ impl Problem {
                 *own.entry(node.as_str()).or_default().entry(k).or_default() += 1;
             }
         }
-        let own: BTreeMap<String, Vec<(usize, u32)>> = own.into_iter().map(|(n, m)| (n.to_string(), m.into_iter().collect())).collect();
+        let own: BTreeMap<String, Vec<(usize, u32)>> = own
+            .into_iter()
+            .map(|(n, m)| (n.to_string(), m.into_iter().collect()))
+            .collect();
         for n in &mut self.existing {
             if let Some(h) = own.get(&n.name) {
                 n.home = h.clone();
@@ -302,12 +362,26 @@ impl Problem {
 
 /// Resource names any pending pod requests, cpu/memory/pods first.
 fn dimensions<'a>(requests: impl Iterator<Item = &'a Resources>) -> Vec<String> {
-    let mut names: BTreeSet<String> = ["cpu", "memory", "pods"].iter().map(|s| s.to_string()).collect();
+    let mut names: BTreeSet<String> = ["cpu", "memory", "pods"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     for r in requests {
-        names.extend(r.iter().filter(|(_, q)| q.milli() > 0).map(|(n, _)| n.to_string()));
+        names.extend(
+            r.iter()
+                .filter(|(_, q)| q.milli() > 0)
+                .map(|(n, _)| n.to_string()),
+        );
     }
-    let mut dims: Vec<String> = ["cpu", "memory", "pods"].iter().map(|s| s.to_string()).collect();
-    dims.extend(names.into_iter().filter(|n| !["cpu", "memory", "pods"].contains(&n.as_str())));
+    let mut dims: Vec<String> = ["cpu", "memory", "pods"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    dims.extend(
+        names
+            .into_iter()
+            .filter(|n| !["cpu", "memory", "pods"].contains(&n.as_str())),
+    );
     dims
 }
 
@@ -324,26 +398,51 @@ fn pool_infos(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Vec<PoolInfo> {
             // a written limit of 0 is a limit (Karpenter's way to pause a pool), so test for keys, not values
             let remaining = np.limits.names().next().is_some().then(|| {
                 let mut used = Resources::new();
-                for node in snapshot.nodes.iter().filter(|n| n.nodepool() == Some(&np.name)) {
+                for node in snapshot
+                    .nodes
+                    .iter()
+                    .filter(|n| n.nodepool() == Some(&np.name))
+                {
                     used.add(&node.capacity);
-                    used.add(&Resources::new().with("nodes", crate::domain::Quantity::from_units(1)));
+                    used.add(
+                        &Resources::new().with("nodes", crate::domain::Quantity::from_units(1)),
+                    );
                 }
-                for claim in snapshot.node_claims.iter().filter(|c| c.nodepool.as_deref() == Some(&np.name)) {
+                for claim in snapshot
+                    .node_claims
+                    .iter()
+                    .filter(|c| c.nodepool.as_deref() == Some(&np.name))
+                {
                     // a claim not yet registered still holds its capacity
-                    if claim.node_name.is_none() || !snapshot.nodes.iter().any(|n| Some(&n.name) == claim.node_name.as_ref()) {
+                    if claim.node_name.is_none()
+                        || !snapshot
+                            .nodes
+                            .iter()
+                            .any(|n| Some(&n.name) == claim.node_name.as_ref())
+                    {
                         used.add(&claim.capacity);
-                        used.add(&Resources::new().with("nodes", crate::domain::Quantity::from_units(1)));
+                        used.add(
+                            &Resources::new().with("nodes", crate::domain::Quantity::from_units(1)),
+                        );
                     }
                 }
                 // only the resources the pool limits: what it does not name is unlimited
-                np.limits.iter().map(|(k, limit)| (k.to_string(), limit.saturating_sub(used.get(k)))).collect::<Resources>()
+                np.limits
+                    .iter()
+                    .map(|(k, limit)| (k.to_string(), limit.saturating_sub(used.get(k))))
+                    .collect::<Resources>()
             });
             let _ = catalog;
             PoolInfo {
                 name: np.name.clone(),
                 weight: np.weight,
                 remaining,
-                min_values: np.requirements.iter().filter(|r| r.min_values.is_some()).cloned().collect(),
+                min_values: np
+                    .requirements
+                    .iter()
+                    .filter(|r| r.min_values.is_some())
+                    .cloned()
+                    .collect(),
             }
         })
         .collect()
@@ -351,7 +450,11 @@ fn pool_infos(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Vec<PoolInfo> {
 
 /// The labels a node of `it` launched for `np` carries before its offering is chosen: the type's
 /// well-known labels, the pool's template labels and the pool's name.
-pub fn pool_type_labels(it: &crate::catalog::InstanceType, np: &crate::domain::NodePool, region: &str) -> Labels {
+pub fn pool_type_labels(
+    it: &crate::catalog::InstanceType,
+    np: &crate::domain::NodePool,
+    region: &str,
+) -> Labels {
     let mut base = it.labels(region);
     base.extend(np.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     base.insert(NODEPOOL.to_string(), np.name.clone());
@@ -362,7 +465,10 @@ pub fn pool_type_labels(it: &crate::catalog::InstanceType, np: &crate::domain::N
 pub fn offering_labels(base: &Labels, o: &crate::catalog::Offering) -> Labels {
     let mut labels = base.clone();
     labels.insert(ZONE.to_string(), o.zone.clone());
-    labels.insert(CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
+    labels.insert(
+        CAPACITY_TYPE.to_string(),
+        o.capacity_type.as_str().to_string(),
+    );
     labels
 }
 
@@ -396,7 +502,11 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
                         return None;
                     }
                     let band = o.interruption_band.unwrap_or(0) as f64;
-                    let risk = if o.capacity_type == CapacityType::Spot { snapshot.weights.spot_interruption_band * band } else { 0.0 };
+                    let risk = if o.capacity_type == CapacityType::Spot {
+                        snapshot.weights.spot_interruption_band * band
+                    } else {
+                        0.0
+                    };
                     Some(ShapeOffering {
                         zone: o.zone.clone(),
                         capacity_type: o.capacity_type,
@@ -431,14 +541,21 @@ fn missing_class_note(snapshot: &ClusterSnapshot) -> Option<String> {
         .iter()
         .filter_map(|np| {
             let class = snapshot.missing_node_class(np)?;
-            Some(format!("nodepool {} is not used: its EC2NodeClass {class} does not exist", np.name))
+            Some(format!(
+                "nodepool {} is not used: its EC2NodeClass {class} does not exist",
+                np.name
+            ))
         })
         .collect();
     (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 /// Requests and host ports of the DaemonSet pods that would run on a node with these labels and taints.
-pub fn daemon_overhead(snapshot: &ClusterSnapshot, labels: &Labels, taints: &[Taint]) -> (Resources, Vec<HostPort>) {
+pub fn daemon_overhead(
+    snapshot: &ClusterSnapshot,
+    labels: &Labels,
+    taints: &[Taint],
+) -> (Resources, Vec<HostPort>) {
     let mut total = Resources::new();
     let mut ports = Vec::new();
     for ds in &snapshot.daemonsets {
@@ -450,7 +567,12 @@ pub fn daemon_overhead(snapshot: &ClusterSnapshot, labels: &Labels, taints: &[Ta
     (total, ports)
 }
 
-fn existing_nodes(snapshot: &ClusterSnapshot, dims: &[String], catalog: &Catalog, pools: &[PoolInfo]) -> Vec<ExistingNode> {
+fn existing_nodes(
+    snapshot: &ClusterSnapshot,
+    dims: &[String],
+    catalog: &Catalog,
+    pools: &[PoolInfo],
+) -> Vec<ExistingNode> {
     // one pass over the pods: scanning them per node is quadratic at 5,000 nodes and 50,000 pods
     let mut on_node: BTreeMap<&str, Vec<&crate::domain::Pod>> = BTreeMap::new();
     for p in snapshot.pods.iter().filter(|p| p.occupies_node()) {
@@ -463,7 +585,9 @@ fn existing_nodes(snapshot: &ClusterSnapshot, dims: &[String], catalog: &Catalog
         .iter()
         .map(|n| {
             let mut labels = n.labels.clone();
-            labels.entry(HOSTNAME.to_string()).or_insert_with(|| n.name.clone());
+            labels
+                .entry(HOSTNAME.to_string())
+                .or_insert_with(|| n.name.clone());
             let mut used = Resources::new();
             let mut ports = Vec::new();
             for p in on_node.get(n.name.as_str()).into_iter().flatten() {
@@ -471,14 +595,25 @@ fn existing_nodes(snapshot: &ClusterSnapshot, dims: &[String], catalog: &Catalog
                 ports.extend(p.constraints.host_ports.iter().cloned());
             }
             let free = dense(&n.allocatable.minus(&used), dims);
-            let taints = n.taints.iter().filter(|t| !TRANSIENT_TAINTS.contains(&t.key.as_str())).cloned().collect();
+            let taints = n
+                .taints
+                .iter()
+                .filter(|t| !TRANSIENT_TAINTS.contains(&t.key.as_str()))
+                .cloned()
+                .collect();
             ExistingNode {
                 name: n.name.clone(),
                 labels,
                 taints,
-                free: if n.unschedulable { vec![-1; dims.len()] } else { free },
+                free: if n.unschedulable {
+                    vec![-1; dims.len()]
+                } else {
+                    free
+                },
                 ports,
-                pool: n.nodepool().and_then(|np| pools.iter().position(|p| p.name == np)),
+                pool: n
+                    .nodepool()
+                    .and_then(|np| pools.iter().position(|p| p.name == np)),
                 price: node_price(n, catalog),
                 keep_cost: 0.0,
                 home: vec![],
@@ -499,8 +634,15 @@ pub fn node_price(n: &crate::domain::Node, catalog: &Catalog) -> f64 {
         .and_then(|it| {
             it.offerings
                 .iter()
-                .find(|o| Some(o.zone.as_str()) == get(ZONE) && Some(o.capacity_type.as_str()) == get(CAPACITY_TYPE))
-                .or_else(|| it.offerings.iter().find(|o| o.capacity_type == CapacityType::OnDemand))
+                .find(|o| {
+                    Some(o.zone.as_str()) == get(ZONE)
+                        && Some(o.capacity_type.as_str()) == get(CAPACITY_TYPE)
+                })
+                .or_else(|| {
+                    it.offerings
+                        .iter()
+                        .find(|o| o.capacity_type == CapacityType::OnDemand)
+                })
         })
         .map_or(0.0, |o| o.price)
 }
@@ -515,8 +657,14 @@ fn selector_keys(snapshot: &ClusterSnapshot) -> BTreeSet<String> {
     for p in &snapshot.pods {
         let c = &p.constraints;
         c.spread.iter().for_each(|s| add_sel(&s.selector));
-        c.pod_affinity.iter().chain(&c.pod_anti_affinity).for_each(|t| add_sel(&t.selector));
-        c.preferred_pod_affinity.iter().chain(&c.preferred_pod_anti_affinity).for_each(|t| add_sel(&t.term.selector));
+        c.pod_affinity
+            .iter()
+            .chain(&c.pod_anti_affinity)
+            .for_each(|t| add_sel(&t.selector));
+        c.preferred_pod_affinity
+            .iter()
+            .chain(&c.preferred_pod_anti_affinity)
+            .for_each(|t| add_sel(&t.term.selector));
     }
     snapshot.pdbs.iter().for_each(|p| add_sel(&p.selector));
     keys
@@ -533,22 +681,49 @@ fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
     let mut classes: Vec<PodClass> = groups
         .into_iter()
         .map(|(mut constraints, mut pods)| {
-            pods.sort_by(|a, b| a.created.cmp(&b.created).then(a.uid.cmp(&b.uid)).then(a.key().cmp(&b.key())));
+            pods.sort_by(|a, b| {
+                a.created
+                    .cmp(&b.created)
+                    .then(a.uid.cmp(&b.uid))
+                    .then(a.key().cmp(&b.key()))
+            });
             // keep the full labels of one member so selectors evaluate as on the real pods
             constraints.labels = Labels::clone(&pods[0].labels);
             let req = dense(&constraints.requests, dims);
-            PodClass { pods: pods.iter().map(|p| p.key()).collect(), constraints, req, offerings: vec![], group: 0, existing: vec![] }
+            PodClass {
+                pods: pods.iter().map(|p| p.key()).collect(),
+                constraints,
+                req,
+                offerings: vec![],
+                group: 0,
+                existing: vec![],
+            }
         })
         .collect();
     // Karpenter's order: cpu then memory descending; ties by the first pod's key for determinism
-    classes.sort_by(|a, b| b.req[0].cmp(&a.req[0]).then(b.req[1].cmp(&a.req[1])).then(a.pods[0].cmp(&b.pods[0])));
+    classes.sort_by(|a, b| {
+        b.req[0]
+            .cmp(&a.req[0])
+            .then(b.req[1].cmp(&a.req[1]))
+            .then(a.pods[0].cmp(&b.pods[0]))
+    });
     classes
 }
 
 /// The largest fraction of `room` that `used` takes in any resource it uses: the share of a node
 /// it occupies, infinite where it uses what the room lacks.
 pub(crate) fn room_share(used: &[i64], room: &[i64]) -> f64 {
-    used.iter().zip(room).filter(|(u, _)| **u > 0).map(|(u, r)| if *r > 0 { *u as f64 / *r as f64 } else { f64::INFINITY }).fold(0.0, f64::max)
+    used.iter()
+        .zip(room)
+        .filter(|(u, _)| **u > 0)
+        .map(|(u, r)| {
+            if *r > 0 {
+                *u as f64 / *r as f64
+            } else {
+                f64::INFINITY
+            }
+        })
+        .fold(0.0, f64::max)
 }
 
 pub fn fits(req: &[i64], free: &[i64]) -> bool {
@@ -560,19 +735,29 @@ pub fn ports_conflict(a: &[HostPort], b: &[HostPort]) -> bool {
 }
 
 /// The per-pod penalty of a pod with constraints `c` on a node with `labels` and `taints`.
-pub fn preference_penalty(c: &PodConstraints, weights: &CostWeights, labels: &Labels, taints: &[Taint]) -> f64 {
+pub fn preference_penalty(
+    c: &PodConstraints,
+    weights: &CostWeights,
+    labels: &Labels,
+    taints: &[Taint],
+) -> f64 {
     let unmet: i64 = c
         .preferred_node_affinity
         .iter()
         .filter(|w| !w.term.iter().all(|r| r.matches(labels)))
         .map(|w| i64::from(w.weight.max(0)))
         .sum();
-    unmet as f64 * weights.preferred_node_affinity + untolerated_soft_taints(&c.tolerations, taints) as f64 * weights.prefer_no_schedule
+    unmet as f64 * weights.preferred_node_affinity
+        + untolerated_soft_taints(&c.tolerations, taints) as f64 * weights.prefer_no_schedule
 }
 
 /// What decides label compatibility of a class with an offering; classes that differ only in requests
 /// share one label scan.
-type LabelKey = (Vec<crate::domain::Requirement>, crate::domain::NodeSelector, Vec<crate::domain::Toleration>);
+type LabelKey = (
+    Vec<crate::domain::Requirement>,
+    crate::domain::NodeSelector,
+    Vec<crate::domain::Toleration>,
+);
 
 /// Sets each class's label group and returns the groups' offering lists (sorted).
 fn label_groups(classes: &mut [PodClass], shapes: &[Shape]) -> Vec<Vec<(usize, usize)>> {
@@ -580,12 +765,20 @@ fn label_groups(classes: &mut [PodClass], shapes: &[Shape]) -> Vec<Vec<(usize, u
     let mut groups = Vec::new();
     for class in classes.iter_mut() {
         let c = &class.constraints;
-        let key = (c.node_selector.clone(), c.node_affinity.clone(), c.tolerations.clone());
+        let key = (
+            c.node_selector.clone(),
+            c.node_affinity.clone(),
+            c.tolerations.clone(),
+        );
         class.group = *ids.entry(key).or_insert_with(|| {
             let mut out = Vec::new();
             for (si, s) in shapes.iter().enumerate() {
                 if tolerates_all(&c.tolerations, &s.taints) {
-                    out.extend((0..s.offerings.len()).filter(|&oi| c.node_matches(&s.offerings[oi].labels)).map(|oi| (si, oi)));
+                    out.extend(
+                        (0..s.offerings.len())
+                            .filter(|&oi| c.node_matches(&s.offerings[oi].labels))
+                            .map(|oi| (si, oi)),
+                    );
                 }
             }
             groups.push(out);
@@ -618,25 +811,39 @@ fn restrict_by_weight(class: &mut PodClass, shapes: &[Shape], pools: &[PoolInfo]
     let able = |pool: usize| {
         class.offerings.iter().any(|&(s, _)| {
             shapes[s].pool == pool
-                && pools[pool].remaining.as_ref().is_none_or(|rem| within_limits(&shapes[s].capacity, rem))
+                && pools[pool]
+                    .remaining
+                    .as_ref()
+                    .is_none_or(|rem| within_limits(&shapes[s].capacity, rem))
         })
     };
     let able: Vec<bool> = (0..pools.len()).map(able).collect();
     if let Some(best) = able.iter().position(|&a| a) {
         let weight = pools[best].weight;
-        class.offerings.retain(|&(s, _)| pools[shapes[s].pool].weight == weight && able[shapes[s].pool]);
+        class
+            .offerings
+            .retain(|&(s, _)| pools[shapes[s].pool].weight == weight && able[shapes[s].pool]);
     }
 }
 
 /// Whether one more node of `capacity` fits under the remaining limits.
 pub fn within_limits(capacity: &Resources, remaining: &Resources) -> bool {
     remaining.iter().all(|(name, left)| {
-        let need = if name == "nodes" { crate::domain::Quantity::from_units(1) } else { capacity.get(name) };
+        let need = if name == "nodes" {
+            crate::domain::Quantity::from_units(1)
+        } else {
+            capacity.get(name)
+        };
         need <= left
     })
 }
 
-fn explain_rejection(c: &PodConstraints, req: &[i64], shapes: &[Shape], dims: &[String]) -> (UnschedulableReason, String) {
+fn explain_rejection(
+    c: &PodConstraints,
+    req: &[i64],
+    shapes: &[Shape],
+    dims: &[String],
+) -> (UnschedulableReason, String) {
     let compatible: Vec<&ShapeOffering> = shapes
         .iter()
         .filter(|s| tolerates_all(&c.tolerations, &s.taints))
@@ -646,24 +853,42 @@ fn explain_rejection(c: &PodConstraints, req: &[i64], shapes: &[Shape], dims: &[
     if compatible.is_empty() {
         return (
             UnschedulableReason::NoCompatibleOffering,
-            "no nodepool offering satisfies the pod's node selector, affinity and tolerations".into(),
+            "no nodepool offering satisfies the pod's node selector, affinity and tolerations"
+                .into(),
         );
     }
     let fitting: Vec<&&ShapeOffering> = compatible.iter().filter(|o| fits(req, &o.alloc)).collect();
     if fitting.is_empty() {
         let short: BTreeSet<&str> = compatible
             .iter()
-            .flat_map(|o| dims.iter().zip(req.iter().zip(&o.alloc)).filter(|(_, (r, a))| r > a).map(|(d, _)| d.as_str()))
+            .flat_map(|o| {
+                dims.iter()
+                    .zip(req.iter().zip(&o.alloc))
+                    .filter(|(_, (r, a))| r > a)
+                    .map(|(d, _)| d.as_str())
+            })
             .collect();
         return (
             UnschedulableReason::LargerThanAnyType,
-            format!("requests exceed the largest compatible instance type ({})", short.into_iter().collect::<Vec<_>>().join(", ")),
+            format!(
+                "requests exceed the largest compatible instance type ({})",
+                short.into_iter().collect::<Vec<_>>().join(", ")
+            ),
         );
     }
-    if fitting.iter().all(|o| ports_conflict(&c.host_ports, &o.ds_ports)) {
-        return (UnschedulableReason::HostPort, "a host port is taken by a daemonset on every compatible node".into());
+    if fitting
+        .iter()
+        .all(|o| ports_conflict(&c.host_ports, &o.ds_ports))
+    {
+        return (
+            UnschedulableReason::HostPort,
+            "a host port is taken by a daemonset on every compatible node".into(),
+        );
     }
-    (UnschedulableReason::NodepoolLimit, "nodepool limits leave no room for a compatible node".into())
+    (
+        UnschedulableReason::NodepoolLimit,
+        "nodepool limits leave no room for a compatible node".into(),
+    )
 }
 
 #[cfg(test)]
@@ -673,12 +898,18 @@ mod tests {
 
     #[test]
     fn a_limit_on_cpu_leaves_memory_and_pods_unlimited_when_nodes_exist() {
-        let catalog = Catalog { region: "test".into(), instance_types: vec![], provenance: None };
+        let catalog = Catalog {
+            region: "test".into(),
+            instance_types: vec![],
+            provenance: None,
+        };
         let mut snapshot = ClusterSnapshot::default();
         let mut pool = crate::domain::NodePool::unconstrained("default");
         pool.limits = Resources::new().with("cpu", Quantity::from_units(100));
         snapshot.nodepools.push(pool);
-        let capacity = Resources::new().with("cpu", Quantity::from_units(8)).with("memory", Quantity::from_units(32 << 30));
+        let capacity = Resources::new()
+            .with("cpu", Quantity::from_units(8))
+            .with("memory", Quantity::from_units(32 << 30));
         let mut node = Node::new("n1", Labels::new(), capacity.clone(), capacity);
         node.labels.insert(NODEPOOL.into(), "default".into());
         snapshot.nodes.push(node.into());
@@ -692,18 +923,43 @@ mod tests {
 
     #[test]
     fn a_resolved_node_class_keeps_its_pools_in_the_zones_of_its_subnets() {
-        let mut it = crate::catalog::InstanceType::new("m5.large", 2, 8192, crate::catalog::Arch::Amd64);
+        let mut it =
+            crate::catalog::InstanceType::new("m5.large", 2, 8192, crate::catalog::Arch::Amd64);
         for zone in ["z1", "z2", "z3"] {
-            it.offerings.push(crate::catalog::Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price: 0.1, available: true, price_estimated: false, interruption_band: None });
+            it.offerings.push(crate::catalog::Offering {
+                zone: zone.into(),
+                capacity_type: CapacityType::OnDemand,
+                price: 0.1,
+                available: true,
+                price_estimated: false,
+                interruption_band: None,
+            });
         }
-        let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
+        let catalog = Catalog {
+            region: "test".into(),
+            instance_types: vec![it],
+            provenance: None,
+        };
         let mut snapshot = ClusterSnapshot::default();
         let mut pool = crate::domain::NodePool::unconstrained("default");
         pool.node_class = Some("nc".into());
         snapshot.nodepools.push(pool);
-        let zones = |s: &ClusterSnapshot| -> Vec<String> { build_shapes(s, &catalog, &[]).iter().flat_map(|sh| sh.offerings.iter().map(|o| o.zone.clone())).collect() };
-        snapshot.node_classes.push(crate::domain::NodeClass { name: "nc".into(), kubelet: Default::default(), zones: None });
-        assert_eq!(zones(&snapshot), ["z1", "z2", "z3"], "an unresolved class does not narrow zones");
+        let zones = |s: &ClusterSnapshot| -> Vec<String> {
+            build_shapes(s, &catalog, &[])
+                .iter()
+                .flat_map(|sh| sh.offerings.iter().map(|o| o.zone.clone()))
+                .collect()
+        };
+        snapshot.node_classes.push(crate::domain::NodeClass {
+            name: "nc".into(),
+            kubelet: Default::default(),
+            zones: None,
+        });
+        assert_eq!(
+            zones(&snapshot),
+            ["z1", "z2", "z3"],
+            "an unresolved class does not narrow zones"
+        );
         snapshot.node_classes[0].zones = Some(vec!["z1".into(), "z3".into()]);
         assert_eq!(zones(&snapshot), ["z1", "z3"]);
     }
@@ -712,18 +968,32 @@ mod tests {
     fn problems_built_from_one_cache_share_shapes_until_the_resource_names_change() {
         let catalog = crate::optimizer::fixtures::tiny_catalog();
         let cache = ShapeCache::default();
-        let (a, b) = (crate::workload::diverse(10, 1), crate::workload::diverse(12, 2));
-        let (pa, pb) = (Problem::build_with(&a, &catalog, Some(&cache)), Problem::build_with(&b, &catalog, Some(&cache)));
+        let (a, b) = (
+            crate::workload::diverse(10, 1),
+            crate::workload::diverse(12, 2),
+        );
+        let (pa, pb) = (
+            Problem::build_with(&a, &catalog, Some(&cache)),
+            Problem::build_with(&b, &catalog, Some(&cache)),
+        );
         assert!(Arc::ptr_eq(&pa.shapes, &pb.shapes));
-        assert_eq!(format!("{:?}", pb.shapes), format!("{:?}", Problem::build(&b, &catalog).shapes));
+        assert_eq!(
+            format!("{:?}", pb.shapes),
+            format!("{:?}", Problem::build(&b, &catalog).shapes)
+        );
         // a pending pod asking for a GPU adds a dimension: the shapes are built again
         let mut c = b.clone();
         let mut gpu = (*c.pods[0]).clone();
-        Arc::make_mut(&mut gpu.constraints).requests.set("nvidia.com/gpu", crate::domain::Quantity::from_units(1));
+        Arc::make_mut(&mut gpu.constraints)
+            .requests
+            .set("nvidia.com/gpu", crate::domain::Quantity::from_units(1));
         c.pods[0] = Arc::new(gpu);
         let pc = Problem::build_with(&c, &catalog, Some(&cache));
         assert!(!Arc::ptr_eq(&pb.shapes, &pc.shapes));
         assert_eq!(pc.dims.len(), pb.dims.len() + 1);
-        assert_eq!(format!("{:?}", pc.shapes), format!("{:?}", Problem::build(&c, &catalog).shapes));
+        assert_eq!(
+            format!("{:?}", pc.shapes),
+            format!("{:?}", Problem::build(&c, &catalog).shapes)
+        );
     }
 }

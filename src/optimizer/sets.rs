@@ -9,7 +9,9 @@ pub(crate) struct DisjointSets {
 impl DisjointSets {
     /// `n` sets of one member each.
     pub(crate) fn new(n: usize) -> DisjointSets {
-        DisjointSets { parent: (0..n).collect() }
+        DisjointSets {
+            parent: (0..n).collect(),
+        }
     }
 
     /// The smallest member of the set holding `x`.
@@ -41,6 +43,9 @@ mod tests {
         let roots: Vec<usize> = (0..6).map(|x| sets.root(x)).collect();
         assert_eq!(roots, vec![0, 1, 2, 1, 2, 2]);
         sets.join(5, 3);
-        assert_eq!((0..6).map(|x| sets.root(x)).collect::<Vec<_>>(), vec![0, 1, 1, 1, 1, 1]);
+        assert_eq!(
+            (0..6).map(|x| sets.root(x)).collect::<Vec<_>>(),
+            vec![0, 1, 1, 1, 1, 1]
+        );
     }
 }

@@ -42,12 +42,19 @@ impl NodeState {
             NodeKind::Existing(e) => &p.existing[e].taints,
             NodeKind::New { shape, .. } => &p.shapes[shape].taints,
         };
-        self.placed.iter().map(|(&k, &c)| c as f64 * p.preference_penalty(k, &self.labels, taints)).sum()
+        self.placed
+            .iter()
+            .map(|(&k, &c)| c as f64 * p.preference_penalty(k, &self.labels, taints))
+            .sum()
     }
 
     /// Pods placed here of the classes `members` (ascending).
     pub fn count_of(&self, members: &[usize]) -> i64 {
-        self.placed.iter().filter(|(m, _)| members.binary_search(m).is_ok()).map(|(_, &c)| c as i64).sum()
+        self.placed
+            .iter()
+            .filter(|(m, _)| members.binary_search(m).is_ok())
+            .map(|(_, &c)| c as i64)
+            .sum()
     }
 }
 
@@ -73,7 +80,10 @@ pub struct Held<'p> {
 impl Held<'_> {
     /// Whether a node with `labels` and `taints` meets the held node terms and soft taints.
     pub fn admits(&self, tolerations: &[Toleration], labels: &Labels, taints: &[Taint]) -> bool {
-        self.terms.iter().all(|t| t.iter().all(|r| r.matches(labels))) && !(self.soft_taints && untolerated_soft_taints(tolerations, taints) > 0)
+        self.terms
+            .iter()
+            .all(|t| t.iter().all(|r| r.matches(labels)))
+            && !(self.soft_taints && untolerated_soft_taints(tolerations, taints) > 0)
     }
 }
 
@@ -91,9 +101,22 @@ struct ClassRules {
 impl ClassRules {
     fn build(p: &Problem) -> ClassRules {
         let n = p.classes.len();
-        let mut r = ClassRules { own_spreads: vec![vec![]; n], own_affinities: vec![vec![]; n], repelled_by: vec![vec![]; n], preferred_member_of: vec![vec![]; n] };
-        for (of, rules) in r.preferred_member_of.iter_mut().zip(&p.topology.preferred_counting) {
-            *of = rules.iter().copied().filter(|&ri| !p.topology.preferred[ri].is_host()).collect();
+        let mut r = ClassRules {
+            own_spreads: vec![vec![]; n],
+            own_affinities: vec![vec![]; n],
+            repelled_by: vec![vec![]; n],
+            preferred_member_of: vec![vec![]; n],
+        };
+        for (of, rules) in r
+            .preferred_member_of
+            .iter_mut()
+            .zip(&p.topology.preferred_counting)
+        {
+            *of = rules
+                .iter()
+                .copied()
+                .filter(|&ri| !p.topology.preferred[ri].is_host())
+                .collect();
         }
         for (gi, g) in p.topology.spreads.iter().enumerate() {
             r.own_spreads[g.owner].push(gi);
@@ -138,7 +161,6 @@ pub struct State<'p> {
 }
 
 impl<'p> State<'p> {
-
     pub fn new(p: &'p Problem) -> State<'p> {
         let nodes = p
             .existing
@@ -155,11 +177,37 @@ impl<'p> State<'p> {
         State {
             p,
             nodes,
-            spread_counts: p.topology.spreads.iter().map(|g| g.existing.clone()).collect(),
-            spread_min: p.topology.spreads.iter().map(|g| eligible_min(g, &g.existing)).collect(),
-            affinity_counts: p.topology.affinities.iter().map(|r| r.running.clone()).collect(),
+            spread_counts: p
+                .topology
+                .spreads
+                .iter()
+                .map(|g| g.existing.clone())
+                .collect(),
+            spread_min: p
+                .topology
+                .spreads
+                .iter()
+                .map(|g| eligible_min(g, &g.existing))
+                .collect(),
+            affinity_counts: p
+                .topology
+                .affinities
+                .iter()
+                .map(|r| r.running.clone())
+                .collect(),
             owner_counts: vec![BTreeMap::new(); p.topology.affinities.len()],
-            preferred_counts: p.topology.preferred.iter().map(|r| if r.is_host() { BTreeMap::new() } else { r.running.clone() }).collect(),
+            preferred_counts: p
+                .topology
+                .preferred
+                .iter()
+                .map(|r| {
+                    if r.is_host() {
+                        BTreeMap::new()
+                    } else {
+                        r.running.clone()
+                    }
+                })
+                .collect(),
             preferred_owners: vec![BTreeMap::new(); p.topology.preferred.len()],
             held: None,
             rules: ClassRules::build(p),
@@ -226,7 +274,10 @@ impl<'p> State<'p> {
 
     /// Whether the held rung's wider list of offerings has `o`.
     pub fn held_widens(&self, o: (usize, usize)) -> bool {
-        self.held.as_ref().and_then(|h| h.offerings.as_deref()).is_some_and(|w| w.binary_search(&o).is_ok())
+        self.held
+            .as_ref()
+            .and_then(|h| h.offerings.as_deref())
+            .is_some_and(|w| w.binary_search(&o).is_ok())
     }
 
     /// Checks every rule for one more pod of class `k` on `node`.
@@ -236,7 +287,9 @@ impl<'p> State<'p> {
         if !self.class_allows(k, n) {
             return Err(UnschedulableReason::NoCompatibleOffering);
         }
-        if self.held.as_ref().is_some_and(|h| !h.admits(&class.constraints.tolerations, &n.labels, self.taints_of(n))) {
+        if self.held.as_ref().is_some_and(|h| {
+            !h.admits(&class.constraints.tolerations, &n.labels, self.taints_of(n))
+        }) {
             return Err(UnschedulableReason::NoCompatibleOffering);
         }
         if !fits(&class.req, &n.free) {
@@ -245,7 +298,11 @@ impl<'p> State<'p> {
         if ports_conflict(&class.constraints.host_ports, &n.ports) {
             return Err(UnschedulableReason::HostPort);
         }
-        if !self.spread_ok(k, n) || !self.affinity_ok(k, n) || !self.inverse_ok(k, n) || !self.preferred_ok(k, n) {
+        if !self.spread_ok(k, n)
+            || !self.affinity_ok(k, n)
+            || !self.inverse_ok(k, n)
+            || !self.preferred_ok(k, n)
+        {
             return Err(UnschedulableReason::Topology);
         }
         Ok(())
@@ -261,21 +318,27 @@ impl<'p> State<'p> {
     /// The preferred pod terms [`Self::held`] reads as required ones (none without a rung).
     fn preferred_ok(&self, k: usize, n: &NodeState) -> bool {
         let Some(held) = &self.held else { return true };
-        held.preferred.iter().map(|&ri| (ri, &self.p.topology.preferred[ri])).all(|(ri, r)| {
-            let here = if r.is_host() {
-                r.running.get(n.hostname()).copied().unwrap_or(0) + n.count_of(&r.members)
-            } else {
-                match n.labels.get(&r.key) {
-                    Some(d) => self.preferred_counts[ri].get(d).copied().unwrap_or(0),
-                    None => return r.anti,
+        held.preferred
+            .iter()
+            .map(|&ri| (ri, &self.p.topology.preferred[ri]))
+            .all(|(ri, r)| {
+                let here = if r.is_host() {
+                    r.running.get(n.hostname()).copied().unwrap_or(0) + n.count_of(&r.members)
+                } else {
+                    match n.labels.get(&r.key) {
+                        Some(d) => self.preferred_counts[ri].get(d).copied().unwrap_or(0),
+                        None => return r.anti,
+                    }
+                };
+                if r.anti {
+                    return here == 0;
                 }
-            };
-            if r.anti {
-                return here == 0;
-            }
-            // as for a required term, the first pod of a group that selects itself may go anywhere
-            here > 0 || (r.members.binary_search(&k).is_ok() && r.running.is_empty() && self.placed_members(r) == 0)
-        })
+                // as for a required term, the first pod of a group that selects itself may go anywhere
+                here > 0
+                    || (r.members.binary_search(&k).is_ok()
+                        && r.running.is_empty()
+                        && self.placed_members(r) == 0)
+            })
     }
 
     fn placed_members(&self, r: &super::topology::PreferredRule) -> usize {
@@ -293,53 +356,87 @@ impl<'p> State<'p> {
     }
 
     fn spread_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.rules.own_spreads[k].iter().map(|&gi| (gi, &self.p.topology.spreads[gi])).filter(|(gi, g)| g.hard || self.held.as_ref().is_some_and(|h| h.soft_spreads.contains(gi))).all(|(gi, g)| {
-            let own = i64::from(g.members.binary_search(&k).is_ok());
-            if g.is_host() {
-                // a new hostname can always be created, so the global minimum is zero
-                let existing = if g.existing.is_empty() { 0 } else { g.existing.get(n.hostname()).copied().unwrap_or(0) };
-                let here: i64 = n.count_of(&g.members) + existing;
-                return here + own <= g.max_skew;
-            }
-            let Some(d) = n.labels.get(&g.key) else { return false };
-            let counts = &self.spread_counts[gi];
-            let min = if g.min_is_zero() { 0 } else { self.spread_min[gi] };
-            counts.get(d).copied().unwrap_or(0) + own - min <= g.max_skew
-        })
+        self.rules.own_spreads[k]
+            .iter()
+            .map(|&gi| (gi, &self.p.topology.spreads[gi]))
+            .filter(|(gi, g)| {
+                g.hard
+                    || self
+                        .held
+                        .as_ref()
+                        .is_some_and(|h| h.soft_spreads.contains(gi))
+            })
+            .all(|(gi, g)| {
+                let own = i64::from(g.members.binary_search(&k).is_ok());
+                if g.is_host() {
+                    // a new hostname can always be created, so the global minimum is zero
+                    let existing = if g.existing.is_empty() {
+                        0
+                    } else {
+                        g.existing.get(n.hostname()).copied().unwrap_or(0)
+                    };
+                    let here: i64 = n.count_of(&g.members) + existing;
+                    return here + own <= g.max_skew;
+                }
+                let Some(d) = n.labels.get(&g.key) else {
+                    return false;
+                };
+                let counts = &self.spread_counts[gi];
+                let min = if g.min_is_zero() {
+                    0
+                } else {
+                    self.spread_min[gi]
+                };
+                counts.get(d).copied().unwrap_or(0) + own - min <= g.max_skew
+            })
     }
 
     fn affinity_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.rules.own_affinities[k].iter().map(|&ri| (ri, &self.p.topology.affinities[ri])).all(|(ri, r)| {
-            let counts = &self.affinity_counts[ri];
-            // a hostname is one node: count its members from the node itself, not a map of every host
-            // (and look the hostname up only where members run: string keys were a fifth of the
-            // greedy start's time on 10,000 pods)
-            let here = if r.is_host() {
-                let running = if r.running.is_empty() { 0 } else { r.running.get(n.hostname()).copied().unwrap_or(0) };
-                running + n.count_of(&r.members)
-            } else {
-                let Some(d) = n.labels.get(&r.key) else { return r.anti };
-                counts.get(d).copied().unwrap_or(0)
-            };
-            if r.anti {
-                return here == 0;
-            }
-            if here > 0 {
-                return true;
-            }
-            // a self-selecting group with no running member may start in one domain, only one
-            r.self_selecting() && r.running.is_empty() && counts.values().all(|&v| v == 0)
-        })
+        self.rules.own_affinities[k]
+            .iter()
+            .map(|&ri| (ri, &self.p.topology.affinities[ri]))
+            .all(|(ri, r)| {
+                let counts = &self.affinity_counts[ri];
+                // a hostname is one node: count its members from the node itself, not a map of every host
+                // (and look the hostname up only where members run: string keys were a fifth of the
+                // greedy start's time on 10,000 pods)
+                let here = if r.is_host() {
+                    let running = if r.running.is_empty() {
+                        0
+                    } else {
+                        r.running.get(n.hostname()).copied().unwrap_or(0)
+                    };
+                    running + n.count_of(&r.members)
+                } else {
+                    let Some(d) = n.labels.get(&r.key) else {
+                        return r.anti;
+                    };
+                    counts.get(d).copied().unwrap_or(0)
+                };
+                if r.anti {
+                    return here == 0;
+                }
+                if here > 0 {
+                    return true;
+                }
+                // a self-selecting group with no running member may start in one domain, only one
+                r.self_selecting() && r.running.is_empty() && counts.values().all(|&v| v == 0)
+            })
     }
 
     /// Pods already placed whose anti-affinity selects class `k` keep it out of their domain.
     fn inverse_ok(&self, k: usize, n: &NodeState) -> bool {
-        self.rules.repelled_by[k].iter().map(|&ri| (ri, &self.p.topology.affinities[ri])).all(|(ri, r)| {
-            if r.is_host() {
-                return n.placed.get(&r.owner).is_none_or(|&c| c == 0);
-            }
-            n.labels.get(&r.key).is_none_or(|d| self.owner_counts[ri].get(d).copied().unwrap_or(0) == 0)
-        })
+        self.rules.repelled_by[k]
+            .iter()
+            .map(|&ri| (ri, &self.p.topology.affinities[ri]))
+            .all(|(ri, r)| {
+                if r.is_host() {
+                    return n.placed.get(&r.owner).is_none_or(|&c| c == 0);
+                }
+                n.labels
+                    .get(&r.key)
+                    .is_none_or(|d| self.owner_counts[ri].get(d).copied().unwrap_or(0) == 0)
+            })
     }
 
     /// Places one pod of class `k` on `node` (the caller has checked [`Self::can_place`]).
@@ -349,7 +446,8 @@ impl<'p> State<'p> {
         for (f, r) in n.free.iter_mut().zip(req) {
             *f -= r;
         }
-        n.ports.extend(self.p.classes[k].constraints.host_ports.iter().cloned());
+        n.ports
+            .extend(self.p.classes[k].constraints.host_ports.iter().cloned());
         *n.placed.entry(k).or_insert(0) += 1;
         let host = n.hostname().to_string();
         // hostname groups are counted from the node itself (`spread_ok`), so only zone-like ones here
@@ -363,7 +461,11 @@ impl<'p> State<'p> {
         }
         for (ri, r) in self.p.topology.affinities.iter().enumerate() {
             if r.members.binary_search(&k).is_ok() || r.owner == k {
-                let d = if r.is_host() { Some(host.clone()) } else { self.nodes[node].labels.get(&r.key).cloned() };
+                let d = if r.is_host() {
+                    Some(host.clone())
+                } else {
+                    self.nodes[node].labels.get(&r.key).cloned()
+                };
                 if let Some(d) = d {
                     if r.members.binary_search(&k).is_ok() {
                         *self.affinity_counts[ri].entry(d.clone()).or_insert(0) += 1;
@@ -383,12 +485,30 @@ impl<'p> State<'p> {
     /// caller's to check.
     pub fn can_relaunch(&self, i: usize, to: usize) -> bool {
         let n = &self.nodes[i];
-        let NodeKind::New { shape, offering } = n.kind else { return false };
-        let (from, off) = (&self.p.shapes[shape].offerings[offering], &self.p.shapes[shape].offerings[to]);
-        let pods_ports: Vec<&HostPort> = n.placed.keys().flat_map(|&k| &self.p.classes[k].constraints.host_ports).collect();
-        n.placed.keys().all(|&k| self.p.classes[k].on_menu((shape, to)))
-            && off.alloc.iter().zip(&from.alloc).zip(&n.free).all(|((a, b), f)| a - (b - f) >= 0)
-            && !pods_ports.iter().any(|x| off.ds_ports.iter().any(|y| x.conflicts(y)))
+        let NodeKind::New { shape, offering } = n.kind else {
+            return false;
+        };
+        let (from, off) = (
+            &self.p.shapes[shape].offerings[offering],
+            &self.p.shapes[shape].offerings[to],
+        );
+        let pods_ports: Vec<&HostPort> = n
+            .placed
+            .keys()
+            .flat_map(|&k| &self.p.classes[k].constraints.host_ports)
+            .collect();
+        n.placed
+            .keys()
+            .all(|&k| self.p.classes[k].on_menu((shape, to)))
+            && off
+                .alloc
+                .iter()
+                .zip(&from.alloc)
+                .zip(&n.free)
+                .all(|((a, b), f)| a - (b - f) >= 0)
+            && !pods_ports
+                .iter()
+                .any(|x| off.ds_ports.iter().any(|y| x.conflicts(y)))
     }
 
     /// Launches new node `i` as offering `(shape, to)` with the same pods, keeping its hostname (see
@@ -396,15 +516,25 @@ impl<'p> State<'p> {
     /// counts follow the node to its new domains, so the caller must not move pods that a spread or
     /// required affinity on a changed key counts.
     pub fn relaunch(&mut self, i: usize, (shape, to): (usize, usize)) {
-        let NodeKind::New { shape: old, offering } = self.nodes[i].kind else { return };
-        let placed: Vec<(usize, usize)> = self.nodes[i].placed.iter().map(|(&k, &c)| (k, c)).collect();
+        let NodeKind::New {
+            shape: old,
+            offering,
+        } = self.nodes[i].kind
+        else {
+            return;
+        };
+        let placed: Vec<(usize, usize)> =
+            self.nodes[i].placed.iter().map(|(&k, &c)| (k, c)).collect();
         self.count_preferred_on(i, &placed, -1);
         if old != shape {
             let (before, after) = (&self.p.shapes[old], &self.p.shapes[shape]);
             self.pool_used[before.pool].sub(&before.capacity);
             self.pool_used[after.pool].add(&after.capacity);
         }
-        let (from, off) = (&self.p.shapes[old].offerings[offering], &self.p.shapes[shape].offerings[to]);
+        let (from, off) = (
+            &self.p.shapes[old].offerings[offering],
+            &self.p.shapes[shape].offerings[to],
+        );
         let n = &mut self.nodes[i];
         for ((f, a), b) in n.free.iter_mut().zip(&off.alloc).zip(&from.alloc) {
             *f += a - b;
@@ -414,7 +544,10 @@ impl<'p> State<'p> {
         let host = n.hostname().to_string();
         n.labels = off.labels.clone();
         n.labels.insert(HOSTNAME.to_string(), host);
-        n.kind = NodeKind::New { shape, offering: to };
+        n.kind = NodeKind::New {
+            shape,
+            offering: to,
+        };
         self.count_preferred_on(i, &placed, 1);
     }
 
@@ -422,14 +555,19 @@ impl<'p> State<'p> {
         for &(k, c) in placed {
             let c = sign * c as i64;
             for &ri in &self.rules.preferred_member_of[k] {
-                if let Some(d) = self.nodes[node].labels.get(&self.p.topology.preferred[ri].key) {
+                if let Some(d) = self.nodes[node]
+                    .labels
+                    .get(&self.p.topology.preferred[ri].key)
+                {
                     *self.preferred_counts[ri].entry(d.clone()).or_insert(0) += c;
                 }
             }
             for &ri in self.p.topology.owned_preferred(k) {
                 let r = &self.p.topology.preferred[ri];
                 if !r.is_host() {
-                    *self.preferred_owners[ri].entry(self.nodes[node].labels.get(&r.key).cloned()).or_insert(0) += c;
+                    *self.preferred_owners[ri]
+                        .entry(self.nodes[node].labels.get(&r.key).cloned())
+                        .or_insert(0) += c;
                 }
             }
         }
@@ -441,7 +579,10 @@ impl<'p> State<'p> {
 
     /// Zone-like preferred rule `ri`: member pods per domain (running and placed), and its owner's
     /// pods per domain (None: on nodes without the key).
-    pub fn preferred_domains(&self, ri: usize) -> (&BTreeMap<String, i64>, &BTreeMap<Option<String>, i64>) {
+    pub fn preferred_domains(
+        &self,
+        ri: usize,
+    ) -> (&BTreeMap<String, i64>, &BTreeMap<Option<String>, i64>) {
         (&self.preferred_counts[ri], &self.preferred_owners[ri])
     }
 
@@ -450,7 +591,14 @@ impl<'p> State<'p> {
         let mut out: Vec<usize> = self.nodes[node]
             .placed
             .keys()
-            .flat_map(|&k| self.p.topology.owned_preferred(k).iter().chain(&self.rules.preferred_member_of[k]).copied())
+            .flat_map(|&k| {
+                self.p
+                    .topology
+                    .owned_preferred(k)
+                    .iter()
+                    .chain(&self.rules.preferred_member_of[k])
+                    .copied()
+            })
             .filter(|&ri| !self.p.topology.preferred[ri].is_host())
             .collect();
         out.sort_unstable();
@@ -466,7 +614,12 @@ impl<'p> State<'p> {
     /// Matching pods of spread group `g` in `node`'s domain.
     pub fn domain_count(&self, g: usize, node: usize) -> i64 {
         let key = &self.p.topology.spreads[g].key;
-        self.nodes[node].labels.get(key).and_then(|d| self.spread_counts[g].get(d)).copied().unwrap_or(0)
+        self.nodes[node]
+            .labels
+            .get(key)
+            .and_then(|d| self.spread_counts[g].get(d))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The value `node` carries for a topology key.
@@ -476,15 +629,25 @@ impl<'p> State<'p> {
 
     /// Pods of class `k` placed so far.
     pub fn placed_of(&self, k: usize) -> usize {
-        self.nodes.iter().map(|n| n.placed.get(&k).copied().unwrap_or(0)).sum()
+        self.nodes
+            .iter()
+            .map(|n| n.placed.get(&k).copied().unwrap_or(0))
+            .sum()
     }
 
     /// Total price of the planned nodes.
     pub fn new_nodes(&self) -> impl Iterator<Item = (usize, &NodeState)> {
-        self.nodes.iter().enumerate().filter(|(_, n)| matches!(n.kind, NodeKind::New { .. }))
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n.kind, NodeKind::New { .. }))
     }
 }
 
 fn eligible_min(g: &super::topology::SpreadGroup, counts: &BTreeMap<String, i64>) -> i64 {
-    g.eligible.iter().map(|e| counts.get(e).copied().unwrap_or(0)).min().unwrap_or(0)
+    g.eligible
+        .iter()
+        .map(|e| counts.get(e).copied().unwrap_or(0))
+        .min()
+        .unwrap_or(0)
 }

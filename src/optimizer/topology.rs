@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::labels::{tolerates_all, HOSTNAME};
-use crate::domain::{ClusterSnapshot, LabelSelector, Labels, Pod, PodAffinityTerm, PodConstraints, WhenUnsatisfiable};
+use crate::domain::{
+    ClusterSnapshot, LabelSelector, Labels, Pod, PodAffinityTerm, PodConstraints, WhenUnsatisfiable,
+};
 
 use super::problem::{ExistingNode, PodClass, Shape};
 
@@ -32,7 +34,8 @@ impl SpreadGroup {
 
     /// Whether the global minimum is forced to zero because too few domains are eligible.
     pub fn min_is_zero(&self) -> bool {
-        self.min_domains.is_some_and(|m| (self.eligible.len() as u32) < m)
+        self.min_domains
+            .is_some_and(|m| (self.eligible.len() as u32) < m)
     }
 }
 
@@ -130,7 +133,11 @@ fn pseudo_pod(c: &PodConstraints) -> Pod {
 
 /// A pod with only a namespace and labels: all a selector reads.
 fn stand_in(namespace: &str, labels: &Labels) -> Pod {
-    Pod { namespace: namespace.to_string(), labels: std::sync::Arc::new(labels.clone()), ..Pod::new(String::new(), PodConstraints::default()) }
+    Pod {
+        namespace: namespace.to_string(),
+        labels: std::sync::Arc::new(labels.clone()),
+        ..Pod::new(String::new(), PodConstraints::default())
+    }
 }
 
 fn spread_selects(ns: &str, sel: &LabelSelector, pod: &Pod) -> bool {
@@ -149,11 +156,25 @@ impl Topology {
         keys.into_iter().collect()
     }
 
-    pub fn build<'a>(snapshot: &ClusterSnapshot, classes: &'a [PodClass], shapes: &[Shape], existing: &[ExistingNode]) -> Topology {
+    pub fn build<'a>(
+        snapshot: &ClusterSnapshot,
+        classes: &'a [PodClass],
+        shapes: &[Shape],
+        existing: &[ExistingNode],
+    ) -> Topology {
         let running = Running::gather(snapshot, existing);
         let pseudo: Vec<Pod> = classes.iter().map(|c| pseudo_pod(&c.constraints)).collect();
-        let mut t = Topology { inverse_forbidden: vec![Vec::new(); classes.len()], preferred_of: vec![Vec::new(); classes.len()], ..Default::default() };
-        type DomainKey<'a> = (&'a [crate::domain::Requirement], &'a crate::domain::NodeSelector, &'a [crate::domain::Toleration], &'a str);
+        let mut t = Topology {
+            inverse_forbidden: vec![Vec::new(); classes.len()],
+            preferred_of: vec![Vec::new(); classes.len()],
+            ..Default::default()
+        };
+        type DomainKey<'a> = (
+            &'a [crate::domain::Requirement],
+            &'a crate::domain::NodeSelector,
+            &'a [crate::domain::Toleration],
+            &'a str,
+        );
         let mut eligible_memo: BTreeMap<DomainKey<'_>, BTreeSet<String>> = BTreeMap::new();
         // classes of one workload repeat the same selectors: count their members and running pods once
         type SpreadKey<'a> = (&'a str, &'a LabelSelector, &'a str);
@@ -165,8 +186,15 @@ impl Topology {
                 let (members, counts) = spread_memo
                     .entry((&c.namespace, &s.selector, &s.topology_key))
                     .or_insert_with(|| {
-                        let members = (0..classes.len()).filter(|&j| spread_selects(&c.namespace, &s.selector, &pseudo[j])).collect();
-                        (members, running.count(&s.topology_key, |p| spread_selects(&c.namespace, &s.selector, p)))
+                        let members = (0..classes.len())
+                            .filter(|&j| spread_selects(&c.namespace, &s.selector, &pseudo[j]))
+                            .collect();
+                        (
+                            members,
+                            running.count(&s.topology_key, |p| {
+                                spread_selects(&c.namespace, &s.selector, p)
+                            }),
+                        )
                     })
                     .clone();
                 t.spreads.push(SpreadGroup {
@@ -178,7 +206,12 @@ impl Topology {
                     min_domains: s.min_domains,
                     existing: counts,
                     eligible: eligible_memo
-                        .entry((&c.node_selector, &c.node_affinity, &c.tolerations, &s.topology_key))
+                        .entry((
+                            &c.node_selector,
+                            &c.node_affinity,
+                            &c.tolerations,
+                            &s.topology_key,
+                        ))
                         .or_insert_with(|| eligible_domains(c, &s.topology_key, shapes, existing))
                         .clone(),
                 });
@@ -187,29 +220,60 @@ impl Topology {
                 term_memo
                     .entry((&c.namespace, term))
                     .or_insert_with(|| {
-                        let members = (0..pseudo.len()).filter(|&j| term.selects(&c.namespace, &pseudo[j])).collect();
-                        (members, running.count(&term.topology_key, |p| term.selects(&c.namespace, p)))
+                        let members = (0..pseudo.len())
+                            .filter(|&j| term.selects(&c.namespace, &pseudo[j]))
+                            .collect();
+                        (
+                            members,
+                            running.count(&term.topology_key, |p| term.selects(&c.namespace, p)),
+                        )
                     })
                     .clone()
             };
             for (terms, anti) in [(&c.pod_affinity, false), (&c.pod_anti_affinity, true)] {
                 for term in terms {
                     let (members, running) = select(term);
-                    t.affinities.push(AffinityRule { owner: k, members, key: term.topology_key.clone(), anti, running });
+                    t.affinities.push(AffinityRule {
+                        owner: k,
+                        members,
+                        key: term.topology_key.clone(),
+                        anti,
+                        running,
+                    });
                 }
             }
-            for (terms, anti) in [(&c.preferred_pod_affinity, false), (&c.preferred_pod_anti_affinity, true)] {
+            for (terms, anti) in [
+                (&c.preferred_pod_affinity, false),
+                (&c.preferred_pod_anti_affinity, true),
+            ] {
                 for w in terms.iter().filter(|w| w.weight > 0) {
                     let term = &w.term;
                     let (members, running) = select(term);
                     t.preferred_of[k].push(t.preferred.len());
-                    t.preferred.push(PreferredRule { owner: k, members, key: term.topology_key.clone(), anti, weight: w.weight, running });
+                    t.preferred.push(PreferredRule {
+                        owner: k,
+                        members,
+                        key: term.topology_key.clone(),
+                        anti,
+                        weight: w.weight,
+                        running,
+                    });
                 }
             }
             let mut forbidden: BTreeSet<(String, String)> = BTreeSet::new();
             for (p, nodes) in &running.repelling {
-                for term in p.constraints.pod_anti_affinity.iter().filter(|term| term.selects(&p.namespace, &pseudo[k])) {
-                    forbidden.extend(nodes.iter().filter_map(|l| l.get(&term.topology_key)).map(|d| (term.topology_key.clone(), d.clone())));
+                for term in p
+                    .constraints
+                    .pod_anti_affinity
+                    .iter()
+                    .filter(|term| term.selects(&p.namespace, &pseudo[k]))
+                {
+                    forbidden.extend(
+                        nodes
+                            .iter()
+                            .filter_map(|l| l.get(&term.topology_key))
+                            .map(|d| (term.topology_key.clone(), d.clone())),
+                    );
                 }
             }
             t.inverse_forbidden[k] = forbidden.into_iter().collect();
@@ -236,39 +300,71 @@ impl Topology {
 
     /// Keys of the running pods' terms that select class `k`, other than the hostname.
     pub fn shunned_zone_keys(&self, k: usize) -> impl Iterator<Item = &String> {
-        self.shunned.iter().filter(move |s| !s.is_host() && s.members.binary_search(&k).is_ok()).map(|s| &s.key)
+        self.shunned
+            .iter()
+            .filter(move |s| !s.is_host() && s.members.binary_search(&k).is_ok())
+            .map(|s| &s.key)
     }
 
     /// The preferred rules class `k` owns or is counted by.
     pub fn preferred_touching(&self, k: usize) -> impl Iterator<Item = &PreferredRule> {
         let (own, counted) = (self.preferred_of.get(k), self.preferred_counting.get(k));
-        own.into_iter().chain(counted).flatten().map(|&ri| &self.preferred[ri])
+        own.into_iter()
+            .chain(counted)
+            .flatten()
+            .map(|&ri| &self.preferred[ri])
     }
 
     /// Narrows classes' offerings and nodes to what their affinity to running pods allows.
     pub fn restrict(&self, classes: &mut [PodClass], shapes: &[Shape], existing: &[ExistingNode]) {
-        for rule in self.affinities.iter().filter(|r| !r.anti && !r.running.is_empty()) {
+        for rule in self
+            .affinities
+            .iter()
+            .filter(|r| !r.anti && !r.running.is_empty())
+        {
             let class = &mut classes[rule.owner];
-            class.existing.retain(|&e| existing[e].labels.get(&rule.key).is_some_and(|d| rule.running.contains_key(d)));
+            class.existing.retain(|&e| {
+                existing[e]
+                    .labels
+                    .get(&rule.key)
+                    .is_some_and(|d| rule.running.contains_key(d))
+            });
             if rule.is_host() {
                 class.offerings.clear();
             } else {
                 class.offerings.retain(|&(s, o)| {
-                    shapes[s].offerings[o].labels.get(&rule.key).is_some_and(|d| rule.running.contains_key(d))
+                    shapes[s].offerings[o]
+                        .labels
+                        .get(&rule.key)
+                        .is_some_and(|d| rule.running.contains_key(d))
                 });
             }
         }
         for (k, forbidden) in self.inverse_forbidden.iter().enumerate() {
-            let banned = |labels: &crate::domain::Labels| forbidden.iter().any(|(key, d)| labels.get(key) == Some(d));
-            classes[k].existing.retain(|&e| !banned(&existing[e].labels));
-            classes[k].offerings.retain(|&(s, o)| !banned(&shapes[s].offerings[o].labels));
+            let banned = |labels: &crate::domain::Labels| {
+                forbidden.iter().any(|(key, d)| labels.get(key) == Some(d))
+            };
+            classes[k]
+                .existing
+                .retain(|&e| !banned(&existing[e].labels));
+            classes[k]
+                .offerings
+                .retain(|&(s, o)| !banned(&shapes[s].offerings[o].labels));
         }
         for rule in self.affinities.iter().filter(|r| r.anti) {
             let class = &mut classes[rule.owner];
-            class.existing.retain(|&e| existing[e].labels.get(&rule.key).is_none_or(|d| !rule.running.contains_key(d)));
+            class.existing.retain(|&e| {
+                existing[e]
+                    .labels
+                    .get(&rule.key)
+                    .is_none_or(|d| !rule.running.contains_key(d))
+            });
             if !rule.is_host() {
                 class.offerings.retain(|&(s, o)| {
-                    shapes[s].offerings[o].labels.get(&rule.key).is_none_or(|d| !rule.running.contains_key(d))
+                    shapes[s].offerings[o]
+                        .labels
+                        .get(&rule.key)
+                        .is_none_or(|d| !rule.running.contains_key(d))
                 });
             }
         }
@@ -279,9 +375,16 @@ impl Topology {
 fn shunning(running: &Running<'_>, pseudo: &[Pod]) -> Vec<Shunning> {
     let mut out = Vec::new();
     for (pod, nodes) in &running.shunning {
-        for w in pod.constraints.preferred_pod_anti_affinity.iter().filter(|w| w.weight > 0) {
+        for w in pod
+            .constraints
+            .preferred_pod_anti_affinity
+            .iter()
+            .filter(|w| w.weight > 0)
+        {
             let term = &w.term;
-            let members: Vec<usize> = (0..pseudo.len()).filter(|&j| term.selects(&pod.namespace, &pseudo[j])).collect();
+            let members: Vec<usize> = (0..pseudo.len())
+                .filter(|&j| term.selects(&pod.namespace, &pseudo[j]))
+                .collect();
             if members.is_empty() {
                 continue;
             }
@@ -294,7 +397,11 @@ fn shunning(running: &Running<'_>, pseudo: &[Pod]) -> Vec<Shunning> {
                 }
             }
             if !weight.is_empty() {
-                out.push(Shunning { members, key: term.topology_key.clone(), weight });
+                out.push(Shunning {
+                    members,
+                    key: term.topology_key.clone(),
+                    weight,
+                });
             }
         }
     }
@@ -319,28 +426,60 @@ struct Running<'a> {
 
 impl<'a> Running<'a> {
     fn gather(snapshot: &'a ClusterSnapshot, existing: &'a [ExistingNode]) -> Running<'a> {
-        let node_labels: BTreeMap<&str, &Labels> = existing.iter().map(|n| (n.name.as_str(), &n.labels)).collect();
+        let node_labels: BTreeMap<&str, &Labels> = existing
+            .iter()
+            .map(|n| (n.name.as_str(), &n.labels))
+            .collect();
         let mut groups: BTreeMap<(&str, &Labels), Vec<&Labels>> = BTreeMap::new();
         type Terms<'t> = (&'t str, &'t [PodAffinityTerm]);
         let mut repelling: BTreeMap<Terms<'_>, (&Pod, Vec<&Labels>)> = BTreeMap::new();
-        type Soft<'t> = (&'t str, &'t Labels, &'t [crate::domain::Weighted<PodAffinityTerm>]);
+        type Soft<'t> = (
+            &'t str,
+            &'t Labels,
+            &'t [crate::domain::Weighted<PodAffinityTerm>],
+        );
         let mut shunning: BTreeMap<Soft<'_>, (&Pod, Vec<&Labels>)> = BTreeMap::new();
-        for p in snapshot.pods.iter().filter(|p| p.occupies_node() && !p.terminating) {
-            let Some(labels) = p.node_name.as_deref().and_then(|n| node_labels.get(n)) else { continue };
-            groups.entry((&p.namespace, &p.labels)).or_default().push(labels);
+        for p in snapshot
+            .pods
+            .iter()
+            .filter(|p| p.occupies_node() && !p.terminating)
+        {
+            let Some(labels) = p.node_name.as_deref().and_then(|n| node_labels.get(n)) else {
+                continue;
+            };
+            groups
+                .entry((&p.namespace, &p.labels))
+                .or_default()
+                .push(labels);
             if !p.constraints.pod_anti_affinity.is_empty() {
-                repelling.entry((&p.namespace, &p.constraints.pod_anti_affinity)).or_insert_with(|| (p, Vec::new())).1.push(labels);
+                repelling
+                    .entry((&p.namespace, &p.constraints.pod_anti_affinity))
+                    .or_insert_with(|| (p, Vec::new()))
+                    .1
+                    .push(labels);
             }
             if !p.constraints.preferred_pod_anti_affinity.is_empty() {
                 // whether a copy meets its term depends on its own labels: they are part of the key
-                shunning.entry((&p.namespace, &p.labels, &p.constraints.preferred_pod_anti_affinity)).or_insert_with(|| (p, Vec::new())).1.push(labels);
+                shunning
+                    .entry((
+                        &p.namespace,
+                        &p.labels,
+                        &p.constraints.preferred_pod_anti_affinity,
+                    ))
+                    .or_insert_with(|| (p, Vec::new()))
+                    .1
+                    .push(labels);
             }
         }
         let groups = groups
             .into_iter()
             .map(|((ns, labels), nodes)| (stand_in(ns, labels), nodes))
             .collect();
-        Running { groups, repelling: repelling.into_values().collect(), shunning: shunning.into_values().collect() }
+        Running {
+            groups,
+            repelling: repelling.into_values().collect(),
+            shunning: shunning.into_values().collect(),
+        }
     }
 
     /// Matching running pods per domain of `key`.
@@ -356,13 +495,24 @@ impl<'a> Running<'a> {
 }
 
 /// Values of `key` the pod could reach: existing nodes it selects and offerings of NodePools it tolerates.
-fn eligible_domains(c: &PodConstraints, key: &str, shapes: &[Shape], existing: &[ExistingNode]) -> BTreeSet<String> {
+fn eligible_domains(
+    c: &PodConstraints,
+    key: &str,
+    shapes: &[Shape],
+    existing: &[ExistingNode],
+) -> BTreeSet<String> {
     if key == HOSTNAME {
         return BTreeSet::new();
     }
-    let mut out: BTreeSet<String> =
-        existing.iter().filter(|n| c.node_matches(&n.labels)).filter_map(|n| n.labels.get(key).cloned()).collect();
-    for s in shapes.iter().filter(|s| tolerates_all(&c.tolerations, &s.taints)) {
+    let mut out: BTreeSet<String> = existing
+        .iter()
+        .filter(|n| c.node_matches(&n.labels))
+        .filter_map(|n| n.labels.get(key).cloned())
+        .collect();
+    for s in shapes
+        .iter()
+        .filter(|s| tolerates_all(&c.tolerations, &s.taints))
+    {
         for o in s.offerings.iter().filter(|o| c.node_matches(&o.labels)) {
             if let Some(d) = o.labels.get(key) {
                 out.insert(d.clone());
@@ -377,12 +527,17 @@ mod tests {
     use crate::domain::labels::ZONE;
     use crate::optimizer::problem::Problem;
 
-    const SCENARIO: &str = include_str!("../../fixtures/scenarios/running-pod-prefers-another-zone.yaml");
+    const SCENARIO: &str =
+        include_str!("../../fixtures/scenarios/running-pod-prefers-another-zone.yaml");
     const CATALOG: &str = include_str!("../../fixtures/catalogs/test-f0.json");
 
     fn problem(extra: &str) -> Problem {
-        let snapshot = crate::snapshot::parse_snapshot(&format!("{SCENARIO}{extra}"), "test").expect("scenario parses");
-        Problem::build(&snapshot, &crate::catalog::Catalog::from_json(CATALOG, "test-f0").expect("catalog parses"))
+        let snapshot = crate::snapshot::parse_snapshot(&format!("{SCENARIO}{extra}"), "test")
+            .expect("scenario parses");
+        Problem::build(
+            &snapshot,
+            &crate::catalog::Catalog::from_json(CATALOG, "test-f0").expect("catalog parses"),
+        )
     }
 
     /// A running web pod beside cache-0: cache-0 already misses its term, so another web pod there
@@ -401,10 +556,17 @@ status: {phase: Running}
     #[test]
     fn a_running_pods_met_preferred_anti_affinity_shuns_the_classes_it_selects() {
         let p = problem("");
-        let web = p.classes.iter().position(|c| c.pods.iter().any(|n| n == "default/web-0")).expect("web class");
+        let web = p
+            .classes
+            .iter()
+            .position(|c| c.pods.iter().any(|n| n == "default/web-0"))
+            .expect("web class");
         assert_eq!(p.topology.shunned.len(), 1, "{:?}", p.topology.shunned);
         let s = &p.topology.shunned[0];
-        assert_eq!((s.key.as_str(), s.members.as_slice()), (ZONE, [web].as_slice()));
+        assert_eq!(
+            (s.key.as_str(), s.members.as_slice()),
+            (ZONE, [web].as_slice())
+        );
         assert_eq!(s.weight, [("test-zone-1".to_string(), 50)].into());
         assert!(p.topology.has_preferred() && p.topology.keys().contains(&ZONE.to_string()));
     }

@@ -13,14 +13,37 @@ use crate::optimizer::{self, SolveSettings, Strategy};
 use super::SimError;
 
 /// Pod key -> node name for every pending pod that fits a node of `snapshot` now.
-pub fn bindings(snapshot: &ClusterSnapshot, region: &str) -> Result<BTreeMap<String, String>, SimError> {
-    if snapshot.pending_pods().next().is_none() || snapshot.nodes.iter().all(|n| n.unschedulable || !n.ready) {
+pub fn bindings(
+    snapshot: &ClusterSnapshot,
+    region: &str,
+) -> Result<BTreeMap<String, String>, SimError> {
+    if snapshot.pending_pods().next().is_none()
+        || snapshot.nodes.iter().all(|n| n.unschedulable || !n.ready)
+    {
         return Ok(BTreeMap::new());
     }
     let mut view = snapshot.clone();
     view.nodes.retain(|n| n.ready);
-    let nothing = Catalog { region: region.to_string(), instance_types: vec![], provenance: None };
-    let settings = SolveSettings { strategy: Strategy::Greedy, time_limit: Duration::from_secs(60), gap: 0.0, threads: 1, max_fallbacks: 0, lower_bound: false, fault: None, searches: 1 };
-    let plan = optimizer::solve(&view, &nothing, &settings).map_err(|e| SimError::Decision(e.to_string()))?;
-    Ok(plan.existing.into_iter().flat_map(|e| e.pods.into_iter().map(move |p| (p, e.node.clone()))).collect())
+    let nothing = Catalog {
+        region: region.to_string(),
+        instance_types: vec![],
+        provenance: None,
+    };
+    let settings = SolveSettings {
+        strategy: Strategy::Greedy,
+        time_limit: Duration::from_secs(60),
+        gap: 0.0,
+        threads: 1,
+        max_fallbacks: 0,
+        lower_bound: false,
+        fault: None,
+        searches: 1,
+    };
+    let plan = optimizer::solve(&view, &nothing, &settings)
+        .map_err(|e| SimError::Decision(e.to_string()))?;
+    Ok(plan
+        .existing
+        .into_iter()
+        .flat_map(|e| e.pods.into_iter().map(move |p| (p, e.node.clone())))
+        .collect())
 }

@@ -57,8 +57,10 @@ pub fn write_all(dir: &Path, runs: &[RunReport]) -> Result<Vec<PathBuf>, ChartEr
         .iter()
         .map(|metric| {
             let path = dir.join(metric.file);
-            let error =
-                |message: String| ChartError::Draw { path: path.display().to_string(), message };
+            let error = |message: String| ChartError::Draw {
+                path: path.display().to_string(),
+                message,
+            };
             let svg = render(metric, runs).map_err(error)?;
             std::fs::write(&path, svg).map_err(|e| error(format!("writing the file: {e}")))?;
             Ok(path)
@@ -196,7 +198,9 @@ mod tests {
 
     fn two_runs() -> Vec<RunReport> {
         let wave = |k: f64| -> Vec<_> {
-            (0..16).map(|i| (i as f64 / 4.0, k * (i % 5) as f64, i % 4, i % 3)).collect()
+            (0..16)
+                .map(|i| (i as f64 / 4.0, k * (i % 5) as f64, i % 4, i % 3))
+                .collect()
         };
         vec![run("milp", &wave(0.5)), run("greedy", &wave(0.8))]
     }
@@ -213,10 +217,18 @@ mod tests {
     fn written(name: &str, runs: &[RunReport]) -> Vec<String> {
         let dir = temp_dir(name);
         let paths = write_all(&dir, runs).unwrap();
-        let files: Vec<_> = paths.iter().map(|p| p.strip_prefix(&dir).unwrap()).collect();
-        assert_eq!(files, ["cost.svg", "nodes.svg", "pending.svg"].map(Path::new));
-        let texts: Vec<String> =
-            paths.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
+        let files: Vec<_> = paths
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap())
+            .collect();
+        assert_eq!(
+            files,
+            ["cost.svg", "nodes.svg", "pending.svg"].map(Path::new)
+        );
+        let texts: Vec<String> = paths
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
         let labels = [
             ["Cost per hour", "$ per hour"],
             ["Billed nodes", "nodes"],
@@ -232,7 +244,10 @@ mod tests {
             for (i, run) in runs.iter().enumerate() {
                 let RGBColor(r, g, b) = PALETTE[i];
                 let stroke = format!("stroke=\"#{r:02X}{g:02X}{b:02X}\" stroke-width=\"2\"");
-                assert_eq!(text.matches(&stroke).count(), 1 + !run.series.is_empty() as usize);
+                assert_eq!(
+                    text.matches(&stroke).count(),
+                    1 + !run.series.is_empty() as usize
+                );
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
@@ -246,27 +261,41 @@ mod tests {
 
     #[test]
     fn same_input_same_bytes() {
-        assert_eq!(written("same-a", &two_runs()), written("same-b", &two_runs()));
+        assert_eq!(
+            written("same-a", &two_runs()),
+            written("same-b", &two_runs())
+        );
     }
 
     #[test]
     fn handles_empty_single_and_all_zero_runs() {
         written("none", &[]);
         written("empty", &[run("milp", &[])]);
-        written("zero", &[run("milp", &[(0.0, 0.0, 0, 0), (1.0, 0.0, 0, 0)])]);
+        written(
+            "zero",
+            &[run("milp", &[(0.0, 0.0, 0, 0), (1.0, 0.0, 0, 0)])],
+        );
         written("single", &[run("greedy", &[(0.0, 0.3, 1, 0)])]);
     }
 
     #[test]
     fn survives_hostile_values() {
-        let odd =
-            [(f64::NAN, f64::INFINITY, 1, 0), (-1.0, -2.0, 0, usize::MAX), (1e300, f64::MAX, 3, 1)];
+        let odd = [
+            (f64::NAN, f64::INFINITY, 1, 0),
+            (-1.0, -2.0, 0, usize::MAX),
+            (1e300, f64::MAX, 3, 1),
+        ];
         let mut hostile = run("a<b&\"c\"", &odd);
         hostile.hours = f64::NAN;
         let dir = temp_dir("hostile");
         assert_eq!(write_all(&dir, &[hostile]).unwrap().len(), 3);
-        let err = write_all(&dir.join("missing"), &[]).unwrap_err().to_string();
-        assert!(err.starts_with("chart ") && err.contains("writing the file"), "{err}");
+        let err = write_all(&dir.join("missing"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("chart ") && err.contains("writing the file"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -37,7 +37,9 @@ pub enum SimError {
 }
 
 /// The decision procedures a run uses, provisioning and disruption together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SimStrategy {
     /// joiner: the MILP provisioning core and the global disruption model.
@@ -70,7 +72,12 @@ impl SimStrategy {
 }
 
 /// Runs `scenario` once with `strategy`. `progress` is told the fraction of virtual time done.
-pub fn run(scenario: &Scenario, strategy: SimStrategy, seed: u64, progress: &mut dyn FnMut(f64)) -> Result<RunReport, SimError> {
+pub fn run(
+    scenario: &Scenario,
+    strategy: SimStrategy,
+    seed: u64,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunReport, SimError> {
     let started = std::time::Instant::now();
     let mut world = engine::World::new(scenario, strategy, seed);
     world.run(progress)?;

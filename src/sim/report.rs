@@ -19,7 +19,11 @@ impl Percentiles {
         }
         v.sort_by(f64::total_cmp);
         let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Percentiles { p50: rank(0.50), p95: rank(0.95), p99: rank(0.99) }
+        Percentiles {
+            p50: rank(0.50),
+            p95: rank(0.95),
+            p99: rank(0.99),
+        }
     }
 }
 
@@ -100,9 +104,27 @@ mod tests {
     #[test]
     fn percentiles_are_nearest_rank() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(Percentiles::of(&v), Percentiles { p50: 50.0, p95: 95.0, p99: 99.0 });
-        assert_eq!(Percentiles::of(&[7.0]), Percentiles { p50: 7.0, p95: 7.0, p99: 7.0 });
+        assert_eq!(
+            Percentiles::of(&v),
+            Percentiles {
+                p50: 50.0,
+                p95: 95.0,
+                p99: 99.0
+            }
+        );
+        assert_eq!(
+            Percentiles::of(&[7.0]),
+            Percentiles {
+                p50: 7.0,
+                p95: 7.0,
+                p99: 7.0
+            }
+        );
         assert_eq!(Percentiles::of(&[]), Percentiles::default());
-        assert_eq!(Percentiles::of(&[3.0, f64::NAN, 1.0, 2.0]).p50, 2.0, "NaN is left out, order does not matter");
+        assert_eq!(
+            Percentiles::of(&[3.0, f64::NAN, 1.0, 2.0]).p50,
+            2.0,
+            "NaN is left out, order does not matter"
+        );
     }
 }

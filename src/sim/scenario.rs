@@ -206,7 +206,12 @@ pub struct Solver {
 pub enum Replicas {
     Constant(u32),
     /// A cosine between `min` and `max` peaking at `peak` seconds into each `period`.
-    Diurnal { min: u32, max: u32, peak: f64, period: f64 },
+    Diurnal {
+        min: u32,
+        max: u32,
+        peak: f64,
+        period: f64,
+    },
     /// Piecewise constant: the last step at or before the time applies (0 before the first).
     Steps(Vec<(f64, u32)>),
 }
@@ -220,8 +225,15 @@ pub struct Burst {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkloadKind {
-    Deployment { replicas: Replicas, bursts: Vec<Burst> },
-    Job { at: f64, parallelism: u32, runtime: f64 },
+    Deployment {
+        replicas: Replicas,
+        bursts: Vec<Burst>,
+    },
+    Job {
+        at: f64,
+        parallelism: u32,
+        runtime: f64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -237,9 +249,18 @@ pub struct Workload {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// Launches of matching offerings fail with insufficient capacity in `[from, until)`.
-    InsufficientCapacity { from: f64, until: f64, instance_type: String, zone: Option<String>, capacity_type: Option<CapacityType> },
+    InsufficientCapacity {
+        from: f64,
+        until: f64,
+        instance_type: String,
+        zone: Option<String>,
+        capacity_type: Option<CapacityType>,
+    },
     /// The oldest running spot instance (of `instance_type`, if given) gets an interruption warning.
-    Interrupt { at: f64, instance_type: Option<String> },
+    Interrupt {
+        at: f64,
+        instance_type: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -262,7 +283,8 @@ pub struct Scenario {
 impl Scenario {
     /// Reads a scenario file; relative `cluster` and `catalog` paths resolve against its directory.
     pub fn load(path: &Path) -> Result<Scenario, SimError> {
-        let text = std::fs::read_to_string(path).map_err(|e| SimError::Scenario(format!("cannot read {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| SimError::Scenario(format!("cannot read {}: {e}", path.display())))?;
         Scenario::parse(&text, &path.display().to_string(), path.parent())
     }
 
@@ -275,7 +297,11 @@ impl Scenario {
         let de = serde_yaml_ng::Deserializer::from_str(text);
         let file: File = serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
-            let at = if at == "." { "document".to_string() } else { at };
+            let at = if at == "." {
+                "document".to_string()
+            } else {
+                at
+            };
             let message = e.into_inner().to_string();
             // serde_yaml_ng already starts its message with the path of an error below the root
             // (`workloads[0].x: invalid type ...`); add ours only when it is not there.
@@ -294,7 +320,9 @@ fn bad(origin: &str, field: &str, message: impl std::fmt::Display) -> SimError {
 }
 
 fn seconds(origin: &str, field: &str, value: &str) -> Result<f64, SimError> {
-    parse_go_duration(value).map(|d| d.as_secs_f64()).map_err(|e| bad(origin, field, e))
+    parse_go_duration(value)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| bad(origin, field, e))
 }
 
 fn positive_seconds(origin: &str, field: &str, value: &str) -> Result<f64, SimError> {
@@ -305,21 +333,36 @@ fn positive_seconds(origin: &str, field: &str, value: &str) -> Result<f64, SimEr
     Ok(s)
 }
 
-fn opt_seconds(origin: &str, field: &str, value: &Option<String>, default: f64) -> Result<f64, SimError> {
-    value.as_deref().map_or(Ok(default), |v| positive_seconds(origin, field, v))
+fn opt_seconds(
+    origin: &str,
+    field: &str,
+    value: &Option<String>,
+    default: f64,
+) -> Result<f64, SimError> {
+    value
+        .as_deref()
+        .map_or(Ok(default), |v| positive_seconds(origin, field, v))
 }
 
 fn build(f: File, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError> {
     let catalog = match (&f.catalog, &f.region) {
-        (Some(c), _) => Catalog::from_file(&resolve(dir, c)).map_err(|e| bad(origin, "catalog", e))?,
-        (None, r) => Catalog::bundled(r.as_deref().unwrap_or("us-east-1")).map_err(|e| bad(origin, "region", e))?,
+        (Some(c), _) => {
+            Catalog::from_file(&resolve(dir, c)).map_err(|e| bad(origin, "catalog", e))?
+        }
+        (None, r) => Catalog::bundled(r.as_deref().unwrap_or("us-east-1"))
+            .map_err(|e| bad(origin, "region", e))?,
     };
     let t = &f.timing;
     let timing = Timing {
         batch_idle: opt_seconds(origin, "timing.batchIdle", &t.batch_idle, 1.0)?,
         batch_max: opt_seconds(origin, "timing.batchMax", &t.batch_max, 10.0)?,
         boot: opt_seconds(origin, "timing.boot", &t.boot, 40.0)?,
-        disruption_interval: opt_seconds(origin, "timing.disruptionInterval", &t.disruption_interval, 10.0)?,
+        disruption_interval: opt_seconds(
+            origin,
+            "timing.disruptionInterval",
+            &t.disruption_interval,
+            10.0,
+        )?,
         validation_delay: opt_seconds(origin, "timing.validationDelay", &t.validation_delay, 15.0)?,
         sample_interval: opt_seconds(origin, "timing.sampleInterval", &t.sample_interval, 300.0)?,
         workload_step: opt_seconds(origin, "timing.workloadStep", &t.workload_step, 60.0)?,
@@ -330,24 +373,54 @@ fn build(f: File, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError
     }
     let solver = Solver {
         time_limit: opt_seconds(origin, "solver.timeLimit", &f.solver.time_limit, 2.0)?,
-        disruption_time_limit: opt_seconds(origin, "solver.disruptionTimeLimit", &f.solver.disruption_time_limit, 2.0)?,
+        disruption_time_limit: opt_seconds(
+            origin,
+            "solver.disruptionTimeLimit",
+            &f.solver.disruption_time_limit,
+            2.0,
+        )?,
         gap,
     };
     if !(f.spot_interruptions.rate_scale >= 0.0 && f.spot_interruptions.rate_scale.is_finite()) {
-        return Err(bad(origin, "spotInterruptions.rateScale", "must be a non-negative number"));
+        return Err(bad(
+            origin,
+            "spotInterruptions.rateScale",
+            "must be a non-negative number",
+        ));
     }
     let cluster = read_cluster(&f, origin, dir)?;
     if cluster.nodepools.is_empty() {
-        return Err(bad(origin, "manifests", "no NodePool: the simulated cluster could not launch anything"));
+        return Err(bad(
+            origin,
+            "manifests",
+            "no NodePool: the simulated cluster could not launch anything",
+        ));
     }
     let catalog = usable(catalog, &cluster);
-    let workloads = f.workloads.iter().enumerate().map(|(i, w)| workload(w, origin, &format!("workloads[{i}]"))).collect::<Result<Vec<_>, _>>()?;
+    let workloads = f
+        .workloads
+        .iter()
+        .enumerate()
+        .map(|(i, w)| workload(w, origin, &format!("workloads[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
     for (i, w) in workloads.iter().enumerate() {
-        if workloads[..i].iter().any(|o| o.name == w.name && o.namespace == w.namespace) {
-            return Err(bad(origin, &format!("workloads[{i}].name"), format!("{}/{} is named twice", w.namespace, w.name)));
+        if workloads[..i]
+            .iter()
+            .any(|o| o.name == w.name && o.namespace == w.namespace)
+        {
+            return Err(bad(
+                origin,
+                &format!("workloads[{i}].name"),
+                format!("{}/{} is named twice", w.namespace, w.name),
+            ));
         }
     }
-    let events = f.events.iter().enumerate().map(|(i, e)| event(e, origin, &format!("events[{i}]"))).collect::<Result<Vec<_>, _>>()?;
+    let events = f
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| event(e, origin, &format!("events[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Scenario {
         name: f.name,
         description: f.description,
@@ -368,8 +441,15 @@ fn build(f: File, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError
 /// Decisions never look at them, and every solve of a run would otherwise scan them again.
 fn usable(mut catalog: Catalog, cluster: &ClusterSnapshot) -> Catalog {
     use crate::optimizer::problem::{offering_labels, pool_type_labels};
-    let running: std::collections::BTreeSet<&str> =
-        cluster.nodes.iter().filter_map(|n| n.labels.get(crate::domain::labels::INSTANCE_TYPE).map(String::as_str)).collect();
+    let running: std::collections::BTreeSet<&str> = cluster
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            n.labels
+                .get(crate::domain::labels::INSTANCE_TYPE)
+                .map(String::as_str)
+        })
+        .collect();
     let region = catalog.region.clone();
     catalog.instance_types.retain(|it| {
         running.contains(it.name.as_str())
@@ -395,14 +475,21 @@ fn read_cluster(f: &File, origin: &str, dir: Option<&Path>) -> Result<ClusterSna
     let mut text = String::new();
     if let Some(c) = &f.cluster {
         let path = resolve(dir, c);
-        text = std::fs::read_to_string(&path).map_err(|e| bad(origin, "cluster", format!("cannot read {}: {e}", path.display())))?;
+        text = std::fs::read_to_string(&path).map_err(|e| {
+            bad(
+                origin,
+                "cluster",
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
         text.push_str("\n---\n");
     }
     for m in &f.manifests {
         text.push_str(&serde_yaml_ng::to_string(m).map_err(|e| bad(origin, "manifests", e))?);
         text.push_str("---\n");
     }
-    crate::snapshot::parse_snapshot(&text, &format!("{origin} (cluster and manifests)")).map_err(|e| SimError::Scenario(e.to_string()))
+    crate::snapshot::parse_snapshot(&text, &format!("{origin} (cluster and manifests)"))
+        .map_err(|e| SimError::Scenario(e.to_string()))
 }
 
 /// A workload's pod template, read through the snapshot reader as a Pod so it gets exactly the
@@ -411,47 +498,97 @@ fn template(w: &WorkloadFile, origin: &str, field: &str) -> Result<PodConstraint
     let mut pod = serde_yaml_ng::Mapping::new();
     pod.insert("apiVersion".into(), "v1".into());
     pod.insert("kind".into(), "Pod".into());
-    let mut meta = w.template.get("metadata").cloned().unwrap_or_else(|| serde_yaml_ng::Value::Mapping(Default::default()));
+    let mut meta = w
+        .template
+        .get("metadata")
+        .cloned()
+        .unwrap_or_else(|| serde_yaml_ng::Value::Mapping(Default::default()));
     if let serde_yaml_ng::Value::Mapping(m) = &mut meta {
         m.insert("name".into(), w.name.clone().into());
         m.insert("namespace".into(), w.namespace.clone().into());
     }
     pod.insert("metadata".into(), meta);
-    let spec = w.template.get("spec").cloned().ok_or_else(|| bad(origin, &format!("{field}.template.spec"), "missing"))?;
+    let spec = w
+        .template
+        .get("spec")
+        .cloned()
+        .ok_or_else(|| bad(origin, &format!("{field}.template.spec"), "missing"))?;
     pod.insert("spec".into(), spec);
     let text = serde_yaml_ng::to_string(&pod).map_err(|e| bad(origin, field, e))?;
-    let snap = crate::snapshot::parse_snapshot(&text, &format!("{origin}: {field}.template")).map_err(|e| SimError::Scenario(e.to_string()))?;
-    let p = snap.pods.into_iter().next().ok_or_else(|| bad(origin, &format!("{field}.template"), "is not a pod template"))?;
-    Ok(std::sync::Arc::unwrap_or_clone(std::sync::Arc::unwrap_or_clone(p).constraints))
+    let snap = crate::snapshot::parse_snapshot(&text, &format!("{origin}: {field}.template"))
+        .map_err(|e| SimError::Scenario(e.to_string()))?;
+    let p = snap.pods.into_iter().next().ok_or_else(|| {
+        bad(
+            origin,
+            &format!("{field}.template"),
+            "is not a pod template",
+        )
+    })?;
+    Ok(std::sync::Arc::unwrap_or_clone(
+        std::sync::Arc::unwrap_or_clone(p).constraints,
+    ))
 }
 
 fn workload(w: &WorkloadFile, origin: &str, field: &str) -> Result<Workload, SimError> {
     let pod = template(w, origin, field)?;
     let kind = match w.kind.as_str() {
         "Deployment" => {
-            let r = w.replicas.as_ref().ok_or_else(|| bad(origin, &format!("{field}.replicas"), "a Deployment needs replicas"))?;
+            let r = w.replicas.as_ref().ok_or_else(|| {
+                bad(
+                    origin,
+                    &format!("{field}.replicas"),
+                    "a Deployment needs replicas",
+                )
+            })?;
             let bursts = w
                 .bursts
                 .iter()
                 .enumerate()
                 .map(|(i, b)| {
                     let f = format!("{field}.bursts[{i}]");
-                    Ok(Burst { at: seconds(origin, &format!("{f}.at"), &b.at)?, duration: seconds(origin, &format!("{f}.duration"), &b.duration)?, extra: b.extra })
+                    Ok(Burst {
+                        at: seconds(origin, &format!("{f}.at"), &b.at)?,
+                        duration: seconds(origin, &format!("{f}.duration"), &b.duration)?,
+                        extra: b.extra,
+                    })
                 })
                 .collect::<Result<Vec<_>, SimError>>()?;
-            WorkloadKind::Deployment { replicas: replicas(r, origin, &format!("{field}.replicas"))?, bursts }
+            WorkloadKind::Deployment {
+                replicas: replicas(r, origin, &format!("{field}.replicas"))?,
+                bursts,
+            }
         }
         "Job" => {
             let need = |name: &str| bad(origin, &format!("{field}.{name}"), "a Job needs it");
             WorkloadKind::Job {
-                at: seconds(origin, &format!("{field}.at"), w.at.as_deref().ok_or_else(|| need("at"))?)?,
+                at: seconds(
+                    origin,
+                    &format!("{field}.at"),
+                    w.at.as_deref().ok_or_else(|| need("at"))?,
+                )?,
                 parallelism: w.parallelism.ok_or_else(|| need("parallelism"))?,
-                runtime: seconds(origin, &format!("{field}.runtime"), w.runtime.as_deref().ok_or_else(|| need("runtime"))?)?,
+                runtime: seconds(
+                    origin,
+                    &format!("{field}.runtime"),
+                    w.runtime.as_deref().ok_or_else(|| need("runtime"))?,
+                )?,
             }
         }
-        other => return Err(bad(origin, &format!("{field}.kind"), format!("unknown workload kind {other:?} (Deployment or Job)"))),
+        other => {
+            return Err(bad(
+                origin,
+                &format!("{field}.kind"),
+                format!("unknown workload kind {other:?} (Deployment or Job)"),
+            ))
+        }
     };
-    Ok(Workload { name: w.name.clone(), namespace: w.namespace.clone(), pod, kind, max_unavailable: w.max_unavailable.clone() })
+    Ok(Workload {
+        name: w.name.clone(),
+        namespace: w.namespace.clone(),
+        pod,
+        kind,
+        max_unavailable: w.max_unavailable.clone(),
+    })
 }
 
 fn replicas(r: &ReplicasFile, origin: &str, field: &str) -> Result<Replicas, SimError> {
@@ -459,23 +596,43 @@ fn replicas(r: &ReplicasFile, origin: &str, field: &str) -> Result<Replicas, Sim
         (Some(n), None, None) => Ok(Replicas::Constant(n)),
         (None, Some(d), None) => {
             if d.min > d.max {
-                return Err(bad(origin, &format!("{field}.diurnal"), format!("min {} is above max {}", d.min, d.max)));
+                return Err(bad(
+                    origin,
+                    &format!("{field}.diurnal"),
+                    format!("min {} is above max {}", d.min, d.max),
+                ));
             }
             let period = seconds(origin, &format!("{field}.diurnal.period"), &d.period)?;
             if period <= 0.0 {
-                return Err(bad(origin, &format!("{field}.diurnal.period"), "must be positive"));
+                return Err(bad(
+                    origin,
+                    &format!("{field}.diurnal.period"),
+                    "must be positive",
+                ));
             }
-            Ok(Replicas::Diurnal { min: d.min, max: d.max, peak: seconds(origin, &format!("{field}.diurnal.peak"), &d.peak)?, period })
+            Ok(Replicas::Diurnal {
+                min: d.min,
+                max: d.max,
+                peak: seconds(origin, &format!("{field}.diurnal.peak"), &d.peak)?,
+                period,
+            })
         }
         (None, None, Some(steps)) => {
             let mut out = Vec::new();
             for (i, s) in steps.iter().enumerate() {
-                out.push((seconds(origin, &format!("{field}.steps[{i}].at"), &s.at)?, s.replicas));
+                out.push((
+                    seconds(origin, &format!("{field}.steps[{i}].at"), &s.at)?,
+                    s.replicas,
+                ));
             }
             out.sort_by(|a, b| a.0.total_cmp(&b.0));
             Ok(Replicas::Steps(out))
         }
-        _ => Err(bad(origin, field, "give exactly one of constant, diurnal, steps")),
+        _ => Err(bad(
+            origin,
+            field,
+            "give exactly one of constant, diurnal, steps",
+        )),
     }
 }
 
@@ -483,13 +640,38 @@ fn event(e: &EventFile, origin: &str, field: &str) -> Result<Event, SimError> {
     let at = seconds(origin, &format!("{field}.at"), &e.at)?;
     match e.kind.as_str() {
         "insufficientCapacity" => {
-            let until = e.until.as_deref().ok_or_else(|| bad(origin, &format!("{field}.until"), "an insufficientCapacity event needs it"))?;
+            let until = e.until.as_deref().ok_or_else(|| {
+                bad(
+                    origin,
+                    &format!("{field}.until"),
+                    "an insufficientCapacity event needs it",
+                )
+            })?;
             let until = seconds(origin, &format!("{field}.until"), until)?;
-            let instance_type = e.instance_type.clone().ok_or_else(|| bad(origin, &format!("{field}.instanceType"), "an insufficientCapacity event needs it"))?;
-            Ok(Event::InsufficientCapacity { from: at, until, instance_type, zone: e.zone.clone(), capacity_type: e.capacity_type })
+            let instance_type = e.instance_type.clone().ok_or_else(|| {
+                bad(
+                    origin,
+                    &format!("{field}.instanceType"),
+                    "an insufficientCapacity event needs it",
+                )
+            })?;
+            Ok(Event::InsufficientCapacity {
+                from: at,
+                until,
+                instance_type,
+                zone: e.zone.clone(),
+                capacity_type: e.capacity_type,
+            })
         }
-        "interrupt" => Ok(Event::Interrupt { at, instance_type: e.instance_type.clone() }),
-        other => Err(bad(origin, &format!("{field}.kind"), format!("unknown event kind {other:?} (insufficientCapacity or interrupt)"))),
+        "interrupt" => Ok(Event::Interrupt {
+            at,
+            instance_type: e.instance_type.clone(),
+        }),
+        other => Err(bad(
+            origin,
+            &format!("{field}.kind"),
+            format!("unknown event kind {other:?} (insufficientCapacity or interrupt)"),
+        )),
     }
 }
 
@@ -498,12 +680,21 @@ impl Replicas {
     pub fn at(&self, t: f64) -> u32 {
         match self {
             Replicas::Constant(n) => *n,
-            Replicas::Diurnal { min, max, peak, period } => {
+            Replicas::Diurnal {
+                min,
+                max,
+                peak,
+                period,
+            } => {
                 let phase = 2.0 * std::f64::consts::PI * (t - peak) / period;
                 let level = 0.5 * (1.0 + phase.cos());
                 (*min as f64 + (*max - *min) as f64 * level).round() as u32
             }
-            Replicas::Steps(steps) => steps.iter().take_while(|(at, _)| *at <= t).last().map_or(0, |s| s.1),
+            Replicas::Steps(steps) => steps
+                .iter()
+                .take_while(|(at, _)| *at <= t)
+                .last()
+                .map_or(0, |s| s.1),
         }
     }
 }
@@ -514,16 +705,28 @@ mod tests {
 
     #[test]
     fn a_diurnal_schedule_peaks_at_its_peak_and_bottoms_half_a_period_later() {
-        let r = Replicas::Diurnal { min: 4, max: 20, peak: 14.0 * 3600.0, period: 24.0 * 3600.0 };
+        let r = Replicas::Diurnal {
+            min: 4,
+            max: 20,
+            peak: 14.0 * 3600.0,
+            period: 24.0 * 3600.0,
+        };
         assert_eq!(r.at(14.0 * 3600.0), 20);
         assert_eq!(r.at(2.0 * 3600.0), 4);
-        assert_eq!(r.at(8.0 * 3600.0), 12, "a quarter period from the peak is halfway");
+        assert_eq!(
+            r.at(8.0 * 3600.0),
+            12,
+            "a quarter period from the peak is halfway"
+        );
         assert_eq!(r.at(38.0 * 3600.0), 20, "it repeats every period");
     }
 
     #[test]
     fn steps_hold_until_the_next_one_and_start_at_zero() {
         let r = Replicas::Steps(vec![(60.0, 3), (600.0, 1)]);
-        assert_eq!((r.at(0.0), r.at(60.0), r.at(599.0), r.at(600.0), r.at(1e6)), (0, 3, 3, 1, 1));
+        assert_eq!(
+            (r.at(0.0), r.at(60.0), r.at(599.0), r.at(600.0), r.at(1e6)),
+            (0, 3, 3, 1, 1)
+        );
     }
 }

@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 use serde_yaml_ng::Value;
 
 use crate::domain::{
-    LabelSelector, Labels, Operator, Quantity, QuantityError, Requirement, RequirementError, Resources, Taint,
-    TaintEffect,
+    LabelSelector, Labels, Operator, Quantity, QuantityError, Requirement, RequirementError,
+    Resources, Taint, TaintEffect,
 };
 
 use super::NEVER_MATCH_KEY;
@@ -27,7 +27,10 @@ pub(crate) type FieldResult<T> = Result<T, FieldError>;
 
 impl FieldError {
     pub fn new(path: impl Into<String>, message: impl fmt::Display) -> Self {
-        FieldError { path: path.into(), message: message.to_string() }
+        FieldError {
+            path: path.into(),
+            message: message.to_string(),
+        }
     }
 }
 
@@ -36,7 +39,11 @@ pub(crate) fn typed<T: DeserializeOwned>(value: Value) -> FieldResult<T> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         // An error on the object itself has the path ".", which reads badly in a message.
-        let path = if path == "." || path.is_empty() { "(object)".to_string() } else { path };
+        let path = if path == "." || path.is_empty() {
+            "(object)".to_string()
+        } else {
+            path
+        };
         FieldError::new(path, e.into_inner())
     })
 }
@@ -74,7 +81,9 @@ pub(crate) fn api_resources(
     list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
     path: &str,
 ) -> FieldResult<Resources> {
-    let Some(list) = list else { return Ok(Resources::new()) };
+    let Some(list) = list else {
+        return Ok(Resources::new());
+    };
     resources(list.iter().map(|(k, q)| (k.as_str(), q.0.as_str())), path)
 }
 
@@ -101,7 +110,12 @@ pub(crate) fn requirement(
 
 /// A requirement over pod labels: validated like node requirements but the key is kept as written,
 /// since deprecated-key normalization only applies to node labels.
-pub(crate) fn label_requirement(key: &str, op: &str, values: Vec<String>, path: &str) -> FieldResult<Requirement> {
+pub(crate) fn label_requirement(
+    key: &str,
+    op: &str,
+    values: Vec<String>,
+    path: &str,
+) -> FieldResult<Requirement> {
     let mut r = requirement(key, op, values, None, path)?;
     r.key = key.to_string();
     Ok(r)
@@ -109,17 +123,30 @@ pub(crate) fn label_requirement(key: &str, op: &str, values: Vec<String>, path: 
 
 /// A selector that matches no object, for the API's "absent selector selects nothing" rule.
 pub(crate) fn never_selector() -> LabelSelector {
-    LabelSelector { match_labels: Labels::new(), match_expressions: vec![never_requirement()] }
+    LabelSelector {
+        match_labels: Labels::new(),
+        match_expressions: vec![never_requirement()],
+    }
 }
 
 /// A requirement no label set satisfies (the key is reserved by joiner and never set on objects).
 pub(crate) fn never_requirement() -> Requirement {
-    Requirement { key: NEVER_MATCH_KEY.to_string(), operator: Operator::Exists, values: Vec::new(), min_values: None }
+    Requirement {
+        key: NEVER_MATCH_KEY.to_string(),
+        operator: Operator::Exists,
+        values: Vec::new(),
+        min_values: None,
+    }
 }
 
 /// Converts an API label selector; `None` (absent) becomes [`never_selector`].
-pub(crate) fn label_selector(selector: Option<&meta::LabelSelector>, path: &str) -> FieldResult<LabelSelector> {
-    let Some(selector) = selector else { return Ok(never_selector()) };
+pub(crate) fn label_selector(
+    selector: Option<&meta::LabelSelector>,
+    path: &str,
+) -> FieldResult<LabelSelector> {
+    let Some(selector) = selector else {
+        return Ok(never_selector());
+    };
     let mut out = LabelSelector {
         match_labels: selector.match_labels.clone().unwrap_or_default(),
         match_expressions: Vec::new(),
@@ -140,19 +167,36 @@ pub(crate) fn label_selector(selector: Option<&meta::LabelSelector>, path: &str)
 pub(crate) fn require_label(selector: &mut LabelSelector, key: &str, value: &str) {
     match selector.match_labels.get(key) {
         None => {
-            selector.match_labels.insert(key.to_string(), value.to_string());
+            selector
+                .match_labels
+                .insert(key.to_string(), value.to_string());
         }
         Some(v) if v == value => {}
         // Both conditions must hold, so keep the existing label and add the new one as an expression.
-        Some(_) => selector.match_expressions.push(Requirement::in_values(key, &[value])),
+        Some(_) => selector
+            .match_expressions
+            .push(Requirement::in_values(key, &[value])),
     }
 }
 
 /// Converts a taint, rejecting effects Kubernetes does not define.
-pub(crate) fn taint(key: &str, value: Option<&str>, effect: &str, path: &str) -> FieldResult<Taint> {
-    let effect = TaintEffect::parse(effect)
-        .ok_or_else(|| FieldError::new(format!("{path}.effect"), format!("unknown taint effect {effect:?}")))?;
-    Ok(Taint { key: key.to_string(), value: value.unwrap_or_default().to_string(), effect })
+pub(crate) fn taint(
+    key: &str,
+    value: Option<&str>,
+    effect: &str,
+    path: &str,
+) -> FieldResult<Taint> {
+    let effect = TaintEffect::parse(effect).ok_or_else(|| {
+        FieldError::new(
+            format!("{path}.effect"),
+            format!("unknown taint effect {effect:?}"),
+        )
+    })?;
+    Ok(Taint {
+        key: key.to_string(),
+        value: value.unwrap_or_default().to_string(),
+        effect,
+    })
 }
 
 /// Karpenter's duration format (`30s`, `1h30m`, `720h`) or `Never`.
@@ -177,10 +221,15 @@ pub(crate) fn is_karpenter_duration(s: &str) -> bool {
 
 /// A percentage such as `10%` or `7.5%` no larger than 100%.
 pub(crate) fn is_percentage(s: &str) -> bool {
-    let Some(number) = s.strip_suffix('%') else { return false };
+    let Some(number) = s.strip_suffix('%') else {
+        return false;
+    };
     let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
     let digits = |p: &str| p.chars().all(|c| c.is_ascii_digit());
-    if int_part.is_empty() || !digits(int_part) || !digits(frac_part) || (number.contains('.') && frac_part.is_empty())
+    if int_part.is_empty()
+        || !digits(int_part)
+        || !digits(frac_part)
+        || (number.contains('.') && frac_part.is_empty())
     {
         return false;
     }
@@ -222,7 +271,10 @@ mod tests {
 
     #[test]
     fn negative_and_malformed_quantities_fail_with_path() {
-        assert_eq!(quantity("-1", "x.cpu").unwrap_err().message, "negative quantity \"-1\"");
+        assert_eq!(
+            quantity("-1", "x.cpu").unwrap_err().message,
+            "negative quantity \"-1\""
+        );
         let e = resources([("cpu", "abc")], "spec.requests").unwrap_err();
         assert_eq!(e.path, "spec.requests.cpu");
     }

@@ -9,7 +9,9 @@ use std::fmt;
 use serde::de::{self, IgnoredAny, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::domain::{KubeletSettings, Labels, NodeClaim, NodeClass, Quantity, Requirement, Resources, NODEPOOL};
+use crate::domain::{
+    KubeletSettings, Labels, NodeClaim, NodeClass, Quantity, Requirement, Resources, NODEPOOL,
+};
 
 /// Karpenter's annotation holding a NodePool template's hash, on the NodePool and on its NodeClaims.
 pub(crate) const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
@@ -63,7 +65,10 @@ pub(crate) struct Meta {
 
 impl Meta {
     pub fn required_name(&self) -> FieldResult<String> {
-        self.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))
+        self.name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| FieldError::new("metadata.name", "missing"))
     }
 }
 
@@ -224,15 +229,29 @@ pub(crate) struct KubeletSpec {
 
 /// A quantity map (absent is empty) with entries at `{path}.{name}`.
 pub(crate) fn quantity_map(map: Option<&QuantityMap>, path: &str) -> FieldResult<Resources> {
-    resources(map.into_iter().flatten().map(|(k, v)| (k.as_str(), v.0.as_str())), path)
+    resources(
+        map.into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.0.as_str())),
+        path,
+    )
 }
 
 /// Validated requirements at `{path}[i]`.
-pub(crate) fn requirements(reqs: Option<&[RequirementSpec]>, path: &str) -> FieldResult<Vec<Requirement>> {
+pub(crate) fn requirements(
+    reqs: Option<&[RequirementSpec]>,
+    path: &str,
+) -> FieldResult<Vec<Requirement>> {
     let mut out = Vec::new();
     for (i, r) in reqs.unwrap_or_default().iter().enumerate() {
         let values = r.values.iter().flatten().map(|v| v.0.clone()).collect();
-        out.push(requirement(&r.key, &r.operator, values, r.min_values, &format!("{path}[{i}]"))?);
+        out.push(requirement(
+            &r.key,
+            &r.operator,
+            values,
+            r.min_values,
+            &format!("{path}[{i}]"),
+        )?);
     }
     Ok(out)
 }
@@ -242,11 +261,27 @@ pub(crate) fn convert_node_claim(obj: NodeClaimObject) -> FieldResult<NodeClaim>
     let labels = obj.metadata.labels.unwrap_or_default();
     let spec_reqs = obj.spec.as_ref().and_then(|s| s.requirements.as_deref());
     let status = obj.status.unwrap_or_default();
-    let condition = |t: &str| status.conditions.iter().flatten().any(|c| c.type_ == t && c.status == "True");
+    let condition = |t: &str| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == t && c.status == "True")
+    };
     let (initialized, drifted) = (condition("Initialized"), condition("Drifted"));
-    let expire_after = obj.spec.as_ref().and_then(|s| s.expire_after.as_ref()).map(|t| t.0.clone());
-    if let Some(e) = expire_after.as_ref().filter(|e| !super::convert::is_karpenter_duration(e)) {
-        return Err(FieldError::new("spec.expireAfter", format!("malformed duration {e:?}")));
+    let expire_after = obj
+        .spec
+        .as_ref()
+        .and_then(|s| s.expire_after.as_ref())
+        .map(|t| t.0.clone());
+    if let Some(e) = expire_after
+        .as_ref()
+        .filter(|e| !super::convert::is_karpenter_duration(e))
+    {
+        return Err(FieldError::new(
+            "spec.expireAfter",
+            format!("malformed duration {e:?}"),
+        ));
     }
     Ok(NodeClaim {
         initialized,
@@ -254,7 +289,12 @@ pub(crate) fn convert_node_claim(obj: NodeClaimObject) -> FieldResult<NodeClaim>
         expire_after,
         created: obj.metadata.creation_timestamp.clone(),
         last_pod_event: status.last_pod_event_time.clone(),
-        nodepool_hash: obj.metadata.annotations.as_ref().and_then(|a| a.get(NODEPOOL_HASH)).cloned(),
+        nodepool_hash: obj
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NODEPOOL_HASH))
+            .cloned(),
         name,
         nodepool: labels.get(NODEPOOL).cloned(),
         requirements: requirements(spec_reqs, "spec.requirements")?,
@@ -270,7 +310,10 @@ pub(crate) fn convert_node_claim(obj: NodeClaimObject) -> FieldResult<NodeClaim>
 pub(crate) fn convert_node_class(obj: NodeClassObject) -> FieldResult<NodeClass> {
     let name = obj.metadata.required_name()?;
     // an unresolved class (no status yet, as in hand-written dumps) is not narrowed to any zone
-    let mut zones: Vec<String> = obj.status.map(|s| s.subnets.into_iter().map(|s| s.zone).collect()).unwrap_or_default();
+    let mut zones: Vec<String> = obj
+        .status
+        .map(|s| s.subnets.into_iter().map(|s| s.zone).collect())
+        .unwrap_or_default();
     zones.sort();
     zones.dedup();
     let zones = (!zones.is_empty()).then_some(zones);
@@ -281,7 +324,10 @@ pub(crate) fn convert_node_class(obj: NodeClassObject) -> FieldResult<NodeClass>
         // allocatable arithmetic downstream from guessing.
         if !is_percentage(&value) && Quantity::parse(&value).map_or(true, |q| q.is_negative()) {
             let path = format!("spec.kubelet.evictionHard.{signal}");
-            return Err(FieldError::new(path, format!("{value:?} is neither a percentage nor a quantity")));
+            return Err(FieldError::new(
+                path,
+                format!("{value:?} is neither a percentage nor a quantity"),
+            ));
         }
         eviction_hard.insert(signal, value);
     }
@@ -292,7 +338,11 @@ pub(crate) fn convert_node_class(obj: NodeClassObject) -> FieldResult<NodeClass>
         system_reserved: quantity_map(k.system_reserved.as_ref(), "spec.kubelet.systemReserved")?,
         eviction_hard,
     };
-    Ok(NodeClass { name, kubelet, zones })
+    Ok(NodeClass {
+        name,
+        kubelet,
+        zones,
+    })
 }
 
 #[cfg(test)]
@@ -330,10 +380,15 @@ mod tests {
         .unwrap();
         let c = convert_node_class(obj).unwrap();
         assert_eq!(c.kubelet.max_pods, Some(58));
-        assert_eq!(c.kubelet.kube_reserved.get("cpu"), Quantity::from_milli(100));
+        assert_eq!(
+            c.kubelet.kube_reserved.get("cpu"),
+            Quantity::from_milli(100)
+        );
         assert_eq!(c.kubelet.eviction_hard["memory.available"], "5%");
-        let bad: NodeClassObject =
-            typed(yaml("metadata: {name: d}\nspec: {kubelet: {evictionHard: {memory.available: lots}}}\n")).unwrap();
+        let bad: NodeClassObject = typed(yaml(
+            "metadata: {name: d}\nspec: {kubelet: {evictionHard: {memory.available: lots}}}\n",
+        ))
+        .unwrap();
         let e = convert_node_class(bad).unwrap_err();
         assert_eq!(e.path, "spec.kubelet.evictionHard.memory.available");
     }

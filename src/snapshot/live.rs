@@ -26,7 +26,12 @@ pub struct Unreadable {
 
 impl From<Unreadable> for SnapshotError {
     fn from(u: Unreadable) -> Self {
-        SnapshotError::Object { kind: u.kind.to_string(), object: u.object, path: u.path, message: u.message }
+        SnapshotError::Object {
+            kind: u.kind.to_string(),
+            object: u.object,
+            path: u.path,
+            message: u.message,
+        }
     }
 }
 
@@ -43,7 +48,12 @@ pub fn read_daemonset(object: apps::DaemonSet) -> Result<DaemonSet, Unreadable> 
 }
 
 pub fn read_pdb(object: policy::PodDisruptionBudget) -> Result<PodDisruptionBudget, Unreadable> {
-    read(object, "PodDisruptionBudget", |o| &o.metadata, pdb::convert_pdb)
+    read(
+        object,
+        "PodDisruptionBudget",
+        |o| &o.metadata,
+        pdb::convert_pdb,
+    )
 }
 
 /// Converts `object`, labelling a failure as the dump reader does (`label_of`).
@@ -55,7 +65,12 @@ fn read<K, T>(
 ) -> Result<T, Unreadable> {
     let meta = meta(&object);
     let label = super::label_of(meta.name.as_deref(), meta.namespace.as_deref(), kind);
-    convert(object).map_err(|e| Unreadable { kind, object: label, path: e.path, message: e.message })
+    convert(object).map_err(|e| Unreadable {
+        kind,
+        object: label,
+        path: e.path,
+        message: e.message,
+    })
 }
 
 #[cfg(test)]
@@ -65,7 +80,9 @@ mod tests {
     #[test]
     fn failures_name_object_and_field_like_a_dump() {
         let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n  - name: c\n    resources: {requests: {cpu: lots}}\n";
-        let dumped = super::super::parse_snapshot(yaml, "t").unwrap_err().to_string();
+        let dumped = super::super::parse_snapshot(yaml, "t")
+            .unwrap_err()
+            .to_string();
         let live = read_pod(serde_yaml_ng::from_str(yaml).unwrap()).unwrap_err();
         assert_eq!(SnapshotError::from(live).to_string(), dumped);
     }
@@ -73,7 +90,13 @@ mod tests {
     #[test]
     fn reads_what_a_dump_reads() {
         let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {a: b}}\nstatus:\n  capacity: {cpu: \"4\"}\n";
-        let dumped = super::super::parse_snapshot(yaml, "t").unwrap().nodes.remove(0);
-        assert_eq!(read_node(serde_yaml_ng::from_str(yaml).unwrap()).unwrap(), *dumped);
+        let dumped = super::super::parse_snapshot(yaml, "t")
+            .unwrap()
+            .nodes
+            .remove(0);
+        assert_eq!(
+            read_node(serde_yaml_ng::from_str(yaml).unwrap()).unwrap(),
+            *dumped
+        );
     }
 }

@@ -40,22 +40,40 @@ pub enum SnapshotError {
     /// The OS error is part of the message and deliberately not a `source`: `main` prints the
     /// source chain too (`{e:#}`), which would repeat it.
     #[error("cannot read {}: {error}", path.display())]
-    Read { path: PathBuf, error: std::io::Error },
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     /// The text is not YAML; `message` carries serde_yaml_ng's line and column.
     #[error("{origin}: document {document}: malformed yaml: {message}")]
-    Yaml { origin: String, document: usize, message: String },
+    Yaml {
+        origin: String,
+        document: usize,
+        message: String,
+    },
     /// A document that is YAML but not a Kubernetes object (no apiVersion/kind, not a mapping).
     #[error("{origin}: document {document}: {message}")]
-    Document { origin: String, document: usize, message: String },
+    Document {
+        origin: String,
+        document: usize,
+        message: String,
+    },
     /// An object joiner reads but cannot accept: `Pod default/web-1: spec.containers[0]...: ...`.
     #[error("{kind} {object}: {path}: {message}")]
-    Object { kind: String, object: String, path: String, message: String },
+    Object {
+        kind: String,
+        object: String,
+        path: String,
+        message: String,
+    },
 }
 
 /// Reads a snapshot file.
 pub fn load_snapshot(path: &Path) -> Result<ClusterSnapshot, SnapshotError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|error| SnapshotError::Read { path: path.to_path_buf(), error })?;
+    let text = std::fs::read_to_string(path).map_err(|error| SnapshotError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
     parse_snapshot(&text, &path.display().to_string())
 }
 
@@ -80,7 +98,10 @@ pub fn parse_snapshot(text: &str, origin: &str) -> Result<ClusterSnapshot, Snaps
 /// Builds a snapshot from live objects (the controller's caches), each a YAML value with apiVersion
 /// and kind. An object that cannot be read is left out and its error returned beside the snapshot:
 /// one bad object never stops decisions about the rest.
-pub fn from_values(values: impl IntoIterator<Item = Value>, origin: &str) -> (ClusterSnapshot, Vec<SnapshotError>) {
+pub fn from_values(
+    values: impl IntoIterator<Item = Value>,
+    origin: &str,
+) -> (ClusterSnapshot, Vec<SnapshotError>) {
     let mut reader = Reader::new(origin);
     let mut errors = Vec::new();
     for (i, value) in values.into_iter().enumerate() {
@@ -119,7 +140,13 @@ const KNOWN_KINDS: [(&str, &str); 8] = [
 
 impl<'a> Reader<'a> {
     fn new(origin: &'a str) -> Self {
-        Reader { origin, document: 0, snapshot: ClusterSnapshot::default(), weights_from: None, read: HashMap::new() }
+        Reader {
+            origin,
+            document: 0,
+            snapshot: ClusterSnapshot::default(),
+            weights_from: None,
+            read: HashMap::new(),
+        }
     }
 
     /// `at` locates the value inside its document (`items[3]`) for document-level errors.
@@ -128,12 +155,17 @@ impl<'a> Reader<'a> {
             // Empty documents (`---` twice, a trailing separator) carry nothing.
             Value::Null => Ok(()),
             Value::Mapping(_) => self.read_object(value, at),
-            _ => Err(self.document_error(at, "not a kubernetes object (expected a mapping with apiVersion and kind)")),
+            _ => Err(self.document_error(
+                at,
+                "not a kubernetes object (expected a mapping with apiVersion and kind)",
+            )),
         }
     }
 
     fn read_object(&mut self, value: Value, at: &str) -> Result<(), SnapshotError> {
-        let api_version = str_at(&value, &["apiVersion"]).unwrap_or_default().to_string();
+        let api_version = str_at(&value, &["apiVersion"])
+            .unwrap_or_default()
+            .to_string();
         let kind = str_at(&value, &["kind"]).unwrap_or_default().to_string();
         if api_version.is_empty() || kind.is_empty() {
             return Err(self.document_error(at, "object without apiVersion and kind"));
@@ -143,30 +175,40 @@ impl<'a> Reader<'a> {
         }
         let object = object_label(&value, &kind);
         // ConfigMaps are left out: only the cost weights are read, and a second one already warns.
-        let tracked = kind != "ConfigMap" && KNOWN_KINDS.contains(&(api_version.as_str(), kind.as_str()));
+        let tracked =
+            kind != "ConfigMap" && KNOWN_KINDS.contains(&(api_version.as_str(), kind.as_str()));
         let key = tracked.then(|| format!("{kind} {object}"));
         if let Some(first) = key.as_ref().and_then(|k| self.read.get(k)) {
             let message = format!("duplicate object, first read from document {first}");
-            return Err(SnapshotError::Object { kind, object, path: "metadata.name".into(), message });
+            return Err(SnapshotError::Object {
+                kind,
+                object,
+                path: "metadata.name".into(),
+                message,
+            });
         }
         let result = match (api_version.as_str(), kind.as_str()) {
-            ("v1", "Pod") => typed(value).and_then(pod::convert_pod).map(|p| self.snapshot.pods.push(std::sync::Arc::new(p))),
-            ("v1", "Node") => typed(value).and_then(node::convert_node).map(|n| self.snapshot.nodes.push(n.into())),
-            ("apps/v1", "DaemonSet") => {
-                typed(value).and_then(pod::convert_daemonset).map(|d| self.snapshot.daemonsets.push(d))
-            }
-            ("policy/v1", "PodDisruptionBudget") => {
-                typed(value).and_then(policy::convert_pdb).map(|p| self.snapshot.pdbs.push(p))
-            }
-            ("karpenter.sh/v1", "NodePool") => {
-                typed(value).and_then(nodepool::convert_nodepool).map(|p| self.snapshot.nodepools.push(p))
-            }
-            ("karpenter.sh/v1", "NodeClaim") => {
-                typed(value).and_then(karpenter::convert_node_claim).map(|c| self.snapshot.node_claims.push(c))
-            }
-            ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
-                typed(value).and_then(karpenter::convert_node_class).map(|c| self.snapshot.node_classes.push(c))
-            }
+            ("v1", "Pod") => typed(value)
+                .and_then(pod::convert_pod)
+                .map(|p| self.snapshot.pods.push(std::sync::Arc::new(p))),
+            ("v1", "Node") => typed(value)
+                .and_then(node::convert_node)
+                .map(|n| self.snapshot.nodes.push(n.into())),
+            ("apps/v1", "DaemonSet") => typed(value)
+                .and_then(pod::convert_daemonset)
+                .map(|d| self.snapshot.daemonsets.push(d)),
+            ("policy/v1", "PodDisruptionBudget") => typed(value)
+                .and_then(policy::convert_pdb)
+                .map(|p| self.snapshot.pdbs.push(p)),
+            ("karpenter.sh/v1", "NodePool") => typed(value)
+                .and_then(nodepool::convert_nodepool)
+                .map(|p| self.snapshot.nodepools.push(p)),
+            ("karpenter.sh/v1", "NodeClaim") => typed(value)
+                .and_then(karpenter::convert_node_claim)
+                .map(|c| self.snapshot.node_claims.push(c)),
+            ("karpenter.k8s.aws/v1", "EC2NodeClass") => typed(value)
+                .and_then(karpenter::convert_node_class)
+                .map(|c| self.snapshot.node_classes.push(c)),
             ("v1", "ConfigMap") => self.read_config_map(value, &object),
             _ => {
                 self.skip(&api_version, &kind, &object);
@@ -177,7 +219,12 @@ impl<'a> Reader<'a> {
         if let (Some(key), true) = (key, result.is_ok()) {
             self.read.insert(key, self.document);
         }
-        result.map_err(|e| SnapshotError::Object { kind, object, path: e.path, message: e.message })
+        result.map_err(|e| SnapshotError::Object {
+            kind,
+            object,
+            path: e.path,
+            message: e.message,
+        })
     }
 
     /// A `kind: List` or `PodList` and the like: its items are read as if they were documents.
@@ -204,7 +251,9 @@ impl<'a> Reader<'a> {
         }
         let weights = typed(value).and_then(policy::convert_weights)?;
         if let Some(previous) = self.weights_from.replace(object.to_string()) {
-            self.warn(format!("ConfigMap {object} replaces the cost weights read from ConfigMap {previous}"));
+            self.warn(format!(
+                "ConfigMap {object} replaces the cost weights read from ConfigMap {previous}"
+            ));
         }
         self.snapshot.weights = weights;
         Ok(())
@@ -212,7 +261,9 @@ impl<'a> Reader<'a> {
 
     fn skip(&mut self, api_version: &str, kind: &str, object: &str) {
         let reason = match KNOWN_KINDS.iter().find(|(_, k)| *k == kind) {
-            Some((expected, _)) => format!("apiVersion not supported (joiner reads {expected} {kind})"),
+            Some((expected, _)) => {
+                format!("apiVersion not supported (joiner reads {expected} {kind})")
+            }
             None => "kind not used".to_string(),
         };
         self.warn(format!("skipped {api_version} {kind} {object}: {reason}"));
@@ -239,14 +290,21 @@ fn str_at<'v>(value: &'v Value, keys: &[&str]) -> Option<&'v str> {
 
 /// `namespace/name` (namespaced kinds default to `default`), or `name` for cluster-scoped kinds.
 fn object_label(value: &Value, kind: &str) -> String {
-    label_of(str_at(value, &["metadata", "name"]), str_at(value, &["metadata", "namespace"]), kind)
+    label_of(
+        str_at(value, &["metadata", "name"]),
+        str_at(value, &["metadata", "namespace"]),
+        kind,
+    )
 }
 
 /// `namespace/name` (namespaced kinds default to `default`), or `name` for cluster-scoped kinds:
 /// how errors name an object, whether it came from a dump or a watch.
 fn label_of(name: Option<&str>, namespace: Option<&str>, kind: &str) -> String {
     let name = name.unwrap_or("<unnamed>");
-    let namespaced = matches!(kind, "Pod" | "DaemonSet" | "PodDisruptionBudget" | "ConfigMap");
+    let namespaced = matches!(
+        kind,
+        "Pod" | "DaemonSet" | "PodDisruptionBudget" | "ConfigMap"
+    );
     match namespace.filter(|n| !n.is_empty()) {
         Some(ns) => format!("{ns}/{name}"),
         None if namespaced => format!("default/{name}"),

@@ -8,12 +8,26 @@ use super::convert::{api_resources, taint, FieldError, FieldResult};
 
 pub(crate) fn convert_node(node: core::Node) -> FieldResult<Node> {
     let meta = &node.metadata;
-    let name = meta.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
+    let name = meta
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
     let spec = node.spec.as_ref();
     let status = node.status.as_ref();
     let mut taints = Vec::new();
-    for (i, t) in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten().enumerate() {
-        taints.push(taint(&t.key, t.value.as_deref(), &t.effect, &format!("spec.taints[{i}]"))?);
+    for (i, t) in spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        taints.push(taint(
+            &t.key,
+            t.value.as_deref(),
+            &t.effect,
+            &format!("spec.taints[{i}]"),
+        )?);
     }
     let ready = status
         .and_then(|s| s.conditions.as_ref())
@@ -25,10 +39,15 @@ pub(crate) fn convert_node(node: core::Node) -> FieldResult<Node> {
         labels: meta.labels.clone().unwrap_or_default(),
         taints,
         capacity: api_resources(status.and_then(|s| s.capacity.as_ref()), "status.capacity")?,
-        allocatable: api_resources(status.and_then(|s| s.allocatable.as_ref()), "status.allocatable")?,
+        allocatable: api_resources(
+            status.and_then(|s| s.allocatable.as_ref()),
+            "status.allocatable",
+        )?,
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         ready,
-        provider_id: spec.and_then(|s| s.provider_id.clone()).filter(|p| !p.is_empty()),
+        provider_id: spec
+            .and_then(|s| s.provider_id.clone())
+            .filter(|p| !p.is_empty()),
         created: meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
         annotations: meta.annotations.clone().unwrap_or_default(),
         deleting: meta.deletion_timestamp.is_some(),
@@ -65,7 +84,11 @@ mod tests {
 
     #[test]
     fn not_ready_without_condition_and_bad_effect_fails() {
-        assert!(!node("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n").unwrap().ready);
+        assert!(
+            !node("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
+                .unwrap()
+                .ready
+        );
         let e =
             node("apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec:\n  taints: [{key: k, effect: Sometimes}]\n")
                 .unwrap_err();

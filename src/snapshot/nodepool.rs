@@ -21,21 +21,42 @@ pub(crate) fn convert_nodepool(obj: NodePoolObject) -> FieldResult<NodePool> {
     let template = spec.template.unwrap_or_default();
     let tspec = template.spec.unwrap_or_default();
     let tpath = "spec.template.spec";
-    let expire_after = duration(tspec.expire_after.as_ref(), DEFAULT_EXPIRE_AFTER, &format!("{tpath}.expireAfter"))?;
-    let termination_grace_period = grace_period(tspec.termination_grace_period.as_ref(), &format!("{tpath}.terminationGracePeriod"))?;
+    let expire_after = duration(
+        tspec.expire_after.as_ref(),
+        DEFAULT_EXPIRE_AFTER,
+        &format!("{tpath}.expireAfter"),
+    )?;
+    let termination_grace_period = grace_period(
+        tspec.termination_grace_period.as_ref(),
+        &format!("{tpath}.terminationGracePeriod"),
+    )?;
     Ok(NodePool {
         name,
         weight: weight(spec.weight)?,
-        requirements: requirements(tspec.requirements.as_deref(), &format!("{tpath}.requirements"))?,
+        requirements: requirements(
+            tspec.requirements.as_deref(),
+            &format!("{tpath}.requirements"),
+        )?,
         labels: template.metadata.and_then(|m| m.labels).unwrap_or_default(),
         taints: taints(tspec.taints.as_deref(), &format!("{tpath}.taints"))?,
-        startup_taints: taints(tspec.startup_taints.as_deref(), &format!("{tpath}.startupTaints"))?,
+        startup_taints: taints(
+            tspec.startup_taints.as_deref(),
+            &format!("{tpath}.startupTaints"),
+        )?,
         limits: quantity_map(spec.limits.as_ref(), "spec.limits")?,
-        node_class: tspec.node_class_ref.and_then(|r| r.name).filter(|n| !n.is_empty()),
+        node_class: tspec
+            .node_class_ref
+            .and_then(|r| r.name)
+            .filter(|n| !n.is_empty()),
         expire_after: Some(expire_after),
         termination_grace_period,
         disruption: disruption(spec.disruption.unwrap_or_default())?,
-        hash: obj.metadata.annotations.as_ref().and_then(|a| a.get(super::karpenter::NODEPOOL_HASH)).cloned(),
+        hash: obj
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(super::karpenter::NODEPOOL_HASH))
+            .cloned(),
     })
 }
 
@@ -44,14 +65,22 @@ fn weight(w: Option<i64>) -> FieldResult<i32> {
     match w {
         None => Ok(0),
         Some(w @ 1..=100) => Ok(w as i32),
-        Some(w) => Err(FieldError::new("spec.weight", format!("weight {w} is outside 1..=100"))),
+        Some(w) => Err(FieldError::new(
+            "spec.weight",
+            format!("weight {w} is outside 1..=100"),
+        )),
     }
 }
 
 fn taints(list: Option<&[TaintSpec]>, path: &str) -> FieldResult<Vec<Taint>> {
     let mut out = Vec::new();
     for (i, t) in list.unwrap_or_default().iter().enumerate() {
-        out.push(taint(&t.key, t.value.as_deref(), &t.effect, &format!("{path}[{i}]"))?);
+        out.push(taint(
+            &t.key,
+            t.value.as_deref(),
+            &t.effect,
+            &format!("{path}[{i}]"),
+        )?);
     }
     Ok(out)
 }
@@ -59,7 +88,9 @@ fn taints(list: Option<&[TaintSpec]>, path: &str) -> FieldResult<Vec<Taint>> {
 /// `terminationGracePeriod`: a duration, with no default and, unlike the others, never `Never`
 /// (the CRD's pattern).
 fn grace_period(value: Option<&Text>, path: &str) -> FieldResult<Option<String>> {
-    let Some(Text(s)) = value else { return Ok(None) };
+    let Some(Text(s)) = value else {
+        return Ok(None);
+    };
     if s == "Never" || !is_karpenter_duration(s) {
         return Err(FieldError::new(path, format!("malformed duration {s:?}")));
     }
@@ -68,7 +99,9 @@ fn grace_period(value: Option<&Text>, path: &str) -> FieldResult<Option<String>>
 
 /// A Karpenter duration (`30s`, `720h`, `Never`), defaulted when absent.
 fn duration(value: Option<&Text>, default: &str, path: &str) -> FieldResult<String> {
-    let Some(Text(s)) = value else { return Ok(default.to_string()) };
+    let Some(Text(s)) = value else {
+        return Ok(default.to_string());
+    };
     if !is_karpenter_duration(s) {
         return Err(FieldError::new(path, format!("malformed duration {s:?}")));
     }
@@ -77,16 +110,27 @@ fn duration(value: Option<&Text>, default: &str, path: &str) -> FieldResult<Stri
 
 fn disruption(d: super::karpenter::DisruptionSpec) -> FieldResult<Disruption> {
     let path = "spec.disruption";
-    let policy = d.consolidation_policy.unwrap_or_else(|| DEFAULT_POLICY.to_string());
+    let policy = d
+        .consolidation_policy
+        .unwrap_or_else(|| DEFAULT_POLICY.to_string());
     if !POLICIES.contains(&policy.as_str()) {
         let message =
             format!("unknown consolidation policy {policy:?} (expected WhenEmpty or WhenEmptyOrUnderutilized)");
-        return Err(FieldError::new(format!("{path}.consolidationPolicy"), message));
+        return Err(FieldError::new(
+            format!("{path}.consolidationPolicy"),
+            message,
+        ));
     }
-    let consolidate_after =
-        duration(d.consolidate_after.as_ref(), DEFAULT_CONSOLIDATE_AFTER, &format!("{path}.consolidateAfter"))?;
+    let consolidate_after = duration(
+        d.consolidate_after.as_ref(),
+        DEFAULT_CONSOLIDATE_AFTER,
+        &format!("{path}.consolidateAfter"),
+    )?;
     let budgets = match d.budgets {
-        None => vec![Budget { nodes: DEFAULT_BUDGET_NODES.to_string(), ..Budget::default() }],
+        None => vec![Budget {
+            nodes: DEFAULT_BUDGET_NODES.to_string(),
+            ..Budget::default()
+        }],
         Some(list) => {
             let mut out = Vec::new();
             for (i, b) in list.into_iter().enumerate() {
@@ -95,11 +139,18 @@ fn disruption(d: super::karpenter::DisruptionSpec) -> FieldResult<Disruption> {
             out
         }
     };
-    Ok(Disruption { consolidation_policy: policy, consolidate_after: Some(consolidate_after), budgets })
+    Ok(Disruption {
+        consolidation_policy: policy,
+        consolidate_after: Some(consolidate_after),
+        budgets,
+    })
 }
 
 fn budget(b: BudgetSpec, path: &str) -> FieldResult<Budget> {
-    let nodes = b.nodes.map(|t| t.0).unwrap_or_else(|| DEFAULT_BUDGET_NODES.to_string());
+    let nodes = b
+        .nodes
+        .map(|t| t.0)
+        .unwrap_or_else(|| DEFAULT_BUDGET_NODES.to_string());
     if !is_budget_nodes(&nodes) {
         return Err(FieldError::new(
             format!("{path}.nodes"),
@@ -107,20 +158,42 @@ fn budget(b: BudgetSpec, path: &str) -> FieldResult<Budget> {
         ));
     }
     let reasons = b.reasons.unwrap_or_default();
-    if let Some((i, r)) = reasons.iter().enumerate().find(|(_, r)| !REASONS.contains(&r.as_str())) {
-        return Err(FieldError::new(format!("{path}.reasons[{i}]"), format!("unknown disruption reason {r:?}")));
+    if let Some((i, r)) = reasons
+        .iter()
+        .enumerate()
+        .find(|(_, r)| !REASONS.contains(&r.as_str()))
+    {
+        return Err(FieldError::new(
+            format!("{path}.reasons[{i}]"),
+            format!("unknown disruption reason {r:?}"),
+        ));
     }
     let duration = b.duration.map(|t| t.0);
     if b.schedule.is_some() != duration.is_some() {
-        return Err(FieldError::new(path, "schedule and duration must be set together"));
+        return Err(FieldError::new(
+            path,
+            "schedule and duration must be set together",
+        ));
     }
     if let Some(schedule) = &b.schedule {
-        crate::disruption::timing::check_schedule(schedule).map_err(|e| FieldError::new(format!("{path}.schedule"), e.to_string()))?;
+        crate::disruption::timing::check_schedule(schedule)
+            .map_err(|e| FieldError::new(format!("{path}.schedule"), e.to_string()))?;
     }
-    if let Some(d) = duration.as_ref().filter(|d| *d == "Never" || !is_karpenter_duration(d)) {
-        return Err(FieldError::new(format!("{path}.duration"), format!("malformed duration {d:?}")));
+    if let Some(d) = duration
+        .as_ref()
+        .filter(|d| *d == "Never" || !is_karpenter_duration(d))
+    {
+        return Err(FieldError::new(
+            format!("{path}.duration"),
+            format!("malformed duration {d:?}"),
+        ));
     }
-    Ok(Budget { nodes, reasons, schedule: b.schedule, duration })
+    Ok(Budget {
+        nodes,
+        reasons,
+        schedule: b.schedule,
+        duration,
+    })
 }
 
 /// Karpenter's `^((100|[0-9]{1,2})%|[0-9]+)$`.
@@ -148,15 +221,30 @@ mod tests {
         assert_eq!(p.weight, 0);
         assert_eq!(p.node_class.as_deref(), Some("default"));
         assert_eq!(p.expire_after.as_deref(), Some("720h"));
-        assert_eq!(p.termination_grace_period, None, "no default: a drain waits for its budgets");
-        assert_eq!(p.disruption.consolidation_policy, "WhenEmptyOrUnderutilized");
+        assert_eq!(
+            p.termination_grace_period, None,
+            "no default: a drain waits for its budgets"
+        );
+        assert_eq!(
+            p.disruption.consolidation_policy,
+            "WhenEmptyOrUnderutilized"
+        );
         assert_eq!(p.disruption.consolidate_after.as_deref(), Some("0s"));
-        assert_eq!(p.disruption.budgets, vec![Budget { nodes: "10%".into(), ..Budget::default() }]);
+        assert_eq!(
+            p.disruption.budgets,
+            vec![Budget {
+                nodes: "10%".into(),
+                ..Budget::default()
+            }]
+        );
     }
 
     #[test]
     fn a_termination_grace_period_is_read() {
-        let p = pool("metadata: {name: p}\nspec: {template: {spec: {terminationGracePeriod: 1h30m}}}\n").unwrap();
+        let p = pool(
+            "metadata: {name: p}\nspec: {template: {spec: {terminationGracePeriod: 1h30m}}}\n",
+        )
+        .unwrap();
         assert_eq!(p.termination_grace_period.as_deref(), Some("1h30m"));
     }
 
@@ -202,7 +290,13 @@ mod tests {
         let p =
             pool("metadata: {name: p}\nspec: {weight: 10, limits: {cpu: 1000, memory: 1000Gi, nodes: 5}}\n").unwrap();
         assert_eq!(p.weight, 10);
-        assert_eq!(p.limits.get("cpu"), crate::domain::Quantity::from_units(1000));
-        assert_eq!(p.limits.get("nodes"), crate::domain::Quantity::from_units(5));
+        assert_eq!(
+            p.limits.get("cpu"),
+            crate::domain::Quantity::from_units(1000)
+        );
+        assert_eq!(
+            p.limits.get("nodes"),
+            crate::domain::Quantity::from_units(5)
+        );
     }
 }

@@ -8,7 +8,9 @@ use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::domain::{self, resources::PODS, HostPort, Labels, Pod, PodConstraints, Quantity, Resources};
+use crate::domain::{
+    self, resources::PODS, HostPort, Labels, Pod, PodConstraints, Quantity, Resources,
+};
 
 use super::convert::{api_resources, FieldError, FieldResult};
 use super::scheduling;
@@ -21,8 +23,15 @@ const MIRROR: &str = "kubernetes.io/config.mirror";
 pub(crate) fn convert_pod(pod: core::Pod) -> FieldResult<Pod> {
     let meta = &pod.metadata;
     let namespace = namespace_of(meta);
-    let name = meta.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
-    let spec = pod.spec.as_ref().ok_or_else(|| FieldError::new("spec", "missing"))?;
+    let name = meta
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
+    let spec = pod
+        .spec
+        .as_ref()
+        .ok_or_else(|| FieldError::new("spec", "missing"))?;
     let labels = meta.labels.clone().unwrap_or_default();
     let constraints = constraints(&namespace, &labels, spec, "spec")?;
     let annotations = meta.annotations.as_ref();
@@ -43,7 +52,11 @@ pub(crate) fn convert_pod(pod: core::Pod) -> FieldResult<Pod> {
         deletion_cost: deletion_cost(annotations)?,
         do_not_disrupt: annotations.and_then(|a| a.get(DO_NOT_DISRUPT)).cloned(),
         created: meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
-        started: pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| t.0.to_string()),
+        started: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0.to_string()),
         mirror: annotations.is_some_and(|a| a.contains_key(MIRROR)),
     })
 }
@@ -51,16 +64,39 @@ pub(crate) fn convert_pod(pod: core::Pod) -> FieldResult<Pod> {
 /// Converts an apps/v1 DaemonSet to the pod its template creates on every matching node.
 pub(crate) fn convert_daemonset(ds: apps::DaemonSet) -> FieldResult<domain::DaemonSet> {
     let namespace = namespace_of(&ds.metadata);
-    let name = ds.metadata.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
-    let template = &ds.spec.as_ref().ok_or_else(|| FieldError::new("spec", "missing"))?.template;
-    let spec = template.spec.as_ref().ok_or_else(|| FieldError::new("spec.template.spec", "missing"))?;
-    let labels = template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+    let name = ds
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
+    let template = &ds
+        .spec
+        .as_ref()
+        .ok_or_else(|| FieldError::new("spec", "missing"))?
+        .template;
+    let spec = template
+        .spec
+        .as_ref()
+        .ok_or_else(|| FieldError::new("spec.template.spec", "missing"))?;
+    let labels = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
     let pod = constraints(&namespace, &labels, spec, "spec.template.spec")?;
-    Ok(domain::DaemonSet { namespace, name, pod })
+    Ok(domain::DaemonSet {
+        namespace,
+        name,
+        pod,
+    })
 }
 
 pub(crate) fn namespace_of(meta: &ObjectMeta) -> String {
-    meta.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".to_string())
+    meta.namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".to_string())
 }
 
 /// Everything placement depends on, from a pod spec at `path` (`spec` or `spec.template.spec`).
@@ -113,7 +149,10 @@ fn pod_requests(spec: &core::PodSpec, path: &str) -> FieldResult<Resources> {
             total.set(name, q);
         }
     }
-    total.add(&api_resources(spec.overhead.as_ref(), &format!("{path}.overhead"))?);
+    total.add(&api_resources(
+        spec.overhead.as_ref(),
+        &format!("{path}.overhead"),
+    )?);
     total.set(PODS, Quantity::from_units(1));
     Ok(total)
 }
@@ -136,7 +175,11 @@ fn requirements_requests(r: &core::ResourceRequirements, path: &str) -> FieldRes
 
 /// Host ports of the app containers and sidecars (regular init containers exit before the pod runs).
 fn host_ports(spec: &core::PodSpec, path: &str) -> FieldResult<Vec<HostPort>> {
-    let apps = spec.containers.iter().enumerate().map(|(i, c)| (format!("{path}.containers[{i}]"), c));
+    let apps = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("{path}.containers[{i}]"), c));
     let sidecars = spec
         .init_containers
         .iter()
@@ -147,14 +190,23 @@ fn host_ports(spec: &core::PodSpec, path: &str) -> FieldResult<Vec<HostPort>> {
     let mut out = Vec::new();
     for (cpath, c) in apps.chain(sidecars) {
         for (j, p) in c.ports.iter().flatten().enumerate() {
-            let Some(port) = p.host_port.filter(|&hp| hp != 0) else { continue };
+            let Some(port) = p.host_port.filter(|&hp| hp != 0) else {
+                continue;
+            };
             let port = u16::try_from(port).ok().ok_or_else(|| {
-                FieldError::new(format!("{cpath}.ports[{j}].hostPort"), format!("host port {port} is out of range"))
+                FieldError::new(
+                    format!("{cpath}.ports[{j}].hostPort"),
+                    format!("host port {port} is out of range"),
+                )
             })?;
             out.push(HostPort {
                 ip: p.host_ip.clone().unwrap_or_default(),
                 port,
-                protocol: p.protocol.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "TCP".to_string()),
+                protocol: p
+                    .protocol
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "TCP".to_string()),
             });
         }
     }
@@ -162,15 +214,23 @@ fn host_ports(spec: &core::PodSpec, path: &str) -> FieldResult<Vec<HostPort>> {
 }
 
 fn deletion_cost(annotations: Option<&BTreeMap<String, String>>) -> FieldResult<i32> {
-    let Some(text) = annotations.and_then(|a| a.get(DELETION_COST)) else { return Ok(0) };
+    let Some(text) = annotations.and_then(|a| a.get(DELETION_COST)) else {
+        return Ok(0);
+    };
     text.trim().parse::<i32>().map_err(|_| {
-        FieldError::new(format!("metadata.annotations[{DELETION_COST:?}]"), format!("{text:?} is not a 32-bit integer"))
+        FieldError::new(
+            format!("metadata.annotations[{DELETION_COST:?}]"),
+            format!("{text:?} is not a 32-bit integer"),
+        )
     })
 }
 
 /// The controlling owner (the reference with `controller: true`, else the first one).
 fn controller_owner(refs: Option<&[OwnerReference]>) -> (Option<String>, Option<String>) {
     let refs = refs.unwrap_or_default();
-    let owner = refs.iter().find(|r| r.controller == Some(true)).or_else(|| refs.first());
+    let owner = refs
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .or_else(|| refs.first());
     (owner.map(|o| o.kind.clone()), owner.map(|o| o.name.clone()))
 }

@@ -14,7 +14,12 @@ use super::karpenter::Text;
 use super::pod::namespace_of;
 
 pub(crate) fn convert_pdb(pdb: policy::PodDisruptionBudget) -> FieldResult<PodDisruptionBudget> {
-    let name = pdb.metadata.name.clone().filter(|n| !n.is_empty()).ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
+    let name = pdb
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| FieldError::new("metadata.name", "missing"))?;
     let spec = pdb.spec.unwrap_or_default();
     Ok(PodDisruptionBudget {
         namespace: namespace_of(&pdb.metadata),
@@ -41,7 +46,12 @@ pub(crate) struct WeightsConfigMap {
 }
 
 pub(crate) fn convert_weights(cm: WeightsConfigMap) -> FieldResult<CostWeights> {
-    let data: BTreeMap<String, String> = cm.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+    let data: BTreeMap<String, String> = cm
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
     CostWeights::from_data(&data).map_err(|e| {
         let key = match &e {
             WeightsError::UnknownKey(k) => k,
@@ -93,7 +103,9 @@ mod tests {
 
     #[test]
     fn weights_numbers_and_typos() {
-        let w = convert_weights(typed(yaml("data: {minSavings: 0.5, podEviction: '0.1'}")).unwrap()).unwrap();
+        let w =
+            convert_weights(typed(yaml("data: {minSavings: 0.5, podEviction: '0.1'}")).unwrap())
+                .unwrap();
         assert_eq!((w.min_savings, w.pod_eviction), (0.5, 0.1));
         let e = convert_weights(typed(yaml("data: {minSaving: '1'}")).unwrap()).unwrap_err();
         assert_eq!(e.path, "data.minSaving");

@@ -4,12 +4,13 @@
 use k8s_openapi::api::core::v1 as core;
 
 use crate::domain::{
-    Labels, NodeSelector, PodAffinityTerm, PodConstraints, Requirement, Toleration, TopologySpread, Weighted,
-    WhenUnsatisfiable, HOSTNAME,
+    Labels, NodeSelector, PodAffinityTerm, PodConstraints, Requirement, Toleration, TopologySpread,
+    Weighted, WhenUnsatisfiable, HOSTNAME,
 };
 
 use super::convert::{
-    label_requirement, label_selector, never_requirement, require_label, requirement, FieldError, FieldResult,
+    label_requirement, label_selector, never_requirement, require_label, requirement, FieldError,
+    FieldResult,
 };
 
 const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
@@ -18,39 +19,76 @@ const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 /// Fills the scheduling fields of `c` (whose namespace and labels are already set) from `spec`.
 pub(crate) fn apply(c: &mut PodConstraints, spec: &core::PodSpec, path: &str) -> FieldResult<()> {
     for (key, value) in spec.node_selector.iter().flatten() {
-        c.node_selector.push(requirement(key, "In", vec![value.clone()], None, &format!("{path}.nodeSelector.{key}"))?);
+        c.node_selector.push(requirement(
+            key,
+            "In",
+            vec![value.clone()],
+            None,
+            &format!("{path}.nodeSelector.{key}"),
+        )?);
     }
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-        c.tolerations.push(toleration(t, &format!("{path}.tolerations[{i}]"))?);
+        c.tolerations
+            .push(toleration(t, &format!("{path}.tolerations[{i}]"))?);
     }
-    for (i, s) in spec.topology_spread_constraints.iter().flatten().enumerate() {
-        c.spread.push(spread(s, &c.labels, &format!("{path}.topologySpreadConstraints[{i}]"))?);
+    for (i, s) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
+        c.spread.push(spread(
+            s,
+            &c.labels,
+            &format!("{path}.topologySpreadConstraints[{i}]"),
+        )?);
     }
-    let Some(affinity) = &spec.affinity else { return Ok(()) };
+    let Some(affinity) = &spec.affinity else {
+        return Ok(());
+    };
     if let Some(na) = &affinity.node_affinity {
         let p = format!("{path}.affinity.nodeAffinity");
         if let Some(required) = &na.required_during_scheduling_ignored_during_execution {
             c.node_affinity = node_selector(required, &format!("{p}.{REQUIRED}"))?;
         }
-        for (i, pref) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-            let term = node_selector_term(&pref.preference, &format!("{p}.{PREFERRED}[{i}].preference"))?;
+        for (i, pref) in na
+            .preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+            .enumerate()
+        {
+            let term = node_selector_term(
+                &pref.preference,
+                &format!("{p}.{PREFERRED}[{i}].preference"),
+            )?;
             // The scheduler skips zero weights and empty preferences: neither ever scores.
             if pref.weight != 0 && !term.is_empty() {
-                c.preferred_node_affinity.push(Weighted { weight: pref.weight, term });
+                c.preferred_node_affinity.push(Weighted {
+                    weight: pref.weight,
+                    term,
+                });
             }
         }
     }
     if let Some(pa) = &affinity.pod_affinity {
         let p = format!("{path}.affinity.podAffinity");
-        let required = pa.required_during_scheduling_ignored_during_execution.as_deref();
-        let preferred = pa.preferred_during_scheduling_ignored_during_execution.as_deref();
+        let required = pa
+            .required_during_scheduling_ignored_during_execution
+            .as_deref();
+        let preferred = pa
+            .preferred_during_scheduling_ignored_during_execution
+            .as_deref();
         c.pod_affinity = affinity_terms(required, &c.labels, &p)?;
         c.preferred_pod_affinity = weighted_affinity_terms(preferred, &c.labels, &p)?;
     }
     if let Some(pa) = &affinity.pod_anti_affinity {
         let p = format!("{path}.affinity.podAntiAffinity");
-        let required = pa.required_during_scheduling_ignored_during_execution.as_deref();
-        let preferred = pa.preferred_during_scheduling_ignored_during_execution.as_deref();
+        let required = pa
+            .required_during_scheduling_ignored_during_execution
+            .as_deref();
+        let preferred = pa
+            .preferred_during_scheduling_ignored_during_execution
+            .as_deref();
         c.pod_anti_affinity = affinity_terms(required, &c.labels, &p)?;
         c.preferred_pod_anti_affinity = weighted_affinity_terms(preferred, &c.labels, &p)?;
     }
@@ -80,14 +118,29 @@ fn node_selector_term(t: &core::NodeSelectorTerm, path: &str) -> FieldResult<Vec
     let mut out = Vec::new();
     for (i, e) in t.match_expressions.iter().flatten().enumerate() {
         let values = e.values.clone().unwrap_or_default();
-        out.push(requirement(&e.key, &e.operator, values, None, &format!("{path}.matchExpressions[{i}]"))?);
+        out.push(requirement(
+            &e.key,
+            &e.operator,
+            values,
+            None,
+            &format!("{path}.matchExpressions[{i}]"),
+        )?);
     }
     for (i, f) in t.match_fields.iter().flatten().enumerate() {
         let p = format!("{path}.matchFields[{i}]");
         if f.key != "metadata.name" {
-            return Err(FieldError::new(format!("{p}.key"), format!("unsupported field {:?}", f.key)));
+            return Err(FieldError::new(
+                format!("{p}.key"),
+                format!("unsupported field {:?}", f.key),
+            ));
         }
-        out.push(requirement(HOSTNAME, &f.operator, f.values.clone().unwrap_or_default(), None, &p)?);
+        out.push(requirement(
+            HOSTNAME,
+            &f.operator,
+            f.values.clone().unwrap_or_default(),
+            None,
+            &p,
+        )?);
     }
     Ok(out)
 }
@@ -97,15 +150,20 @@ fn toleration(t: &core::Toleration, path: &str) -> FieldResult<Toleration> {
         None | Some("") | Some("Equal") => false,
         Some("Exists") => true,
         Some(other) => {
-            return Err(FieldError::new(format!("{path}.operator"), format!("unknown toleration operator {other:?}")))
+            return Err(FieldError::new(
+                format!("{path}.operator"),
+                format!("unknown toleration operator {other:?}"),
+            ))
         }
     };
     let effect = match t.effect.as_deref() {
         None | Some("") => None,
-        Some(e) => Some(
-            crate::domain::TaintEffect::parse(e)
-                .ok_or_else(|| FieldError::new(format!("{path}.effect"), format!("unknown taint effect {e:?}")))?,
-        ),
+        Some(e) => Some(crate::domain::TaintEffect::parse(e).ok_or_else(|| {
+            FieldError::new(
+                format!("{path}.effect"),
+                format!("unknown taint effect {e:?}"),
+            )
+        })?),
     };
     Ok(Toleration {
         key: t.key.clone().filter(|k| !k.is_empty()),
@@ -115,19 +173,37 @@ fn toleration(t: &core::Toleration, path: &str) -> FieldResult<Toleration> {
     })
 }
 
-fn spread(s: &core::TopologySpreadConstraint, labels: &Labels, path: &str) -> FieldResult<TopologySpread> {
-    let max_skew = u32::try_from(s.max_skew).ok().filter(|&m| m > 0).ok_or_else(|| {
-        FieldError::new(format!("{path}.maxSkew"), format!("maxSkew {} must be at least 1", s.max_skew))
-    })?;
+fn spread(
+    s: &core::TopologySpreadConstraint,
+    labels: &Labels,
+    path: &str,
+) -> FieldResult<TopologySpread> {
+    let max_skew = u32::try_from(s.max_skew)
+        .ok()
+        .filter(|&m| m > 0)
+        .ok_or_else(|| {
+            FieldError::new(
+                format!("{path}.maxSkew"),
+                format!("maxSkew {} must be at least 1", s.max_skew),
+            )
+        })?;
     let when_unsatisfiable = match s.when_unsatisfiable.as_str() {
         "" | "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
         "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
-        other => return Err(FieldError::new(format!("{path}.whenUnsatisfiable"), format!("unknown value {other:?}"))),
+        other => {
+            return Err(FieldError::new(
+                format!("{path}.whenUnsatisfiable"),
+                format!("unknown value {other:?}"),
+            ))
+        }
     };
     let min_domains = match s.min_domains {
         None => None,
         Some(m) => Some(u32::try_from(m).ok().filter(|&m| m > 0).ok_or_else(|| {
-            FieldError::new(format!("{path}.minDomains"), format!("minDomains {m} must be at least 1"))
+            FieldError::new(
+                format!("{path}.minDomains"),
+                format!("minDomains {m} must be at least 1"),
+            )
         })?),
     };
     let mut selector = label_selector(s.label_selector.as_ref(), &format!("{path}.labelSelector"))?;
@@ -140,7 +216,13 @@ fn spread(s: &core::TopologySpreadConstraint, labels: &Labels, path: &str) -> Fi
             }
         }
     }
-    Ok(TopologySpread { max_skew, topology_key: s.topology_key.clone(), when_unsatisfiable, selector, min_domains })
+    Ok(TopologySpread {
+        max_skew,
+        topology_key: s.topology_key.clone(),
+        when_unsatisfiable,
+        selector,
+        min_domains,
+    })
 }
 
 fn affinity_terms(
@@ -150,7 +232,11 @@ fn affinity_terms(
 ) -> FieldResult<Vec<PodAffinityTerm>> {
     let mut out = Vec::new();
     for (i, t) in terms.unwrap_or_default().iter().enumerate() {
-        out.push(affinity_term(t, labels, &format!("{path}.{REQUIRED}[{i}]"))?);
+        out.push(affinity_term(
+            t,
+            labels,
+            &format!("{path}.{REQUIRED}[{i}]"),
+        )?);
     }
     Ok(out)
 }
@@ -162,9 +248,16 @@ fn weighted_affinity_terms(
 ) -> FieldResult<Vec<Weighted<PodAffinityTerm>>> {
     let mut out = Vec::new();
     for (i, t) in terms.unwrap_or_default().iter().enumerate() {
-        let term = affinity_term(&t.pod_affinity_term, labels, &format!("{path}.{PREFERRED}[{i}].podAffinityTerm"))?;
+        let term = affinity_term(
+            &t.pod_affinity_term,
+            labels,
+            &format!("{path}.{PREFERRED}[{i}].podAffinityTerm"),
+        )?;
         if t.weight != 0 {
-            out.push(Weighted { weight: t.weight, term });
+            out.push(Weighted {
+                weight: t.weight,
+                term,
+            });
         }
     }
     Ok(out)
@@ -172,7 +265,11 @@ fn weighted_affinity_terms(
 
 /// One pod affinity term. Any namespaceSelector is read as "all namespaces": snapshots carry no
 /// Namespace objects to evaluate it against, so a non-empty selector is over-approximated.
-fn affinity_term(t: &core::PodAffinityTerm, labels: &Labels, path: &str) -> FieldResult<PodAffinityTerm> {
+fn affinity_term(
+    t: &core::PodAffinityTerm,
+    labels: &Labels,
+    path: &str,
+) -> FieldResult<PodAffinityTerm> {
     let mut selector = label_selector(t.label_selector.as_ref(), &format!("{path}.labelSelector"))?;
     if t.label_selector.is_some() {
         for key in t.match_label_keys.iter().flatten() {
@@ -183,7 +280,12 @@ fn affinity_term(t: &core::PodAffinityTerm, labels: &Labels, path: &str) -> Fiel
         for (i, key) in t.mismatch_label_keys.iter().flatten().enumerate() {
             if let Some(v) = labels.get(key) {
                 let p = format!("{path}.mismatchLabelKeys[{i}]");
-                selector.match_expressions.push(label_requirement(key, "NotIn", vec![v.clone()], &p)?);
+                selector.match_expressions.push(label_requirement(
+                    key,
+                    "NotIn",
+                    vec![v.clone()],
+                    &p,
+                )?);
             }
         }
     }

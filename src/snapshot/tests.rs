@@ -21,7 +21,9 @@ fn pod(spec: &str) -> Pod {
 
 /// Parses a pod with this spec and returns the error.
 fn pod_err(spec: &str) -> String {
-    err(&format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n{spec}"))
+    err(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n{spec}"
+    ))
 }
 
 fn cpu(p: &Pod) -> i64 {
@@ -68,7 +70,10 @@ fn documents_that_are_not_objects_fail() {
         err("just a string\n"),
         "test.yaml: document 1: not a kubernetes object (expected a mapping with apiVersion and kind)"
     );
-    assert_eq!(err("---\n{}\n---\nfoo: bar\n"), "test.yaml: document 1: object without apiVersion and kind");
+    assert_eq!(
+        err("---\n{}\n---\nfoo: bar\n"),
+        "test.yaml: document 1: object without apiVersion and kind"
+    );
     assert_eq!(
         err("apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Node, metadata: {name: a}}, 3]\n"),
         "test.yaml: document 1: items[1]: not a kubernetes object (expected a mapping with apiVersion and kind)"
@@ -77,15 +82,22 @@ fn documents_that_are_not_objects_fail() {
 
 #[test]
 fn broken_yaml_names_document_and_line() {
-    let e = err("apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\napiVersion: v1\nkind: [Node\n");
-    assert!(e.starts_with("test.yaml: document 2: malformed yaml: "), "{e}");
+    let e =
+        err("apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\napiVersion: v1\nkind: [Node\n");
+    assert!(
+        e.starts_with("test.yaml: document 2: malformed yaml: "),
+        "{e}"
+    );
     assert!(e.contains("line"), "{e}");
 }
 
 #[test]
 fn typed_errors_name_the_field() {
     let e = err("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, ports: [{containerPort: x}]}]\n");
-    assert!(e.starts_with("Pod default/p: spec.containers[0].ports[0].containerPort: invalid type"), "{e}");
+    assert!(
+        e.starts_with("Pod default/p: spec.containers[0].ports[0].containerPort: invalid type"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -148,9 +160,15 @@ fn pod_level_resources_replace_the_aggregate() {
 #[test]
 fn quantity_errors_name_object_and_field() {
     let e = err("apiVersion: v1\nkind: Pod\nmetadata: {name: web-1, namespace: default}\nspec:\n  containers:\n  - {name: c, resources: {requests: {cpu: abc}}}\n");
-    assert_eq!(e, "Pod default/web-1: spec.containers[0].resources.requests.cpu: malformed quantity \"abc\"");
+    assert_eq!(
+        e,
+        "Pod default/web-1: spec.containers[0].resources.requests.cpu: malformed quantity \"abc\""
+    );
     let e = err("apiVersion: v1\nkind: Pod\nmetadata: {name: w}\nspec:\n  initContainers: [{name: i, resources: {limits: {memory: -1Gi}}}]\n  containers: []\n");
-    assert_eq!(e, "Pod default/w: spec.initContainers[0].resources.limits.memory: negative quantity \"-1Gi\"");
+    assert_eq!(
+        e,
+        "Pod default/w: spec.initContainers[0].resources.limits.memory: negative quantity \"-1Gi\""
+    );
 }
 
 #[test]
@@ -205,7 +223,10 @@ fn tolerations_convert_and_validate() {
     assert!(t[0].key.is_none() && t[0].exists && t[0].effect.is_none());
     assert!(!t[1].exists && t[1].value == "true" && t[1].effect.is_some());
     let e = pod_err("  containers: []\n  tolerations: [{key: a, effect: Never}]\n");
-    assert_eq!(e, "Pod default/p: spec.tolerations[0].effect: unknown taint effect \"Never\"");
+    assert_eq!(
+        e,
+        "Pod default/p: spec.tolerations[0].effect: unknown taint effect \"Never\""
+    );
 }
 
 #[test]
@@ -222,7 +243,10 @@ fn spread_merges_match_label_keys_and_defaults() {
   - {maxSkew: 2, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}
 "#);
     let s = &p.constraints.spread;
-    assert_eq!(s[0].selector.match_labels.get("hash").map(String::as_str), Some("h1"));
+    assert_eq!(
+        s[0].selector.match_labels.get("hash").map(String::as_str),
+        Some("h1")
+    );
     assert!(!s[0].selector.match_labels.contains_key("missing"));
     assert_eq!(s[0].min_domains, Some(3));
     assert_eq!(s[0].when_unsatisfiable, WhenUnsatisfiable::DoNotSchedule);
@@ -250,7 +274,10 @@ fn pod_affinity_terms() {
 "#);
     let c = &p.constraints;
     let anti = &c.pod_anti_affinity;
-    assert_eq!(anti[0].selector.match_expressions[1].operator, Operator::NotIn);
+    assert_eq!(
+        anti[0].selector.match_expressions[1].operator,
+        Operator::NotIn
+    );
     assert!(!anti[0].all_namespaces && anti[0].namespaces.is_empty());
     assert!(anti[1].all_namespaces);
     assert_eq!(anti[1].selector.match_expressions[0].key, NEVER_MATCH_KEY);
@@ -262,7 +289,13 @@ fn pod_affinity_terms() {
 fn host_ports_default_protocol() {
     let p = pod("  containers:\n  - {name: a, ports: [{containerPort: 80, hostPort: 8080}, {containerPort: 81}]}\n");
     assert_eq!(p.constraints.host_ports.len(), 1);
-    assert_eq!((p.constraints.host_ports[0].port, p.constraints.host_ports[0].protocol.as_str()), (8080, "TCP"));
+    assert_eq!(
+        (
+            p.constraints.host_ports[0].port,
+            p.constraints.host_ports[0].protocol.as_str()
+        ),
+        (8080, "TCP")
+    );
 }
 
 #[test]
@@ -283,9 +316,20 @@ spec: {containers: [], priority: 100, nodeName: n1}
 "#,
     );
     let p = &s.pods[0];
-    assert_eq!((p.namespace.as_str(), p.uid.as_str(), p.priority, p.deletion_cost), ("default", "u1", 100, -5));
+    assert_eq!(
+        (
+            p.namespace.as_str(),
+            p.uid.as_str(),
+            p.priority,
+            p.deletion_cost
+        ),
+        ("default", "u1", 100, -5)
+    );
     assert_eq!(p.do_not_disrupt.as_deref(), Some("true"));
-    assert_eq!((p.owner_kind.as_deref(), p.owner_name.as_deref()), (Some("ReplicaSet"), Some("rs")));
+    assert_eq!(
+        (p.owner_kind.as_deref(), p.owner_name.as_deref()),
+        (Some("ReplicaSet"), Some("rs"))
+    );
     assert_eq!(p.created.as_deref(), Some("2024-01-02T03:04:05Z"));
     assert_eq!(p.node_name.as_deref(), Some("n1"));
     let e = err("apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {controller.kubernetes.io/pod-deletion-cost: high}}\nspec: {containers: []}\n");
@@ -309,7 +353,17 @@ fn pending_terminal_and_terminating() {
     let pending: Vec<&str> = s.pending_pods().map(|p| p.name.as_str()).collect();
     assert_eq!(pending, ["pending"]);
     let flags: Vec<(bool, bool)> = s.pods.iter().map(|p| (p.terminal, p.terminating)).collect();
-    assert_eq!(flags, [(false, false), (false, false), (true, false), (true, false), (false, true), (false, false)]);
+    assert_eq!(
+        flags,
+        [
+            (false, false),
+            (false, false),
+            (true, false),
+            (true, false),
+            (false, true),
+            (false, false)
+        ]
+    );
     assert!(s.pods[1].occupies_node() && !s.pods[3].occupies_node());
 }
 
@@ -330,7 +384,10 @@ spec:
 "#,
     );
     let d = &s.daemonsets[0];
-    assert_eq!((d.namespace.as_str(), d.name.as_str()), ("kube-system", "agent"));
+    assert_eq!(
+        (d.namespace.as_str(), d.name.as_str()),
+        ("kube-system", "agent")
+    );
     assert_eq!(d.pod.requests.get("cpu"), Quantity::from_milli(50));
     assert_eq!(d.pod.labels["app"], "agent");
     assert_eq!(d.pod.namespace, "kube-system");
@@ -363,7 +420,10 @@ spec:
       - {key: b, operator: Exists}
       - {key: c, operator: Near, values: [x]}
 "#);
-    assert_eq!(e, "NodePool default: spec.template.spec.requirements[2].operator: unknown operator \"Near\"");
+    assert_eq!(
+        e,
+        "NodePool default: spec.template.spec.requirements[2].operator: unknown operator \"Near\""
+    );
 }
 
 #[test]
@@ -372,15 +432,23 @@ fn integers_beyond_64_bits_name_their_object_inside_lists_and_tags() {
                  - apiVersion: v1\n  kind: Node\n  metadata: {name: n2}\n  status: {capacity: {pods: !big -99999999999999999999}}\n");
     assert!(e.starts_with("Node n2: status.capacity.pods: integer -99999999999999999999 does not fit in 64 bits at line 8"), "{e}");
     // a key beyond 64 bits cannot be walked either: serde_yaml_ng's message stands
-    let e = err("apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {99999999999999999999: x}}\n");
-    assert!(e.starts_with("test.yaml: document 1: malformed yaml:"), "{e}");
+    let e = err(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1, labels: {99999999999999999999: x}}\n",
+    );
+    assert!(
+        e.starts_with("test.yaml: document 1: malformed yaml:"),
+        "{e}"
+    );
 }
 
 #[test]
 fn the_same_object_twice_is_an_error_but_not_across_kinds_or_namespaces() {
     let e = err("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: a}\n---\n\
                  apiVersion: v1\nkind: List\nitems: [{apiVersion: karpenter.sh/v1, kind: NodePool, metadata: {name: a}}]\n");
-    assert_eq!(e, "NodePool a: metadata.name: duplicate object, first read from document 1");
+    assert_eq!(
+        e,
+        "NodePool a: metadata.name: duplicate object, first read from document 1"
+    );
     let s = parse(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n---\n\
          apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: other}\nspec: {containers: []}\n---\n\
@@ -388,10 +456,17 @@ fn the_same_object_twice_is_an_error_but_not_across_kinds_or_namespaces() {
     );
     assert_eq!((s.pods.len(), s.nodes.len()), (2, 1));
     // live objects: a copy that cannot be read leaves its place to the next one
-    let bad: Value = serde_yaml_ng::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}, status: {allocatable: {cpu: '-1'}}}").unwrap();
-    let good: Value = serde_yaml_ng::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}}").unwrap();
+    let bad: Value = serde_yaml_ng::from_str(
+        "{apiVersion: v1, kind: Node, metadata: {name: n}, status: {allocatable: {cpu: '-1'}}}",
+    )
+    .unwrap();
+    let good: Value =
+        serde_yaml_ng::from_str("{apiVersion: v1, kind: Node, metadata: {name: n}}").unwrap();
     let (s, errors) = from_values([bad, good.clone(), good], "cluster");
     assert_eq!(s.nodes.len(), 1);
     assert_eq!(errors.len(), 2, "{errors:?}");
-    assert_eq!(errors[1].to_string(), "Node n: metadata.name: duplicate object, first read from document 2");
+    assert_eq!(
+        errors[1].to_string(),
+        "Node n: metadata.name: duplicate object, first read from document 2"
+    );
 }

@@ -6,7 +6,10 @@
 
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, EnumAccess, IgnoredAny, MapAccess, SeqAccess, VariantAccess, Visitor};
+use serde::de::{
+    DeserializeSeed, Deserializer, EnumAccess, IgnoredAny, MapAccess, SeqAccess, VariantAccess,
+    Visitor,
+};
 use serde_yaml_ng::{Mapping, Value};
 
 use super::{object_label, str_at, SnapshotError};
@@ -14,7 +17,11 @@ use super::{object_label, str_at, SnapshotError};
 /// The error for document `document` (1-based) of `text`, whose reading failed with `error`, when
 /// that failure is an integer beyond 64 bits inside a Kubernetes object; `None` otherwise, and
 /// whenever the document cannot be walked (the caller then reports `error` as it is).
-pub(super) fn locate(text: &str, document: usize, error: &serde_yaml_ng::Error) -> Option<SnapshotError> {
+pub(super) fn locate(
+    text: &str,
+    document: usize,
+    error: &serde_yaml_ng::Error,
+) -> Option<SnapshotError> {
     // serde's default `visit_u128`/`visit_i128` message, which `Value` gives for these integers:
     // only then is the first wide integer the walker meets the one the error is about.
     let message = error.to_string();
@@ -28,7 +35,10 @@ pub(super) fn locate(text: &str, document: usize, error: &serde_yaml_ng::Error) 
     let (object, path) = inside_lists(&value, &path);
     let kind = str_at(object, &["kind"]).filter(|k| !k.is_empty())?;
     str_at(object, &["apiVersion"]).filter(|v| !v.is_empty())?;
-    let at = error.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
+    let at = error
+        .location()
+        .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+        .unwrap_or_default();
     Some(SnapshotError::Object {
         kind: kind.to_string(),
         object: object_label(object, kind),

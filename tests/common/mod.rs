@@ -116,14 +116,25 @@ impl Outcome {
     pub fn run(name: &str) -> Outcome {
         let checker = plan_check_path();
         let snapshot = scenarios_dir().join(format!("{name}.yaml"));
-        let text =
-            std::fs::read_to_string(&snapshot).unwrap_or_else(|e| panic!("scenario {}: {e}", snapshot.display()));
-        let cat = catalog_name(&text).unwrap_or_else(|| panic!("scenario {name} has no `# catalog: NAME` header line"));
+        let text = std::fs::read_to_string(&snapshot)
+            .unwrap_or_else(|e| panic!("scenario {}: {e}", snapshot.display()));
+        let cat = catalog_name(&text)
+            .unwrap_or_else(|| panic!("scenario {name} has no `# catalog: NAME` header line"));
         let catalog = manifest_dir().join(format!("fixtures/catalogs/{cat}.json"));
-        assert!(catalog.is_file(), "scenario {name}: catalog {} does not exist", catalog.display());
+        assert!(
+            catalog.is_file(),
+            "scenario {name}: catalog {} does not exist",
+            catalog.display()
+        );
         let milp = solve(name, &snapshot, &catalog, Strategy::Milp, &checker);
         let greedy = solve(name, &snapshot, &catalog, Strategy::Greedy, &checker);
-        Outcome { name: name.to_string(), snapshot, catalog, milp, greedy }
+        Outcome {
+            name: name.to_string(),
+            snapshot,
+            catalog,
+            milp,
+            greedy,
+        }
     }
 
     pub fn both(&self) -> [&Solved; 2] {
@@ -181,7 +192,13 @@ impl Outcome {
     }
 }
 
-fn solve(name: &str, snapshot: &Path, catalog: &Path, strategy: Strategy, checker: &Path) -> Solved {
+fn solve(
+    name: &str,
+    snapshot: &Path,
+    catalog: &Path,
+    strategy: Strategy,
+    checker: &Path,
+) -> Solved {
     let label = match strategy {
         Strategy::Milp => "milp",
         Strategy::Greedy => "greedy",
@@ -192,7 +209,16 @@ fn solve(name: &str, snapshot: &Path, catalog: &Path, strategy: Strategy, checke
         .arg(snapshot)
         .arg("--catalog")
         .arg(catalog)
-        .args(["--strategy", label, "--output", "json", "--time-limit", "20", "--threads", "1"])
+        .args([
+            "--strategy",
+            label,
+            "--output",
+            "json",
+            "--time-limit",
+            "20",
+            "--threads",
+            "1",
+        ])
         .env_remove("JOINER_GAP")
         .output()
         .expect("the joiner binary runs");
@@ -209,29 +235,51 @@ fn solve(name: &str, snapshot: &Path, catalog: &Path, strategy: Strategy, checke
     std::fs::create_dir_all(&dir).expect("temp dir");
     let plan_file = dir.join(format!("{name}.{label}.json"));
     std::fs::write(&plan_file, &stdout).expect("plan file written");
-    let check =
-        Command::new(python()).arg(checker).arg(snapshot).arg(catalog).arg(&plan_file).output().unwrap_or_else(|e| {
-            panic!("cannot run plan-check with {} (set JOINER_PYTHON; it needs PyYAML): {e}", python())
+    let check = Command::new(python())
+        .arg(checker)
+        .arg(snapshot)
+        .arg(catalog)
+        .arg(&plan_file)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run plan-check with {} (set JOINER_PYTHON; it needs PyYAML): {e}",
+                python()
+            )
         });
-    let check_output = format!("{}{}", String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
+    let check_output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
     assert!(
         matches!(check.status.code(), Some(0) | Some(1)),
         "{name} ({label}): plan-check could not check the plan ({}):\n{check_output}",
         check.status
     );
-    Solved { strategy, plan, plan_file, check_ok: check.status.success(), check_output }
+    Solved {
+        strategy,
+        plan,
+        plan_file,
+        check_ok: check.status.success(),
+        check_output,
+    }
 }
 
 // ------------------------------------------------------------------ queries on a plan
 
 /// Pods the plan places (on new or existing nodes).
 pub fn placed_count(p: &Plan) -> usize {
-    p.nodes.iter().map(|n| n.pods.len()).sum::<usize>() + p.existing.iter().map(|e| e.pods.len()).sum::<usize>()
+    p.nodes.iter().map(|n| n.pods.len()).sum::<usize>()
+        + p.existing.iter().map(|e| e.pods.len()).sum::<usize>()
 }
 
 /// `namespace/name` -> reason, for every unschedulable pod.
 pub fn unschedulable(p: &Plan) -> BTreeMap<String, UnschedulableReason> {
-    p.unschedulable.iter().map(|u| (u.pod.clone(), u.reason)).collect()
+    p.unschedulable
+        .iter()
+        .map(|u| (u.pod.clone(), u.reason))
+        .collect()
 }
 
 /// The new node holding `pod`.
@@ -241,9 +289,12 @@ pub fn node_of<'p>(p: &'p Plan, pod: &str) -> Option<&'p NewNode> {
 
 /// The node (new node id or existing node name) holding `pod`.
 pub fn host_of(p: &Plan, pod: &str) -> Option<String> {
-    node_of(p, pod)
-        .map(|n| n.id.clone())
-        .or_else(|| p.existing.iter().find(|e| e.pods.iter().any(|x| x == pod)).map(|e| e.node.clone()))
+    node_of(p, pod).map(|n| n.id.clone()).or_else(|| {
+        p.existing
+            .iter()
+            .find(|e| e.pods.iter().any(|x| x == pod))
+            .map(|e| e.node.clone())
+    })
 }
 
 /// Instance types of the new nodes, sorted.
@@ -274,7 +325,11 @@ pub fn per_zone(p: &Plan, prefix: &str) -> BTreeMap<String, usize> {
 
 /// Pods whose name starts with `prefix` on each new node that holds any.
 pub fn per_node(p: &Plan, prefix: &str) -> Vec<usize> {
-    p.nodes.iter().map(|n| n.pods.iter().filter(|x| x.starts_with(prefix)).count()).filter(|&c| c > 0).collect()
+    p.nodes
+        .iter()
+        .map(|n| n.pods.iter().filter(|x| x.starts_with(prefix)).count())
+        .filter(|&c| c > 0)
+        .collect()
 }
 
 pub fn set<'a>(items: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
@@ -293,4 +348,3 @@ pub fn assert_cost(label: &str, p: &Plan, expected: f64) {
         summary(p)
     );
 }
-

@@ -17,8 +17,8 @@ use std::time::Duration;
 use joiner::catalog::{CapacityType, Catalog};
 use joiner::domain::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ZONE};
 use joiner::domain::{
-    ClusterSnapshot, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints, Quantity,
-    Requirement, Resources, TopologySpread, Weighted, WhenUnsatisfiable,
+    ClusterSnapshot, LabelSelector, Labels, NodePool, Pod, PodAffinityTerm, PodConstraints,
+    Quantity, Requirement, Resources, TopologySpread, Weighted, WhenUnsatisfiable,
 };
 use joiner::optimizer::{solve, Plan, SolveSettings, Strategy};
 
@@ -50,7 +50,18 @@ pub struct ClassSpec {
 
 impl ClassSpec {
     pub fn plain(name: &str, count: usize, cpu_m: i64, mem_mib: i64) -> ClassSpec {
-        ClassSpec { name: name.into(), count, cpu_m, mem_mib, spread: None, soft_spread: false, anti: false, zone: None, prefer_apart: None, prefer_type: None }
+        ClassSpec {
+            name: name.into(),
+            count,
+            cpu_m,
+            mem_mib,
+            spread: None,
+            soft_spread: false,
+            anti: false,
+            zone: None,
+            prefer_apart: None,
+            prefer_type: None,
+        }
     }
 }
 
@@ -76,7 +87,11 @@ pub struct TypeSpec {
 impl TypeSpec {
     /// (cpu millicores, memory MiB, pods) a new node of this type offers to pods.
     pub fn alloc(&self) -> (i64, i64, i64) {
-        (i64::from(self.vcpu) * 1000 - self.ovh_cpu_m, self.mem_mib - self.ovh_mem_mib, i64::from(self.max_pods))
+        (
+            i64::from(self.vcpu) * 1000 - self.ovh_cpu_m,
+            self.mem_mib - self.ovh_mem_mib,
+            i64::from(self.max_pods),
+        )
     }
 }
 
@@ -98,7 +113,12 @@ impl Instance {
         self.classes
             .iter()
             .enumerate()
-            .flat_map(|(k, c)| (0..c.count).map(move |i| PodInfo { key: format!("default/{}-{i}", c.name), class: k }))
+            .flat_map(|(k, c)| {
+                (0..c.count).map(move |i| PodInfo {
+                    key: format!("default/{}-{i}", c.name),
+                    class: k,
+                })
+            })
             .collect()
     }
 
@@ -116,8 +136,15 @@ impl Instance {
     /// The snapshot with the pods listed in `order` (a permutation of the model's pod indices).
     pub fn snapshot_ordered(&self, order: &[usize]) -> ClusterSnapshot {
         let all = self.pods();
-        let pods = order.iter().map(|&i| std::sync::Arc::new(make_pod(&self.classes[all[i].class], &all[i].key))).collect();
-        ClusterSnapshot { pods, nodepools: vec![nodepool()], ..Default::default() }
+        let pods = order
+            .iter()
+            .map(|&i| std::sync::Arc::new(make_pod(&self.classes[all[i].class], &all[i].key)))
+            .collect();
+        ClusterSnapshot {
+            pods,
+            nodepools: vec![nodepool()],
+            ..Default::default()
+        }
     }
 
     pub fn catalog(&self) -> Catalog {
@@ -169,13 +196,18 @@ impl Instance {
             c.cpu_m <= cpu
                 && c.mem_mib <= mem
                 && pods >= 1
-                && t.offerings.iter().any(|o| c.zone.as_ref().is_none_or(|z| *z == o.zone))
+                && t.offerings
+                    .iter()
+                    .any(|o| c.zone.as_ref().is_none_or(|z| *z == o.zone))
         })
     }
 }
 
 fn selector(app: &str) -> LabelSelector {
-    LabelSelector { match_labels: [("app".to_string(), app.to_string())].into(), match_expressions: vec![] }
+    LabelSelector {
+        match_labels: [("app".to_string(), app.to_string())].into(),
+        match_expressions: vec![],
+    }
 }
 
 fn make_pod(c: &ClassSpec, key: &str) -> Pod {
@@ -184,13 +216,21 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
         .with("cpu", Quantity::from_milli(c.cpu_m))
         .with("memory", Quantity::from_mib(c.mem_mib))
         .with("pods", Quantity::from_units(1));
-    let mut constraints =
-        PodConstraints { namespace: "default".into(), labels: labels.clone(), requests, ..Default::default() };
+    let mut constraints = PodConstraints {
+        namespace: "default".into(),
+        labels: labels.clone(),
+        requests,
+        ..Default::default()
+    };
     if let Some(skew) = c.spread {
         constraints.spread.push(TopologySpread {
             max_skew: skew,
             topology_key: ZONE.into(),
-            when_unsatisfiable: if c.soft_spread { WhenUnsatisfiable::ScheduleAnyway } else { WhenUnsatisfiable::DoNotSchedule },
+            when_unsatisfiable: if c.soft_spread {
+                WhenUnsatisfiable::ScheduleAnyway
+            } else {
+                WhenUnsatisfiable::DoNotSchedule
+            },
             selector: selector(&c.name),
             min_domains: None,
         });
@@ -204,17 +244,34 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
         });
     }
     if let Some(weight) = c.prefer_apart {
-        let term = PodAffinityTerm { selector: selector(&c.name), namespaces: vec![], all_namespaces: false, topology_key: HOSTNAME.into() };
-        constraints.preferred_pod_anti_affinity.push(Weighted { weight, term });
+        let term = PodAffinityTerm {
+            selector: selector(&c.name),
+            namespaces: vec![],
+            all_namespaces: false,
+            topology_key: HOSTNAME.into(),
+        };
+        constraints
+            .preferred_pod_anti_affinity
+            .push(Weighted { weight, term });
     }
     if let Some(z) = &c.zone {
-        constraints.node_selector.push(Requirement::in_values(ZONE, &[z.as_str()]));
+        constraints
+            .node_selector
+            .push(Requirement::in_values(ZONE, &[z.as_str()]));
     }
     if let Some((ty, weight)) = &c.prefer_type {
-        constraints.preferred_node_affinity.push(Weighted { weight: *weight, term: vec![Requirement::in_values(INSTANCE_TYPE, &[ty.as_str()])] });
+        constraints.preferred_node_affinity.push(Weighted {
+            weight: *weight,
+            term: vec![Requirement::in_values(INSTANCE_TYPE, &[ty.as_str()])],
+        });
     }
     let name = key.strip_prefix("default/").unwrap_or(key).to_string();
-    Pod { namespace: "default".into(), uid: format!("uid-{name}"), labels: std::sync::Arc::new(labels), ..Pod::new(name, constraints).owned_by("ReplicaSet", &c.name) }
+    Pod {
+        namespace: "default".into(),
+        uid: format!("uid-{name}"),
+        labels: std::sync::Arc::new(labels),
+        ..Pod::new(name, constraints).owned_by("ReplicaSet", &c.name)
+    }
 }
 
 fn nodepool() -> NodePool {
@@ -224,7 +281,13 @@ fn nodepool() -> NodePool {
 /// Explicit settings: a 5 s limit, an exact gap (so the MILP answer is the optimum over its patterns),
 /// one thread.
 pub fn settings(strategy: Strategy) -> SolveSettings {
-    SolveSettings { strategy, time_limit: Duration::from_secs(5), gap: 0.0, threads: 1, ..SolveSettings::default() }
+    SolveSettings {
+        strategy,
+        time_limit: Duration::from_secs(5),
+        gap: 0.0,
+        threads: 1,
+        ..SolveSettings::default()
+    }
 }
 
 pub fn solve_with(snapshot: &ClusterSnapshot, catalog: &Catalog, strategy: Strategy) -> Plan {
@@ -258,7 +321,12 @@ pub fn nodes_canonical(plan: &Plan) -> Vec<(String, String, String, Vec<String>)
         .map(|n| {
             let mut pods = n.pods.clone();
             pods.sort();
-            (n.instance_type.clone(), n.zone.clone(), n.capacity_type.as_str().to_string(), pods)
+            (
+                n.instance_type.clone(),
+                n.zone.clone(),
+                n.capacity_type.as_str().to_string(),
+                pods,
+            )
         })
         .collect();
     out.sort();
@@ -270,7 +338,13 @@ pub fn offerings_canonical(plan: &Plan) -> Vec<(String, String, String)> {
     let mut out: Vec<_> = plan
         .nodes
         .iter()
-        .map(|n| (n.instance_type.clone(), n.zone.clone(), n.capacity_type.as_str().to_string()))
+        .map(|n| {
+            (
+                n.instance_type.clone(),
+                n.zone.clone(),
+                n.capacity_type.as_str().to_string(),
+            )
+        })
         .collect();
     out.sort();
     out
@@ -281,7 +355,9 @@ pub fn unschedulable_set(plan: &Plan) -> BTreeSet<String> {
 }
 
 fn parse_q(s: &str) -> Result<i64, String> {
-    Quantity::parse(s).map(|q| q.milli()).map_err(|e| format!("allocatable {s:?}: {e}"))
+    Quantity::parse(s)
+        .map(|q| q.milli())
+        .map_err(|e| format!("allocatable {s:?}: {e}"))
 }
 
 /// Checks a plan against the model, independently of the optimizer: every pod exactly once (on a node
@@ -297,7 +373,12 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
         return Err("placements on existing nodes, but there are none".into());
     }
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in plan.nodes.iter().flat_map(|n| n.pods.iter()).chain(plan.unschedulable.iter().map(|u| &u.pod)) {
+    for p in plan
+        .nodes
+        .iter()
+        .flat_map(|n| n.pods.iter())
+        .chain(plan.unschedulable.iter().map(|u| &u.pod))
+    {
         *seen.entry(p.as_str()).or_insert(0) += 1;
     }
     for (p, n) in &seen {
@@ -329,9 +410,15 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
             .offerings
             .iter()
             .find(|o| o.zone == n.zone && o.ct == n.capacity_type)
-            .ok_or(format!("{}: {} has no offering {} {:?}", n.id, t.name, n.zone, n.capacity_type))?;
+            .ok_or(format!(
+                "{}: {} has no offering {} {:?}",
+                n.id, t.name, n.zone, n.capacity_type
+            ))?;
         if (o.price - n.price).abs() > 1e-9 {
-            return Err(format!("{}: price {} but the catalog says {}", n.id, n.price, o.price));
+            return Err(format!(
+                "{}: price {} but the catalog says {}",
+                n.id, n.price, o.price
+            ));
         }
         total += n.price;
         let lab = |k: &str| n.labels.get(k).map(String::as_str);
@@ -339,7 +426,10 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
             || lab(CAPACITY_TYPE) != Some(n.capacity_type.as_str())
             || lab(INSTANCE_TYPE) != Some(&t.name)
         {
-            return Err(format!("{}: labels {:?} disagree with the node", n.id, n.labels));
+            return Err(format!(
+                "{}: labels {:?} disagree with the node",
+                n.id, n.labels
+            ));
         }
         let (acpu, amem, apods) = t.alloc();
         let get = |k: &str| n.allocatable.get(k).map_or(Ok(0), |s| parse_q(s));
@@ -361,10 +451,16 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
         }
         let weights = joiner::domain::CostWeights::default();
         for (&k, &count) in on_node.iter().filter(|(_, &count)| count >= 2) {
-            penalty += inst.classes[k].prefer_apart.map_or(0.0, |w| count as f64 * f64::from(w) * weights.preferred_pod_anti_affinity);
+            penalty += inst.classes[k].prefer_apart.map_or(0.0, |w| {
+                count as f64 * f64::from(w) * weights.preferred_pod_anti_affinity
+            });
         }
         for (&k, &count) in &on_node {
-            if let Some((_, w)) = inst.classes[k].prefer_type.as_ref().filter(|(ty, _)| *ty != t.name) {
+            if let Some((_, w)) = inst.classes[k]
+                .prefer_type
+                .as_ref()
+                .filter(|(ty, _)| *ty != t.name)
+            {
                 penalty += count as f64 * f64::from(*w) * weights.preferred_node_affinity;
             }
         }
@@ -374,13 +470,23 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
             cpu += c.cpu_m;
             mem += c.mem_mib;
             if c.zone.as_ref().is_some_and(|z| *z != n.zone) {
-                return Err(format!("{}: {p} selects zone {:?} but the node is in {}", n.id, c.zone, n.zone));
+                return Err(format!(
+                    "{}: {p} selects zone {:?} but the node is in {}",
+                    n.id, c.zone, n.zone
+                ));
             }
             if c.anti && !anti_here.insert(k) {
-                return Err(format!("{}: two pods of anti-affinity class {} share the node", n.id, c.name));
+                return Err(format!(
+                    "{}: two pods of anti-affinity class {} share the node",
+                    n.id, c.name
+                ));
             }
             if c.spread.is_some() {
-                *per_zone.entry(k).or_default().entry(n.zone.clone()).or_insert(0) += 1;
+                *per_zone
+                    .entry(k)
+                    .or_default()
+                    .entry(n.zone.clone())
+                    .or_insert(0) += 1;
             }
         }
         if cpu > acpu || mem > amem || n.pods.len() as i64 > apods {
@@ -396,19 +502,34 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
             let counts = per_zone.get(&k).cloned().unwrap_or_default();
             let mut zones = inst.eligible_zones(k);
             zones.extend(counts.keys().cloned());
-            let vals: Vec<i64> = zones.iter().map(|z| counts.get(z).copied().unwrap_or(0)).collect();
-            let (max, min) = (vals.iter().copied().max().unwrap_or(0), vals.iter().copied().min().unwrap_or(0));
+            let vals: Vec<i64> = zones
+                .iter()
+                .map(|z| counts.get(z).copied().unwrap_or(0))
+                .collect();
+            let (max, min) = (
+                vals.iter().copied().max().unwrap_or(0),
+                vals.iter().copied().min().unwrap_or(0),
+            );
             if max - min > i64::from(skew) {
-                return Err(format!("class {}: zone counts {counts:?} over {zones:?} exceed maxSkew {skew}", c.name));
+                return Err(format!(
+                    "class {}: zone counts {counts:?} over {zones:?} exceed maxSkew {skew}",
+                    c.name
+                ));
             }
         } else if inst.fits_somewhere(k) {
             if let Some(u) = plan.unschedulable.iter().find(|u| class_of[&u.pod] == k) {
-                return Err(format!("{} is unschedulable ({:?}) although a fresh node would hold it", u.pod, u.reason));
+                return Err(format!(
+                    "{} is unschedulable ({:?}) although a fresh node would hold it",
+                    u.pod, u.reason
+                ));
             }
         }
     }
     if (plan.cost_per_hour - total).abs() > EPS {
-        return Err(format!("cost_per_hour {} but the nodes cost {total}", plan.cost_per_hour));
+        return Err(format!(
+            "cost_per_hour {} but the nodes cost {total}",
+            plan.cost_per_hour
+        ));
     }
     if (plan.objective - plan.cost_per_hour - penalty).abs() > EPS {
         return Err(format!(
@@ -417,18 +538,24 @@ pub fn check_plan(inst: &Instance, plan: &Plan) -> Result<(), String> {
         ));
     }
     if plan.lower_bound > plan.objective + EPS || plan.lower_bound < 0.0 {
-        return Err(format!("lower bound {} is not in [0, objective {}]", plan.lower_bound, plan.objective));
+        return Err(format!(
+            "lower bound {} is not in [0, objective {}]",
+            plan.lower_bound, plan.objective
+        ));
     }
     Ok(())
 }
-
 
 /// `cases` cases from a fixed seed, so every run checks the same instances; `PROPTEST_CASES` and
 /// `PROPTEST_RNG_SEED` override both to explore further.
 pub fn proptest_config(cases: u32, seed: u64) -> proptest::test_runner::Config {
     let default = proptest::test_runner::Config::default();
     proptest::test_runner::Config {
-        cases: if std::env::var_os("PROPTEST_CASES").is_some() { default.cases } else { cases },
+        cases: if std::env::var_os("PROPTEST_CASES").is_some() {
+            default.cases
+        } else {
+            cases
+        },
         rng_seed: if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
             default.rng_seed
         } else {

@@ -61,14 +61,24 @@ impl FaultProxy {
     pub async fn start(upstream: &str) -> FaultProxy {
         let faults = Arc::new(Mutex::new(Faults::default()));
         let client = Client::builder(TokioExecutor::new()).build_http();
-        let proxy = Proxy { upstream: upstream.to_string(), faults: faults.clone(), client };
+        let proxy = Proxy {
+            upstream: upstream.to_string(),
+            faults: faults.clone(),
+            client,
+        };
         let app = axum::Router::new().fallback(handle).with_state(proxy);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind proxy");
         let endpoint = format!("http://{}", listener.local_addr().expect("proxy address"));
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        FaultProxy { endpoint, faults, task }
+        FaultProxy {
+            endpoint,
+            faults,
+            task,
+        }
     }
 
     pub fn faults(&self) -> std::sync::MutexGuard<'_, Faults> {
@@ -90,8 +100,15 @@ impl Drop for FaultProxy {
 /// (`Credential=AKID/DATE/REGION/SERVICE/aws4_request`) and the action without a JSON-protocol
 /// target prefix (`AmazonSSM.GetParameter`).
 fn iam_action(headers: &HeaderMap, action: &str) -> String {
-    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
-    let service = auth.split("Credential=").nth(1).and_then(|c| c.split('/').nth(3)).unwrap_or("unsigned");
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let service = auth
+        .split("Credential=")
+        .nth(1)
+        .and_then(|c| c.split('/').nth(3))
+        .unwrap_or("unsigned");
     let action = action.rsplit('.').next().unwrap_or(action);
     format!("{service}:{action}")
 }
@@ -100,9 +117,25 @@ fn error_xml(code: &str, message: &str) -> String {
     format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>")
 }
 
-async fn handle(State(p): State<Proxy>, method: axum::http::Method, uri: axum::http::Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(p): State<Proxy>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let params: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
-    let action = params.iter().find(|(k, _)| k == "Action").map(|(_, v)| v.clone()).unwrap_or_else(|| headers.get("x-amz-target").and_then(|v| v.to_str().ok()).unwrap_or("").to_string());
+    let action = params
+        .iter()
+        .find(|(k, _)| k == "Action")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| {
+            headers
+                .get("x-amz-target")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string()
+        });
     let mut removed = vec![];
     let mut forward = body.clone();
     {
@@ -111,29 +144,46 @@ async fn handle(State(p): State<Proxy>, method: axum::http::Method, uri: axum::h
         f.iam_actions.insert(iam_action(&headers, &action));
         if let Some(n) = f.throttle.get_mut(&action).filter(|n| **n > 0) {
             *n -= 1;
-            return (StatusCode::SERVICE_UNAVAILABLE, error_xml("RequestLimitExceeded", "Request limit exceeded.")).into_response();
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                error_xml("RequestLimitExceeded", "Request limit exceeded."),
+            )
+                .into_response();
         }
         if let Some(n) = f.fail.get_mut(&action).filter(|n| **n > 0) {
             *n -= 1;
-            return (StatusCode::INTERNAL_SERVER_ERROR, error_xml("InternalError", "An internal error has occurred.")).into_response();
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                error_xml("InternalError", "An internal error has occurred."),
+            )
+                .into_response();
         }
         if action == "CreateFleet" {
             f.fleets.push(params.clone());
             let (kept, gone) = drop_overrides(&params, &f.ice_types);
             f.ice_answered += gone.len() as u32;
             removed = gone;
-            forward = Bytes::from(form_urlencoded::Serializer::new(String::new()).extend_pairs(kept.iter()).finish());
+            forward = Bytes::from(
+                form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(kept.iter())
+                    .finish(),
+            );
         }
     }
-    let lifecycle = params.iter().find(|(k, _)| k == "TargetCapacitySpecification.DefaultTargetCapacityType").map_or("on-demand", |(_, v)| v.as_str()).to_string();
+    let lifecycle = params
+        .iter()
+        .find(|(k, _)| k == "TargetCapacitySpecification.DefaultTargetCapacityType")
+        .map_or("on-demand", |(_, v)| v.as_str())
+        .to_string();
     if action == "CreateFleet" && !removed.is_empty() && !has_overrides(&forward) {
         let xml = format!("<CreateFleetResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>fault-proxy</requestId><fleetId>fleet-fault</fleetId>{}<fleetInstanceSet/></CreateFleetResponse>", error_set(&removed, &lifecycle));
         return (StatusCode::OK, [("content-type", "text/xml")], xml).into_response();
     }
-    let (status, upstream_headers, bytes) = match upstream(&p, method, &uri, &headers, forward).await {
-        Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_GATEWAY, e).into_response(),
-    };
+    let (status, upstream_headers, bytes) =
+        match upstream(&p, method, &uri, &headers, forward).await {
+            Ok(r) => r,
+            Err(e) => return (StatusCode::BAD_GATEWAY, e).into_response(),
+        };
     let withhold = {
         let mut f = p.faults.lock().unwrap();
         let hold = f.hold.contains(&action);
@@ -146,7 +196,10 @@ async fn handle(State(p): State<Proxy>, method: axum::http::Method, uri: axum::h
     }
     let mut out = bytes.to_vec();
     if action == "CreateFleet" && !removed.is_empty() {
-        let text = String::from_utf8_lossy(&out).replace("</CreateFleetResponse>", &format!("{}</CreateFleetResponse>", error_set(&removed, &lifecycle)));
+        let text = String::from_utf8_lossy(&out).replace(
+            "</CreateFleetResponse>",
+            &format!("{}</CreateFleetResponse>", error_set(&removed, &lifecycle)),
+        );
         out = text.into_bytes();
     }
     let mut resp = (status, out).into_response();
@@ -156,8 +209,18 @@ async fn handle(State(p): State<Proxy>, method: axum::http::Method, uri: axum::h
     resp
 }
 
-async fn upstream(p: &Proxy, method: axum::http::Method, uri: &axum::http::Uri, headers: &HeaderMap, body: Bytes) -> Result<(StatusCode, HeaderMap, Bytes), String> {
-    let target = format!("{}{}", p.upstream, uri.path_and_query().map_or("/", |x| x.as_str()));
+async fn upstream(
+    p: &Proxy,
+    method: axum::http::Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, HeaderMap, Bytes), String> {
+    let target = format!(
+        "{}{}",
+        p.upstream,
+        uri.path_and_query().map_or("/", |x| x.as_str())
+    );
     let mut req = axum::http::Request::builder().method(method).uri(target);
     for (k, v) in headers {
         // the body may have changed size; hyper sets the length of what is sent
@@ -176,7 +239,10 @@ async fn upstream(p: &Proxy, method: axum::http::Method, uri: &axum::http::Uri, 
 type Removed = (String, String, String);
 
 /// Splits the request's overrides: those of ICE types are removed (and the rest renumbered).
-fn drop_overrides(params: &[(String, String)], ice: &BTreeSet<String>) -> (Vec<(String, String)>, Vec<Removed>) {
+fn drop_overrides(
+    params: &[(String, String)],
+    ice: &BTreeSet<String>,
+) -> (Vec<(String, String)>, Vec<Removed>) {
     // LaunchTemplateConfigs.<c>.Overrides.<o>.<Field>
     let mut overrides: BTreeMap<(u32, u32), BTreeMap<String, String>> = BTreeMap::new();
     let mut rest = vec![];
@@ -185,7 +251,10 @@ fn drop_overrides(params: &[(String, String)], ice: &BTreeSet<String>) -> (Vec<(
         let parts: Vec<&str> = k.split('.').collect();
         match parts.as_slice() {
             ["LaunchTemplateConfigs", c, "Overrides", o, field] => {
-                overrides.entry((c.parse().unwrap_or(0), o.parse().unwrap_or(0))).or_default().insert(field.to_string(), v.clone());
+                overrides
+                    .entry((c.parse().unwrap_or(0), o.parse().unwrap_or(0)))
+                    .or_default()
+                    .insert(field.to_string(), v.clone());
             }
             ["LaunchTemplateConfigs", c, "LaunchTemplateSpecification", "LaunchTemplateId"] => {
                 templates.insert(c.parse().unwrap_or(0), v.clone());
@@ -199,13 +268,20 @@ fn drop_overrides(params: &[(String, String)], ice: &BTreeSet<String>) -> (Vec<(
     for ((c, _), fields) in overrides {
         let t = fields.get("InstanceType").cloned().unwrap_or_default();
         if ice.contains(&t) {
-            removed.push((templates.get(&c).cloned().unwrap_or_default(), t, fields.get("SubnetId").cloned().unwrap_or_default()));
+            removed.push((
+                templates.get(&c).cloned().unwrap_or_default(),
+                t,
+                fields.get("SubnetId").cloned().unwrap_or_default(),
+            ));
             continue;
         }
         let n = next.entry(c).or_default();
         *n += 1;
         for (field, v) in fields {
-            rest.push((format!("LaunchTemplateConfigs.{c}.Overrides.{n}.{field}"), v));
+            rest.push((
+                format!("LaunchTemplateConfigs.{c}.Overrides.{n}.{field}"),
+                v,
+            ));
         }
     }
     (rest, removed)

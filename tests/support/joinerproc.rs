@@ -29,29 +29,84 @@ impl Joiner {
 
     /// As [`Joiner::start`], with extra environment variables (AWS credentials for an emulator).
     /// Timings are shortened so that tests run in seconds.
-    pub fn start_with_env(server: &ApiServer, dir: &tempdir::Dir, identity: &str, extra: &[&str], envs: &[(&str, &str)]) -> Joiner {
+    pub fn start_with_env(
+        server: &ApiServer,
+        dir: &tempdir::Dir,
+        identity: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Joiner {
         let fast = [
-            "--batch-idle-duration", "300ms", "--batch-max-duration", "2s", "--solver-time-limit", "2s", "--disruption-time-limit", "3s",
-            "--disruption-interval", "1s", "--validation-delay", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
+            "--batch-idle-duration",
+            "300ms",
+            "--batch-max-duration",
+            "2s",
+            "--solver-time-limit",
+            "2s",
+            "--disruption-time-limit",
+            "3s",
+            "--disruption-interval",
+            "1s",
+            "--validation-delay",
+            "1s",
+            "--lease-duration",
+            "3s",
+            "--renew-deadline",
+            "2s",
+            "--retry-period",
+            "500ms",
         ];
         Joiner::start_with_defaults(server, dir, identity, &[&fast[..], extra].concat(), envs)
     }
 
     /// The controller with its own default timings (benchmarks measure what users run).
-    pub fn start_with_defaults(server: &ApiServer, dir: &tempdir::Dir, identity: &str, extra: &[&str], envs: &[(&str, &str)]) -> Joiner {
+    pub fn start_with_defaults(
+        server: &ApiServer,
+        dir: &tempdir::Dir,
+        identity: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Joiner {
         let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig_as(&kubeconfig, identity).expect("kubeconfig written");
+        server
+            .write_kubeconfig_as(&kubeconfig, identity)
+            .expect("kubeconfig written");
         let log = dir.path().join(format!("{identity}.log"));
         let file = std::fs::File::create(&log).expect("log file");
-        let mut args: Vec<String> =
-            ["controller", "--cluster-name", "e2e", "--namespace", SYSTEM_NS, "--identity", identity, "--bind-address", "127.0.0.1"].iter().map(|s| s.to_string()).collect();
+        let mut args: Vec<String> = [
+            "controller",
+            "--cluster-name",
+            "e2e",
+            "--namespace",
+            SYSTEM_NS,
+            "--identity",
+            identity,
+            "--bind-address",
+            "127.0.0.1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         args.extend(["--kubeconfig".into(), kubeconfig.display().to_string()]);
         // E2E_LOG=debug,kube=info,... shows the controller's decisions in failure messages
-        args.extend(["--log-level".into(), std::env::var("E2E_LOG").unwrap_or_else(|_| "info,highs=error".into())]);
+        args.extend([
+            "--log-level".into(),
+            std::env::var("E2E_LOG").unwrap_or_else(|_| "info,highs=error".into()),
+        ]);
         args.extend(["--metrics-port", "0", "--health-probe-port", "0"].map(String::from));
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(env!("CARGO_BIN_EXE_joiner")).args(&args).envs(envs.iter().copied()).stdout(Stdio::null()).stderr(file).spawn().expect("joiner starts");
-        Joiner { child, metrics_port: std::sync::OnceLock::new(), log }
+        let child = Command::new(env!("CARGO_BIN_EXE_joiner"))
+            .args(&args)
+            .envs(envs.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("joiner starts");
+        Joiner {
+            child,
+            metrics_port: std::sync::OnceLock::new(),
+            log,
+        }
     }
 
     /// The metrics port the controller bound, once its "serving" line is in the log.
@@ -60,20 +115,33 @@ impl Joiner {
             return Some(port);
         }
         let log = self.log();
-        let port = log.lines().filter(|l| l.contains(" serving ")).find_map(|l| l.split_once("metrics=127.0.0.1:").and_then(|(_, rest)| rest.split(' ').next()?.parse().ok()))?;
+        let port = log
+            .lines()
+            .filter(|l| l.contains(" serving "))
+            .find_map(|l| {
+                l.split_once("metrics=127.0.0.1:")
+                    .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+            })?;
         Some(*self.metrics_port.get_or_init(|| port))
     }
 
     /// The /metrics text; empty until the controller serves.
     pub async fn metrics(&self) -> String {
-        let Some(port) = self.metrics_port() else { return String::new() };
+        let Some(port) = self.metrics_port() else {
+            return String::new();
+        };
         http_get(port, "/metrics").await.unwrap_or_default()
     }
 
     /// The value of one sample line of /metrics (0 when absent).
     pub async fn metric(&self, name_and_labels: &str) -> f64 {
         let text = self.metrics().await;
-        text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0.0)
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name_and_labels)
+                    .and_then(|rest| rest.trim().parse().ok())
+            })
+            .unwrap_or(0.0)
     }
 
     /// Whether the process has ended (a bad flag, a crash).
@@ -125,9 +193,12 @@ pub mod tempdir {
 
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<String> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await?;
     let mut out = String::new();
     s.read_to_string(&mut out).await?;
-    Ok(out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+    Ok(out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default())
 }
-

@@ -49,7 +49,10 @@ pub struct KubeSim {
 }
 
 pub fn nodeclaims(client: &Client) -> Api<DynamicObject> {
-    Api::all_with(client.clone(), &joiner::k8s::caches::karpenter_resource("NodeClaim"))
+    Api::all_with(
+        client.clone(),
+        &joiner::k8s::caches::karpenter_resource("NodeClaim"),
+    )
 }
 
 impl KubeSim {
@@ -71,12 +74,20 @@ impl KubeSim {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
-        KubeSim { stop, state, task: Some(task) }
+        KubeSim {
+            stop,
+            state,
+            task: Some(task),
+        }
     }
 
     /// Creates or rescales a deployment; its pods appear (or go) on the next tick.
     pub fn deploy(&self, d: Deployment) {
-        self.state.lock().unwrap().deployments.insert(format!("{}/{}", d.namespace, d.name), d);
+        self.state
+            .lock()
+            .unwrap()
+            .deployments
+            .insert(format!("{}/{}", d.namespace, d.name), d);
     }
 
     /// The next `n` instances never register a Node.
@@ -85,7 +96,13 @@ impl KubeSim {
     }
 
     pub fn scale(&self, namespace: &str, name: &str, replicas: usize) {
-        if let Some(d) = self.state.lock().unwrap().deployments.get_mut(&format!("{namespace}/{name}")) {
+        if let Some(d) = self
+            .state
+            .lock()
+            .unwrap()
+            .deployments
+            .get_mut(&format!("{namespace}/{name}"))
+        {
             d.replicas = replicas;
         }
     }
@@ -106,13 +123,29 @@ async fn kubelets(client: &Client, state: &Mutex<State>, boot_delay: Duration) -
     let existing = nodes.list(&ListParams::default()).await?.items;
     for node in existing.iter().filter(|n| !node_ready(n)) {
         let pid = node.spec.as_ref().and_then(|s| s.provider_id.clone());
-        if let Some(claim) = claims.iter().find(|c| c.data["status"]["providerID"].as_str() == pid.as_deref()) {
-            ready(&nodes, node.metadata.name.as_deref().unwrap_or_default(), claim).await?;
+        if let Some(claim) = claims
+            .iter()
+            .find(|c| c.data["status"]["providerID"].as_str() == pid.as_deref())
+        {
+            ready(
+                &nodes,
+                node.metadata.name.as_deref().unwrap_or_default(),
+                claim,
+            )
+            .await?;
         }
     }
-    let registered: BTreeSet<String> = existing.iter().filter_map(|n| n.spec.as_ref()?.provider_id.clone()).collect();
+    let registered: BTreeSet<String> = existing
+        .iter()
+        .filter_map(|n| n.spec.as_ref()?.provider_id.clone())
+        .collect();
     for claim in claims {
-        let Some(pid) = claim.data["status"]["providerID"].as_str().map(str::to_string) else { continue };
+        let Some(pid) = claim.data["status"]["providerID"]
+            .as_str()
+            .map(str::to_string)
+        else {
+            continue;
+        };
         if registered.contains(&pid) || claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
@@ -140,7 +173,12 @@ async fn kubelets(client: &Client, state: &Mutex<State>, boot_delay: Duration) -
         labels.insert("kubernetes.io/hostname".into(), name.clone());
         labels.insert("kubernetes.io/os".into(), "linux".into());
         let mut taints = vec![json!({"key": "karpenter.sh/unregistered", "effect": "NoExecute"})];
-        taints.extend(claim.data["spec"]["startupTaints"].as_array().cloned().unwrap_or_default());
+        taints.extend(
+            claim.data["spec"]["startupTaints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
         let node: Node = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels},
@@ -159,28 +197,55 @@ async fn ready(nodes: &Api<Node>, name: &str, claim: &DynamicObject) -> kube::Re
         "allocatable": claim.data["status"]["allocatable"],
         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
     }});
-    nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.map(|_| ())
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map(|_| ())
 }
 
 fn node_ready(n: &Node) -> bool {
-    n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Keeps every deployment at its replica count; evicted or deleted pods come back with new names.
 async fn replicasets(client: &Client, state: &Mutex<State>) -> kube::Result<()> {
-    let deployments: Vec<Deployment> = state.lock().unwrap().deployments.values().cloned().collect();
+    let deployments: Vec<Deployment> = state
+        .lock()
+        .unwrap()
+        .deployments
+        .values()
+        .cloned()
+        .collect();
     for d in deployments {
         // the ReplicaSet object carries the scale the disruption controller budgets against
         let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &d.namespace);
         let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": format!("{}-rs", d.name), "namespace": d.namespace},
             "spec": {"replicas": d.replicas, "selector": {"matchLabels": {"app": d.name}}, "template": {"metadata": {"labels": {"app": d.name}}}}});
-        sets.patch(&format!("{}-rs", d.name), &PatchParams::apply("kubesim").force(), &Patch::Apply(&rs)).await?;
+        sets.patch(
+            &format!("{}-rs", d.name),
+            &PatchParams::apply("kubesim").force(),
+            &Patch::Apply(&rs),
+        )
+        .await?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), &d.namespace);
-        let mut live: Vec<Pod> = pods.list(&ListParams::default().labels(&format!("app={}", d.name))).await?.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+        let mut live: Vec<Pod> = pods
+            .list(&ListParams::default().labels(&format!("app={}", d.name)))
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
         live.sort_by_key(|p| p.metadata.name.clone());
         while live.len() > d.replicas {
             let p = live.pop().expect("non-empty");
-            pods.delete(p.metadata.name.as_deref().unwrap_or_default(), &DeleteParams::default()).await?;
+            pods.delete(
+                p.metadata.name.as_deref().unwrap_or_default(),
+                &DeleteParams::default(),
+            )
+            .await?;
         }
         for _ in live.len()..d.replicas {
             let n = {
@@ -210,26 +275,67 @@ fn pod(d: &Deployment, n: u32) -> Pod {
 /// kube-scheduler: binds what fits; marks the rest unschedulable (which is what joiner acts on).
 async fn schedule(client: &Client) -> Result<(), String> {
     let pods: Api<Pod> = Api::all(client.clone());
-    let all_pods = pods.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
-    let idle = all_pods.iter().all(|p| p.metadata.deletion_timestamp.is_some() || p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) && pod_ready(p));
+    let all_pods = pods
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
+    let idle = all_pods.iter().all(|p| {
+        p.metadata.deletion_timestamp.is_some()
+            || p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) && pod_ready(p)
+    });
     if idle {
         return Ok(());
     }
-    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
-    let pdbs = Api::<PodDisruptionBudget>::all(client.clone()).list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
+    let pdbs = Api::<PodDisruptionBudget>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
     let mut docs = Vec::new();
-    docs.extend(all_pods.iter().map(|p| serde_yaml_ng::to_string(p).unwrap()));
+    docs.extend(
+        all_pods
+            .iter()
+            .map(|p| serde_yaml_ng::to_string(p).unwrap()),
+    );
     // joiner's planning ignores the taints a booting node carries; kube-scheduler does not
-    docs.extend(nodes.iter().filter(|n| !booting(n)).map(|n| serde_yaml_ng::to_string(n).unwrap()));
+    docs.extend(
+        nodes
+            .iter()
+            .filter(|n| !booting(n))
+            .map(|n| serde_yaml_ng::to_string(n).unwrap()),
+    );
     docs.extend(pdbs.iter().map(|b| serde_yaml_ng::to_string(b).unwrap()));
-    let snapshot = joiner::snapshot::parse_snapshot(&docs.join("---\n"), "kubesim").map_err(|e| e.to_string())?;
-    let bindings = joiner::sim::binder::bindings(&snapshot, "us-east-1").map_err(|e| e.to_string())?;
+    let snapshot = joiner::snapshot::parse_snapshot(&docs.join("---\n"), "kubesim")
+        .map_err(|e| e.to_string())?;
+    let bindings =
+        joiner::sim::binder::bindings(&snapshot, "us-east-1").map_err(|e| e.to_string())?;
     let running = json!({"status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}});
-    for p in all_pods.iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) && !pod_ready(p)) {
-        let api: Api<Pod> = Api::namespaced(client.clone(), p.metadata.namespace.as_deref().unwrap_or_default());
-        api.patch_status(p.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&running)).await.map_err(|e| e.to_string())?;
+    for p in all_pods
+        .iter()
+        .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) && !pod_ready(p))
+    {
+        let api: Api<Pod> = Api::namespaced(
+            client.clone(),
+            p.metadata.namespace.as_deref().unwrap_or_default(),
+        );
+        api.patch_status(
+            p.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(&running),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
     }
-    for p in all_pods.iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()) && p.metadata.deletion_timestamp.is_none()) {
+    for p in all_pods.iter().filter(|p| {
+        p.spec.as_ref().is_some_and(|s| s.node_name.is_none())
+            && p.metadata.deletion_timestamp.is_none()
+    }) {
         let ns = p.metadata.namespace.clone().unwrap_or_default();
         let name = p.metadata.name.clone().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -240,27 +346,57 @@ async fn schedule(client: &Client) -> Result<(), String> {
                     {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]},
             }),
             None if unschedulable(p) => continue,
-            None => json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes are available"}]}}),
+            None => {
+                json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes are available"}]}})
+            }
         };
         let params = PatchParams::default();
         if patch.get("spec").is_some() {
-            api.patch(&name, &params, &Patch::Merge(&json!({"spec": patch["spec"]}))).await.map_err(|e| e.to_string())?;
+            api.patch(
+                &name,
+                &params,
+                &Patch::Merge(&json!({"spec": patch["spec"]})),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
         }
-        api.patch_status(&name, &params, &Patch::Merge(&json!({"status": patch["status"]}))).await.map_err(|e| e.to_string())?;
+        api.patch_status(
+            &name,
+            &params,
+            &Patch::Merge(&json!({"status": patch["status"]})),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
 
 fn booting(n: &Node) -> bool {
-    n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| ts.iter().any(|t| t.key == "karpenter.sh/unregistered" || t.key == "node.kubernetes.io/not-ready"))
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| {
+            ts.iter().any(|t| {
+                t.key == "karpenter.sh/unregistered" || t.key == "node.kubernetes.io/not-ready"
+            })
+        })
 }
 
 fn pod_ready(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn unschedulable(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False"))
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "False")
+        })
 }
 
 /// Where the cluster stands, for assertions.
@@ -275,21 +411,47 @@ pub struct Census {
 }
 
 pub async fn census(client: &Client, namespace: &str) -> kube::Result<Census> {
-    let pods = Api::<Pod>::namespaced(client.clone(), namespace).list(&ListParams::default()).await?.items;
-    let nodes = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?.items;
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
     let claims = nodeclaims(client).list(&ListParams::default()).await?.items;
-    let node_pids: BTreeSet<String> = nodes.iter().filter_map(|n| n.spec.as_ref()?.provider_id.clone()).collect();
+    let node_pids: BTreeSet<String> = nodes
+        .iter()
+        .filter_map(|n| n.spec.as_ref()?.provider_id.clone())
+        .collect();
     Ok(Census {
-        pods_running: pods.iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some())).count(),
-        pods_pending: pods.iter().filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none())).count(),
+        pods_running: pods
+            .iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .count(),
+        pods_pending: pods
+            .iter()
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_none()))
+            .count(),
         nodes: nodes.len(),
         claims: claims.len(),
-        claims_without_node: claims.iter().filter(|c| c.data["status"]["providerID"].as_str().is_none_or(|p| !node_pids.contains(p))).count(),
+        claims_without_node: claims
+            .iter()
+            .filter(|c| {
+                c.data["status"]["providerID"]
+                    .as_str()
+                    .is_none_or(|p| !node_pids.contains(p))
+            })
+            .count(),
     })
 }
 
 /// Polls `check` every 250 ms until it holds or `timeout` passes; returns the last value seen.
-pub async fn eventually<T, F, Fut>(timeout: Duration, mut probe: F, check: impl Fn(&T) -> bool) -> Result<T, T>
+pub async fn eventually<T, F, Fut>(
+    timeout: Duration,
+    mut probe: F,
+    check: impl Fn(&T) -> bool,
+) -> Result<T, T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = T>,

@@ -32,7 +32,10 @@ fn announced_port(stderr: std::process::ChildStderr) -> std::sync::mpsc::Receive
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(port) = line.split_once("Running on http://127.0.0.1:").and_then(|(_, rest)| rest.trim().parse::<u16>().ok()) {
+            if let Some(port) = line
+                .split_once("Running on http://127.0.0.1:")
+                .and_then(|(_, rest)| rest.trim().parse::<u16>().ok())
+            {
                 let _ = tx.send(port);
             }
         }
@@ -55,14 +58,23 @@ impl Moto {
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {} ({e}); run scripts/setup.sh or set JOINER_MOTO", exe.display()));
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "cannot start {} ({e}); run scripts/setup.sh or set JOINER_MOTO",
+                        exe.display()
+                    )
+                });
             let port = announced_port(child.stderr.take().expect("piped stderr"));
             let Ok(port) = port.recv_timeout(Duration::from_secs(60)) else {
                 let _ = child.kill();
                 let _ = child.wait();
                 continue;
             };
-            let mut moto = Moto { child, endpoint: format!("http://127.0.0.1:{port}"), port };
+            let mut moto = Moto {
+                child,
+                endpoint: format!("http://127.0.0.1:{port}"),
+                port,
+            };
             if moto.wait_ready(Duration::from_secs(60)) {
                 return moto;
             }
@@ -92,9 +104,15 @@ impl Moto {
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region.to_string()))
             .endpoint_url(endpoint)
-            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(creds))
+            .credentials_provider(
+                aws_credential_types::provider::SharedCredentialsProvider::new(creds),
+            )
             .http_client(aws_smithy_http_client::Builder::new().build_http())
-            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(4).with_initial_backoff(Duration::from_millis(20)))
+            .retry_config(
+                aws_config::retry::RetryConfig::standard()
+                    .with_max_attempts(4)
+                    .with_initial_backoff(Duration::from_millis(20)),
+            )
             .sleep_impl(aws_smithy_async::rt::sleep::default_async_sleep().expect("tokio sleep"))
             .time_source(aws_smithy_async::time::SystemTimeSource::new())
             .build()
@@ -107,7 +125,10 @@ impl Moto {
     }
 
     pub fn clients(&self, region: &str, cluster: &str) -> AwsClients {
-        AwsClients::from_config(&Moto::sdk_config(&self.endpoint, region), &self.settings(region, cluster))
+        AwsClients::from_config(
+            &Moto::sdk_config(&self.endpoint, region),
+            &self.settings(region, cluster),
+        )
     }
 }
 
@@ -130,20 +151,48 @@ pub struct Account {
 }
 
 fn tagged(kind: ResourceType, k: &str, v: &str) -> TagSpecification {
-    TagSpecification::builder().resource_type(kind).tags(Tag::builder().key(k).value(v).build()).build()
+    TagSpecification::builder()
+        .resource_type(kind)
+        .tags(Tag::builder().key(k).value(v).build())
+        .build()
 }
 
 impl Account {
     /// Creates the account's network and images; subnets and the group carry
     /// `karpenter.sh/discovery: <discovery>`.
     pub async fn create(c: &AwsClients, discovery: &str) -> Account {
-        let vpc = c.ec2.create_vpc().cidr_block("10.0.0.0/16").send().await.expect("vpc").vpc.and_then(|v| v.vpc_id).expect("vpc id");
+        let vpc = c
+            .ec2
+            .create_vpc()
+            .cidr_block("10.0.0.0/16")
+            .send()
+            .await
+            .expect("vpc")
+            .vpc
+            .and_then(|v| v.vpc_id)
+            .expect("vpc id");
         let subnet = |cidr: &'static str, zone: &'static str, tag: bool| {
-            let mut call = c.ec2.create_subnet().vpc_id(&vpc).cidr_block(cidr).availability_zone(zone);
+            let mut call = c
+                .ec2
+                .create_subnet()
+                .vpc_id(&vpc)
+                .cidr_block(cidr)
+                .availability_zone(zone);
             if tag {
-                call = call.tag_specifications(tagged(ResourceType::Subnet, "karpenter.sh/discovery", discovery));
+                call = call.tag_specifications(tagged(
+                    ResourceType::Subnet,
+                    "karpenter.sh/discovery",
+                    discovery,
+                ));
             }
-            async move { call.send().await.expect("subnet").subnet.and_then(|s| s.subnet_id).expect("subnet id") }
+            async move {
+                call.send()
+                    .await
+                    .expect("subnet")
+                    .subnet
+                    .and_then(|s| s.subnet_id)
+                    .expect("subnet id")
+            }
         };
         let subnet_a = subnet("10.0.1.0/24", "us-east-1a", true).await;
         let subnet_b = subnet("10.0.2.0/24", "us-east-1b", true).await;
@@ -154,16 +203,49 @@ impl Account {
             .group_name("nodes")
             .description("nodes")
             .vpc_id(&vpc)
-            .tag_specifications(tagged(ResourceType::SecurityGroup, "karpenter.sh/discovery", discovery))
+            .tag_specifications(tagged(
+                ResourceType::SecurityGroup,
+                "karpenter.sh/discovery",
+                discovery,
+            ))
             .send()
             .await
             .expect("security group")
             .group_id
             .expect("group id");
-        let images = c.ec2.describe_images().send().await.expect("images").images.unwrap_or_default();
-        let image = |arch: &str| images.iter().find(|i| i.architecture().map(|a| a.as_str()) == Some(arch) && i.image_id().is_some()).and_then(|i| i.image_id()).expect("moto has an image of the arch").to_string();
+        let images = c
+            .ec2
+            .describe_images()
+            .send()
+            .await
+            .expect("images")
+            .images
+            .unwrap_or_default();
+        let image = |arch: &str| {
+            images
+                .iter()
+                .find(|i| {
+                    i.architecture().map(|a| a.as_str()) == Some(arch) && i.image_id().is_some()
+                })
+                .and_then(|i| i.image_id())
+                .expect("moto has an image of the arch")
+                .to_string()
+        };
         let (ami_x86, ami_arm) = (image("x86_64"), image("arm64"));
-        c.ssm.put_parameter().name("/joiner/test/ami").value(&ami_x86).r#type(aws_sdk_ssm::types::ParameterType::String).send().await.expect("ssm parameter");
-        Account { subnet_a, subnet_b, group, ami_x86, ami_arm }
+        c.ssm
+            .put_parameter()
+            .name("/joiner/test/ami")
+            .value(&ami_x86)
+            .r#type(aws_sdk_ssm::types::ParameterType::String)
+            .send()
+            .await
+            .expect("ssm parameter");
+        Account {
+            subnet_a,
+            subnet_b,
+            group,
+            ami_x86,
+            ami_arm,
+        }
     }
 }

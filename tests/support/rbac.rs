@@ -29,11 +29,21 @@ pub struct Rbac {
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect()
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(String::from))
+        .collect()
 }
 
 fn binds(binding: &Value, account: &str, namespace: &str) -> bool {
-    binding["subjects"].as_array().into_iter().flatten().any(|s| s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == namespace)
+    binding["subjects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|s| {
+            s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == namespace
+        })
 }
 
 impl Rbac {
@@ -45,7 +55,10 @@ impl Rbac {
         }
         let role_rules = |kind: &str, name: &Value, ns: Option<&Value>| -> Vec<Value> {
             of_kind(objects, kind)
-                .filter(|r| r["metadata"]["name"] == *name && ns.is_none_or(|n| r["metadata"]["namespace"] == *n))
+                .filter(|r| {
+                    r["metadata"]["name"] == *name
+                        && ns.is_none_or(|n| r["metadata"]["namespace"] == *n)
+                })
                 .flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default())
                 .collect()
         };
@@ -56,8 +69,15 @@ impl Rbac {
             }
         }
         for b in of_kind(objects, "RoleBinding").filter(|b| binds(b, account, namespace)) {
-            let ns = b["metadata"]["namespace"].as_str().unwrap_or(namespace).to_string();
-            let refers = if b["roleRef"]["kind"] == "ClusterRole" { "ClusterRole" } else { "Role" };
+            let ns = b["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(namespace)
+                .to_string();
+            let refers = if b["roleRef"]["kind"] == "ClusterRole" {
+                "ClusterRole"
+            } else {
+                "Role"
+            };
             let scope = (refers == "Role").then(|| Value::String(ns.clone()));
             for r in role_rules(refers, &b["roleRef"]["name"], scope.as_ref()) {
                 rules.push(Rule::of(&r, Some(ns.clone())));
@@ -87,7 +107,10 @@ impl Rbac {
 
 /// (group, resource[/subresource]) of a request: the log names resources `plural.group`.
 pub fn group_resource(r: &RequestRecord) -> (String, String) {
-    let (plural, group) = r.resource.split_once('.').unwrap_or((r.resource.as_str(), ""));
+    let (plural, group) = r
+        .resource
+        .split_once('.')
+        .unwrap_or((r.resource.as_str(), ""));
     let resource = match &r.subresource {
         Some(sub) => format!("{plural}/{sub}"),
         None => plural.to_string(),
@@ -98,12 +121,22 @@ pub fn group_resource(r: &RequestRecord) -> (String, String) {
 fn grant_covers(g: &Grant, r: &RequestRecord) -> bool {
     let (group, resource) = group_resource(r);
     let any = |want: &str, have: &str| want == "*" || want == have;
-    any(&g.0, r.namespace.as_deref().unwrap_or("")) && any(&g.1, &group) && any(&g.2, &resource) && any(&g.3, &r.verb) && any(&g.4, r.name.as_deref().unwrap_or(""))
+    any(&g.0, r.namespace.as_deref().unwrap_or(""))
+        && any(&g.1, &group)
+        && any(&g.2, &resource)
+        && any(&g.3, &r.verb)
+        && any(&g.4, r.name.as_deref().unwrap_or(""))
 }
 
 impl Rule {
     fn of(v: &Value, namespace: Option<String>) -> Rule {
-        Rule { namespace, groups: strings(&v["apiGroups"]), resources: strings(&v["resources"]), verbs: strings(&v["verbs"]), names: strings(&v["resourceNames"]) }
+        Rule {
+            namespace,
+            groups: strings(&v["apiGroups"]),
+            resources: strings(&v["resources"]),
+            verbs: strings(&v["verbs"]),
+            names: strings(&v["resourceNames"]),
+        }
     }
 
     fn allows(&self, r: &RequestRecord) -> bool {
@@ -114,13 +147,24 @@ impl Rule {
             Some(ns) => r.namespace.as_deref() == Some(ns.as_str()),
         };
         // resourceNames cannot restrict create, nor list/watch without a name
-        let named = self.names.is_empty() || r.name.as_deref().is_some_and(|n| self.names.iter().any(|x| x == n));
-        in_scope && has(&self.groups, &group) && has(&self.resources, &resource) && has(&self.verbs, &r.verb) && named
+        let named = self.names.is_empty()
+            || r.name
+                .as_deref()
+                .is_some_and(|n| self.names.iter().any(|x| x == n));
+        in_scope
+            && has(&self.groups, &group)
+            && has(&self.resources, &resource)
+            && has(&self.verbs, &r.verb)
+            && named
     }
 
     fn grants(&self) -> Vec<Grant> {
         let ns = self.namespace.clone().unwrap_or_else(|| "*".into());
-        let names = if self.names.is_empty() { vec!["*".to_string()] } else { self.names.clone() };
+        let names = if self.names.is_empty() {
+            vec!["*".to_string()]
+        } else {
+            self.names.clone()
+        };
         let mut out = vec![];
         for g in &self.groups {
             for res in &self.resources {
@@ -140,8 +184,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn request(verb: &str, resource: &str, sub: Option<&str>, ns: Option<&str>, name: Option<&str>) -> RequestRecord {
-        RequestRecord { method: "GET".into(), verb: verb.into(), resource: resource.into(), subresource: sub.map(String::from), namespace: ns.map(String::from), name: name.map(String::from), user: None }
+    fn request(
+        verb: &str,
+        resource: &str,
+        sub: Option<&str>,
+        ns: Option<&str>,
+        name: Option<&str>,
+    ) -> RequestRecord {
+        RequestRecord {
+            method: "GET".into(),
+            verb: verb.into(),
+            resource: resource.into(),
+            subresource: sub.map(String::from),
+            namespace: ns.map(String::from),
+            name: name.map(String::from),
+            user: None,
+        }
     }
 
     fn objects() -> Vec<Value> {
@@ -164,19 +222,84 @@ mod tests {
         let rbac = Rbac::bound(&objects(), "sa", "ns");
         assert!(rbac.allows(&request("list", "pods", None, Some("default"), None)));
         assert!(!rbac.allows(&request("delete", "pods", None, Some("default"), Some("p"))));
-        assert!(rbac.allows(&request("create", "pods", Some("eviction"), Some("default"), Some("p"))));
-        assert!(!rbac.allows(&request("create", "pods", Some("status"), Some("default"), Some("p"))));
-        assert!(rbac.allows(&request("get", "leases.coordination.k8s.io", None, Some("ns"), Some("lock"))));
-        assert!(!rbac.allows(&request("get", "leases.coordination.k8s.io", None, Some("other"), Some("lock"))), "a Role is its namespace's only");
-        assert!(!rbac.allows(&request("get", "leases.coordination.k8s.io", None, Some("ns"), Some("another"))), "resourceNames restrict");
-        assert!(!rbac.allows(&request("create", "leases.coordination.k8s.io", None, Some("ns"), None)), "create cannot match resourceNames");
+        assert!(rbac.allows(&request(
+            "create",
+            "pods",
+            Some("eviction"),
+            Some("default"),
+            Some("p")
+        )));
+        assert!(!rbac.allows(&request(
+            "create",
+            "pods",
+            Some("status"),
+            Some("default"),
+            Some("p")
+        )));
+        assert!(rbac.allows(&request(
+            "get",
+            "leases.coordination.k8s.io",
+            None,
+            Some("ns"),
+            Some("lock")
+        )));
+        assert!(
+            !rbac.allows(&request(
+                "get",
+                "leases.coordination.k8s.io",
+                None,
+                Some("other"),
+                Some("lock")
+            )),
+            "a Role is its namespace's only"
+        );
+        assert!(
+            !rbac.allows(&request(
+                "get",
+                "leases.coordination.k8s.io",
+                None,
+                Some("ns"),
+                Some("another")
+            )),
+            "resourceNames restrict"
+        );
+        assert!(
+            !rbac.allows(&request(
+                "create",
+                "leases.coordination.k8s.io",
+                None,
+                Some("ns"),
+                None
+            )),
+            "create cannot match resourceNames"
+        );
     }
 
     #[test]
     fn grants_no_request_used_are_reported() {
         let rbac = Rbac::bound(&objects(), "sa", "ns");
-        let log = [request("list", "pods", None, Some("a"), None), request("get", "leases.coordination.k8s.io", None, Some("ns"), Some("lock"))];
-        let unused: Vec<String> = rbac.unused(&log).into_iter().map(|g| format!("{} {} {}", g.1, g.2, g.3)).collect();
-        assert_eq!(unused, [" pods watch", " pods/eviction create", "coordination.k8s.io leases update"]);
+        let log = [
+            request("list", "pods", None, Some("a"), None),
+            request(
+                "get",
+                "leases.coordination.k8s.io",
+                None,
+                Some("ns"),
+                Some("lock"),
+            ),
+        ];
+        let unused: Vec<String> = rbac
+            .unused(&log)
+            .into_iter()
+            .map(|g| format!("{} {} {}", g.1, g.2, g.3))
+            .collect();
+        assert_eq!(
+            unused,
+            [
+                " pods watch",
+                " pods/eviction create",
+                "coordination.k8s.io leases update"
+            ]
+        );
     }
 }

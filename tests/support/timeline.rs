@@ -91,11 +91,21 @@ impl Drop for Timeline {
 }
 
 fn labels_of(o: &Value) -> BTreeMap<String, String> {
-    o["metadata"]["labels"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()).unwrap_or_default()
+    o["metadata"]["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn name_of(o: &Value) -> String {
-    o["metadata"]["name"].as_str().unwrap_or_default().to_string()
+    o["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn deleting(o: &Value) -> bool {
@@ -103,7 +113,11 @@ fn deleting(o: &Value) -> bool {
 }
 
 fn condition(o: &Value, t: &str) -> bool {
-    o["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == t && c["status"] == "True")
+    o["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == t && c["status"] == "True")
 }
 
 impl Timeline {
@@ -117,7 +131,11 @@ impl Timeline {
             loop {
                 match feed.recv().await {
                     Ok(change) => r.lock().unwrap().apply(&change),
-                    Err(RecvError::Lagged(n)) => r.lock().unwrap().violations.push(format!("the timeline missed {n} changes")),
+                    Err(RecvError::Lagged(n)) => r
+                        .lock()
+                        .unwrap()
+                        .violations
+                        .push(format!("the timeline missed {n} changes")),
                     Err(RecvError::Closed) => return,
                 }
             }
@@ -161,23 +179,56 @@ impl Record {
             "nodeclaims" => self.claim(c.rv, o, gone, c.kind == ChangeKind::Added),
             "pods" => self.pod(c.rv, o, gone),
             "poddisruptionbudgets" => {
-                let name = format!("{}/{}", o["metadata"]["namespace"].as_str().unwrap_or_default(), name_of(o));
+                let name = format!(
+                    "{}/{}",
+                    o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    name_of(o)
+                );
                 if gone {
                     self.budgets.remove(&name);
                 } else {
                     let spec = &o["spec"];
-                    let selector = spec["selector"]["matchLabels"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()).unwrap_or_default();
-                    self.budgets.insert(name, Budget { selector, max_unavailable: spec["maxUnavailable"].as_i64(), min_available: spec["minAvailable"].as_i64(), reported: o["status"]["desiredHealthy"].as_i64() });
+                    let selector = spec["selector"]["matchLabels"]
+                        .as_object()
+                        .map(|m| {
+                            m.iter()
+                                .map(|(k, v)| {
+                                    (k.clone(), v.as_str().unwrap_or_default().to_string())
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    self.budgets.insert(
+                        name,
+                        Budget {
+                            selector,
+                            max_unavailable: spec["maxUnavailable"].as_i64(),
+                            min_available: spec["minAvailable"].as_i64(),
+                            reported: o["status"]["desiredHealthy"].as_i64(),
+                        },
+                    );
                 }
                 self.check_budgets(c.rv, false);
             }
             "replicasets" => {
-                let key = format!("{}/{}", o["metadata"]["namespace"].as_str().unwrap_or_default(), name_of(o));
-                let selector = o["spec"]["selector"]["matchLabels"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()).unwrap_or_default();
+                let key = format!(
+                    "{}/{}",
+                    o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    name_of(o)
+                );
+                let selector = o["spec"]["selector"]["matchLabels"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 if gone {
                     self.replicasets.remove(&key);
                 } else {
-                    self.replicasets.insert(key, (selector, o["spec"]["replicas"].as_i64().unwrap_or(1)));
+                    self.replicasets
+                        .insert(key, (selector, o["spec"]["replicas"].as_i64().unwrap_or(1)));
                 }
                 // a scale change moves what a budget wants; only pods and nodes going can break it
                 self.check_budgets(c.rv, false);
@@ -198,7 +249,11 @@ impl Record {
         if condition(o, "Ready") && life.ready_at.is_none() {
             life.ready_at = Some(rv);
         }
-        let tainted = o["spec"]["taints"].as_array().into_iter().flatten().any(|t| t["key"] == DISRUPTED);
+        let tainted = o["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == DISRUPTED);
         match (tainted, life.disrupted_since) {
             (true, None) => life.disrupted_since = Some(rv),
             (false, Some(_)) if !gone => {
@@ -218,26 +273,48 @@ impl Record {
     /// must be Ready and its pods gone.
     fn node_gone(&mut self, rv: u64, name: &str) {
         let life = &self.nodes[name];
-        let Some(since) = life.disrupted_since else { return };
+        let Some(since) = life.disrupted_since else {
+            return;
+        };
         let until = life.drain_started.unwrap_or(rv);
         self.disrupted_deletions += 1;
-        let replacements: Vec<&String> = self.claims.iter().filter(|(_, c)| c.created > since && c.created < until).map(|(n, _)| n).collect();
+        let replacements: Vec<&String> = self
+            .claims
+            .iter()
+            .filter(|(_, c)| c.created > since && c.created < until)
+            .map(|(n, _)| n)
+            .collect();
         let mut unready = vec![];
         for claim in &replacements {
             let c = &self.claims[*claim];
-            let ready = c.deleted.is_none() && c.provider_id.as_ref().and_then(|p| self.node_of_provider.get(p)).and_then(|n| self.nodes.get(n)).and_then(|n| n.ready_at).is_some_and(|r| r < rv);
+            let ready = c.deleted.is_none()
+                && c.provider_id
+                    .as_ref()
+                    .and_then(|p| self.node_of_provider.get(p))
+                    .and_then(|n| self.nodes.get(n))
+                    .and_then(|n| n.ready_at)
+                    .is_some_and(|r| r < rv);
             if !ready {
                 unready.push((*claim).clone());
             }
         }
         if !unready.is_empty() {
-            self.violations.push(format!("node {name} deleted at rv {rv} before its replacements {unready:?} were Ready"));
+            self.violations.push(format!(
+                "node {name} deleted at rv {rv} before its replacements {unready:?} were Ready"
+            ));
         } else if !replacements.is_empty() {
             self.replaced_deletions += 1;
         }
-        let left: Vec<&String> = self.pods.iter().filter(|(_, p)| p.healthy && p.node.as_deref() == Some(name)).map(|(k, _)| k).collect();
+        let left: Vec<&String> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.healthy && p.node.as_deref() == Some(name))
+            .map(|(k, _)| k)
+            .collect();
         if !left.is_empty() {
-            self.violations.push(format!("disrupted node {name} deleted at rv {rv} with pods still on it: {left:?}"));
+            self.violations.push(format!(
+                "disrupted node {name} deleted at rv {rv} with pods still on it: {left:?}"
+            ));
         }
     }
 
@@ -246,7 +323,11 @@ impl Record {
     fn claim(&mut self, rv: u64, o: &Value, gone: bool, added: bool) {
         let name = name_of(o);
         let created = if added { rv } else { 0 };
-        let c = self.claims.entry(name).or_insert(ClaimLife { created, deleted: None, provider_id: None });
+        let c = self.claims.entry(name).or_insert(ClaimLife {
+            created,
+            deleted: None,
+            provider_id: None,
+        });
         if let Some(pid) = o["status"]["providerID"].as_str() {
             c.provider_id = Some(pid.to_string());
         }
@@ -256,7 +337,11 @@ impl Record {
     }
 
     fn pod(&mut self, rv: u64, o: &Value, gone: bool) {
-        let key = format!("{}/{}", o["metadata"]["namespace"].as_str().unwrap_or_default(), name_of(o));
+        let key = format!(
+            "{}/{}",
+            o["metadata"]["namespace"].as_str().unwrap_or_default(),
+            name_of(o)
+        );
         let node = o["spec"]["nodeName"].as_str().map(str::to_string);
         let before = self.pods.get(&key).cloned();
         if gone || deleting(o) {
@@ -270,7 +355,14 @@ impl Record {
                 }
             }
         } else {
-            self.pods.insert(key, PodState { labels: labels_of(o), node, healthy: condition(o, "Ready") });
+            self.pods.insert(
+                key,
+                PodState {
+                    labels: labels_of(o),
+                    node,
+                    healthy: condition(o, "Ready"),
+                },
+            );
         }
         self.check_budgets(rv, true);
     }
@@ -281,21 +373,40 @@ impl Record {
     /// change can break a budget (a pod or node went), so a drop below it is a violation.
     fn check_budgets(&mut self, rv: u64, flag: bool) {
         for (name, b) in &self.budgets {
-            let selected = |labels: &BTreeMap<String, String>| b.selector.iter().all(|(k, v)| labels.get(k) == Some(v));
-            let expected: i64 = self.replicasets.values().filter(|(sel, _)| !sel.is_empty() && selected(sel)).map(|(_, n)| n).sum();
+            let selected = |labels: &BTreeMap<String, String>| {
+                b.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+            };
+            let expected: i64 = self
+                .replicasets
+                .values()
+                .filter(|(sel, _)| !sel.is_empty() && selected(sel))
+                .map(|(_, n)| n)
+                .sum();
             let desired = match (b.max_unavailable, b.min_available) {
                 (Some(m), _) => (expected - m).max(0),
                 (None, Some(m)) => m,
                 (None, None) => b.reported.unwrap_or(0),
             };
-            let healthy = self.pods.values().filter(|p| selected(&p.labels)).filter(|p| p.healthy && p.node.as_ref().is_some_and(|n| self.nodes.get(n).is_none_or(|l| !l.gone))).count() as i64;
+            let healthy = self
+                .pods
+                .values()
+                .filter(|p| selected(&p.labels))
+                .filter(|p| {
+                    p.healthy
+                        && p.node
+                            .as_ref()
+                            .is_some_and(|n| self.nodes.get(n).is_none_or(|l| !l.gone))
+                })
+                .count() as i64;
             let margin = healthy - desired;
             let last = self.last_margin.insert(name.clone(), margin);
             let low = self.margins.entry(name.clone()).or_insert(margin);
             *low = (*low).min(margin);
             // pods becoming healthy after a start with pods pending never count against a budget
             if flag && margin < 0 && last.is_some_and(|l| margin < l) {
-                self.violations.push(format!("budget {name} broken at rv {rv}: {healthy} healthy pods, {desired} desired"));
+                self.violations.push(format!(
+                    "budget {name} broken at rv {rv}: {healthy} healthy pods, {desired} desired"
+                ));
             }
         }
     }

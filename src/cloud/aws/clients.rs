@@ -84,7 +84,9 @@ impl AwsClients {
         if settings.max_attempts == 0 {
             return Err(AwsError::Settings("max attempts must be at least 1".into()));
         }
-        let http = aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(CryptoMode::Ring)).build_https();
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
+            .build_https();
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
             .region(Region::new(settings.region.clone()))
             .http_client(http)
@@ -99,7 +101,9 @@ impl AwsClients {
     /// Clients from an SDK configuration built elsewhere (tests: static credentials, an emulator's
     /// endpoint). The Pricing client is pointed at the pricing region of `settings.region`.
     pub fn from_config(config: &SdkConfig, settings: &AwsSettings) -> AwsClients {
-        let pricing = aws_sdk_pricing::config::Builder::from(config).region(Region::new(pricing_region(&settings.region))).build();
+        let pricing = aws_sdk_pricing::config::Builder::from(config)
+            .region(Region::new(pricing_region(&settings.region)))
+            .build();
         AwsClients {
             ec2: aws_sdk_ec2::Client::new(config),
             ssm: aws_sdk_ssm::Client::new(config),
@@ -113,12 +117,18 @@ impl AwsClients {
 /// Adaptive retries: the SDK backs off on throttling codes (`RequestLimitExceeded`, 503s) and
 /// rate-limits itself while throttled, so a burst of launches slows down instead of failing.
 pub fn retry(settings: &AwsSettings) -> RetryConfig {
-    RetryConfig::adaptive().with_max_attempts(settings.max_attempts).with_initial_backoff(Duration::from_millis(200))
+    RetryConfig::adaptive()
+        .with_max_attempts(settings.max_attempts)
+        .with_initial_backoff(Duration::from_millis(200))
 }
 
 /// A call that hangs is abandoned rather than blocking a decision step.
 pub fn timeouts() -> TimeoutConfig {
-    TimeoutConfig::builder().connect_timeout(Duration::from_secs(5)).operation_attempt_timeout(Duration::from_secs(20)).operation_timeout(Duration::from_secs(60)).build()
+    TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .operation_attempt_timeout(Duration::from_secs(20))
+        .operation_timeout(Duration::from_secs(60))
+        .build()
 }
 
 #[cfg(test)]

@@ -16,10 +16,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use aws_sdk_ec2::types::{
-    AvailabilityZone, EphemeralNvmeSupport, InstanceTypeInfo, InstanceTypeOffering, LocationType, SpotPrice,
-};
 use aws_sdk_ec2::primitives::DateTime;
+use aws_sdk_ec2::types::{
+    AvailabilityZone, EphemeralNvmeSupport, InstanceTypeInfo, InstanceTypeOffering, LocationType,
+    SpotPrice,
+};
 use serde::Serialize;
 
 use super::{AwsClients, AwsError};
@@ -85,12 +86,24 @@ impl fmt::Display for DiscoveryReport {
             "  offerings: {} ({} on-demand, {} spot at an observed price); {} spot prices read, {} history records skipped",
             r.offerings, r.on_demand_offerings, r.spot_offerings, r.spot_prices_read, r.spot_records_skipped
         )?;
-        write!(f, "  spot offerings left out (no spot price for the zone): {}", r.spot_without_price)?;
+        write!(
+            f,
+            "  spot offerings left out (no spot price for the zone): {}",
+            r.spot_without_price
+        )?;
         if r.unnamed_zone_offerings > 0 {
-            write!(f, "\n  zone offerings dropped (zone ID without a zone name): {}", r.unnamed_zone_offerings)?;
+            write!(
+                f,
+                "\n  zone offerings dropped (zone ID without a zone name): {}",
+                r.unnamed_zone_offerings
+            )?;
         }
         if r.offerings_other_location > 0 {
-            write!(f, "\n  offering records of another location type ignored: {}", r.offerings_other_location)?;
+            write!(
+                f,
+                "\n  offering records of another location type ignored: {}",
+                r.offerings_other_location
+            )?;
         }
         Ok(())
     }
@@ -116,16 +129,29 @@ pub fn catalog_from_api(
     let offered = offered_zone_ids(offerings, &mut report);
     report.types_offered = offered.len();
     let join = Join {
-        described: types.iter().filter_map(|t| Some((t.instance_type()?.as_str(), t))).collect(),
+        described: types
+            .iter()
+            .filter_map(|t| Some((t.instance_type()?.as_str(), t)))
+            .collect(),
         zone_names: zone_names(zones),
         on_demand,
         spot,
     };
-    let kept: Vec<_> = offered.into_iter().filter_map(|(name, ids)| join.instance_type(name, &ids, &mut report)).collect();
+    let kept: Vec<_> = offered
+        .into_iter()
+        .filter_map(|(name, ids)| join.instance_type(name, &ids, &mut report))
+        .collect();
     report.types_kept = kept.len();
     report.offerings = kept.iter().map(|t| t.offerings.len()).sum();
     let provenance = provenance(region, &report);
-    (Catalog { region: region.to_string(), instance_types: kept, provenance: Some(provenance) }, report)
+    (
+        Catalog {
+            region: region.to_string(),
+            instance_types: kept,
+            provenance: Some(provenance),
+        },
+        report,
+    )
 }
 
 /// The answers one offered type is converted and priced from.
@@ -154,7 +180,12 @@ impl Join<'_> {
             report.types_unsupported_arch += 1;
             return None;
         };
-        let Some(price) = self.on_demand.get(name).copied().filter(|p| p.is_finite() && *p > 0.0) else {
+        let Some(price) = self
+            .on_demand
+            .get(name)
+            .copied()
+            .filter(|p| p.is_finite() && *p > 0.0)
+        else {
             report.types_without_on_demand_price += 1;
             return None;
         };
@@ -176,7 +207,10 @@ impl Join<'_> {
 
 /// zone ID -> zone name, as this account's DescribeAvailabilityZones pairs them.
 fn zone_names(zones: &[AvailabilityZone]) -> BTreeMap<&str, &str> {
-    zones.iter().filter_map(|z| Some((z.zone_id()?, z.zone_name()?))).collect()
+    zones
+        .iter()
+        .filter_map(|z| Some((z.zone_id()?, z.zone_name()?)))
+        .collect()
 }
 
 /// type -> zone IDs it is offered in.
@@ -188,7 +222,9 @@ fn offered_zone_ids<'a>(
     for o in offerings {
         let by_id = o.location_type() == Some(&LocationType::AvailabilityZoneId);
         match (o.instance_type(), o.location()) {
-            (Some(t), Some(zone_id)) if by_id => _ = out.entry(t.as_str()).or_default().insert(zone_id),
+            (Some(t), Some(zone_id)) if by_id => {
+                _ = out.entry(t.as_str()).or_default().insert(zone_id)
+            }
             _ => report.offerings_other_location += 1,
         }
     }
@@ -221,7 +257,10 @@ fn offerings_of(
         if !raw.sold_as("spot") {
             continue;
         }
-        match spot.get(&(raw.name.clone(), zone.to_string())).filter(|p| p.is_finite() && **p > 0.0) {
+        match spot
+            .get(&(raw.name.clone(), zone.to_string()))
+            .filter(|p| p.is_finite() && **p > 0.0)
+        {
             Some(p) => {
                 out.push(offering(zone, CapacityType::Spot, round6(*p)));
                 report.spot_offerings += 1;
@@ -237,7 +276,9 @@ fn offerings_of(
 fn raw_type(info: &InstanceTypeInfo) -> Option<RawType> {
     let positive = |n: i64| u64::try_from(n).ok().filter(|n| *n > 0);
     let name = info.instance_type()?.as_str().to_string();
-    let vcpu = u32::try_from(info.v_cpu_info()?.default_v_cpus()?).ok().filter(|n| *n > 0)?;
+    let vcpu = u32::try_from(info.v_cpu_info()?.default_v_cpus()?)
+        .ok()
+        .filter(|n| *n > 0)?;
     let memory_mib = positive(info.memory_info()?.size_in_mib()?)?;
     let processor = info.processor_info();
     let network = info.network_info();
@@ -245,7 +286,14 @@ fn raw_type(info: &InstanceTypeInfo) -> Option<RawType> {
         name,
         vcpu,
         memory_mib,
-        arch: processor.map(|p| p.supported_architectures().iter().map(|a| a.as_str().to_string()).collect()).unwrap_or_default(),
+        arch: processor
+            .map(|p| {
+                p.supported_architectures()
+                    .iter()
+                    .map(|a| a.as_str().to_string())
+                    .collect()
+            })
+            .unwrap_or_default(),
         cpu_manufacturer: processor.and_then(|p| p.manufacturer()).map(str::to_string),
         gpu: gpu(info),
         neuron: neuron(info),
@@ -253,7 +301,11 @@ fn raw_type(info: &InstanceTypeInfo) -> Option<RawType> {
         default_card_max_enis: network.and_then(default_card_enis),
         ipv4_per_eni: network.and_then(|n| u32::try_from(n.ipv4_addresses_per_interface()?).ok()),
         hypervisor: info.hypervisor().map(|h| h.as_str().to_string()),
-        supported_usage_classes: info.supported_usage_classes().iter().map(|c| c.as_str().to_string()).collect(),
+        supported_usage_classes: info
+            .supported_usage_classes()
+            .iter()
+            .map(|c| c.as_str().to_string())
+            .collect(),
     })
 }
 
@@ -262,31 +314,46 @@ fn gpu(info: &InstanceTypeInfo) -> Option<Gpu> {
     let devices = info.gpu_info()?.gpus();
     let first = devices.first()?;
     Some(Gpu {
-        count: devices.iter().filter_map(|d| u32::try_from(d.count()?).ok()).sum(),
+        count: devices
+            .iter()
+            .filter_map(|d| u32::try_from(d.count()?).ok())
+            .sum(),
         manufacturer: first.manufacturer().unwrap_or_default().to_string(),
         name: first.name().unwrap_or_default().to_string(),
-        memory_mib: first.memory_info().and_then(|m| u64::try_from(m.size_in_mib()?).ok()).unwrap_or(0),
+        memory_mib: first
+            .memory_info()
+            .and_then(|m| u64::try_from(m.size_in_mib()?).ok())
+            .unwrap_or(0),
     })
 }
 
 fn neuron(info: &InstanceTypeInfo) -> Option<RawNeuron> {
     let devices = info.neuron_info()?.neuron_devices();
-    let count = devices.iter().filter_map(|d| u32::try_from(d.count()?).ok()).sum();
+    let count = devices
+        .iter()
+        .filter_map(|d| u32::try_from(d.count()?).ok())
+        .sum();
     Some(RawNeuron { count })
 }
 
 /// Instance storage size when it is NVMe (required or supported), as the offline data records it.
 fn local_nvme_gb(info: &InstanceTypeInfo) -> Option<u64> {
     let storage = info.instance_storage_info()?;
-    let nvme = storage.nvme_support().is_some_and(|s| *s != EphemeralNvmeSupport::Unsupported);
-    nvme.then(|| u64::try_from(storage.total_size_in_gb()?).ok()).flatten()
+    let nvme = storage
+        .nvme_support()
+        .is_some_and(|s| *s != EphemeralNvmeSupport::Unsupported);
+    nvme.then(|| u64::try_from(storage.total_size_in_gb()?).ok())
+        .flatten()
 }
 
 /// ENIs of the default network card (see `catalog::build::build_type` for why not the total); types
 /// described without network cards have a single card.
 fn default_card_enis(network: &aws_sdk_ec2::types::NetworkInfo) -> Option<u32> {
     let index = network.default_network_card_index().unwrap_or(0);
-    let card = network.network_cards().iter().find(|c| c.network_card_index() == Some(index));
+    let card = network
+        .network_cards()
+        .iter()
+        .find(|c| c.network_card_index() == Some(index));
     let enis = match card {
         Some(c) => c.maximum_network_interfaces()?,
         None => network.maximum_network_interfaces()?,
@@ -309,7 +376,10 @@ pub fn latest_spot_prices(history: &[SpotPrice]) -> (SpotPrices, usize) {
             _ => _ = latest.insert(key, (at, price)),
         }
     }
-    (latest.into_iter().map(|(k, (_, p))| (k, p)).collect(), skipped)
+    (
+        latest.into_iter().map(|(k, (_, p))| (k, p)).collect(),
+        skipped,
+    )
 }
 
 /// (type, zone name), time and price of one history record; None when a part is missing or the
@@ -319,21 +389,41 @@ fn spot_record(record: &SpotPrice) -> Option<((String, String), DateTime, f64)> 
     if !price.is_finite() || price <= 0.0 {
         return None;
     }
-    let key = (record.instance_type()?.as_str().to_string(), record.availability_zone()?.to_string());
+    let key = (
+        record.instance_type()?.as_str().to_string(),
+        record.availability_zone()?.to_string(),
+    );
     Some((key, *record.timestamp()?, price))
 }
 
 /// Every page of DescribeInstanceTypes.
-pub async fn describe_instance_types(ec2: &aws_sdk_ec2::Client) -> Result<Vec<InstanceTypeInfo>, AwsError> {
-    let pages = ec2.describe_instance_types().max_results(100).into_paginator().items().send();
-    pages.try_collect().await.map_err(|e| AwsError::from_sdk("ec2:DescribeInstanceTypes", e))
+pub async fn describe_instance_types(
+    ec2: &aws_sdk_ec2::Client,
+) -> Result<Vec<InstanceTypeInfo>, AwsError> {
+    let pages = ec2
+        .describe_instance_types()
+        .max_results(100)
+        .into_paginator()
+        .items()
+        .send();
+    pages
+        .try_collect()
+        .await
+        .map_err(|e| AwsError::from_sdk("ec2:DescribeInstanceTypes", e))
 }
 
 /// Every page of DescribeInstanceTypeOfferings by zone ID.
-pub async fn describe_offerings(ec2: &aws_sdk_ec2::Client) -> Result<Vec<InstanceTypeOffering>, AwsError> {
-    let request = ec2.describe_instance_type_offerings().location_type(LocationType::AvailabilityZoneId);
+pub async fn describe_offerings(
+    ec2: &aws_sdk_ec2::Client,
+) -> Result<Vec<InstanceTypeOffering>, AwsError> {
+    let request = ec2
+        .describe_instance_type_offerings()
+        .location_type(LocationType::AvailabilityZoneId);
     let pages = request.max_results(1000).into_paginator().items().send();
-    pages.try_collect().await.map_err(|e| AwsError::from_sdk("ec2:DescribeInstanceTypeOfferings", e))
+    pages
+        .try_collect()
+        .await
+        .map_err(|e| AwsError::from_sdk("ec2:DescribeInstanceTypeOfferings", e))
 }
 
 /// The region's zones this account can use (DescribeAvailabilityZones is not paginated).
@@ -348,9 +438,15 @@ pub async fn describe_zones(ec2: &aws_sdk_ec2::Client) -> Result<Vec<Availabilit
 /// number of unusable records.
 pub async fn spot_prices(ec2: &aws_sdk_ec2::Client) -> Result<(SpotPrices, usize), AwsError> {
     let now = DateTime::from(std::time::SystemTime::now());
-    let request = ec2.describe_spot_price_history().set_product_descriptions(Some(SPOT_PRODUCT_DESCRIPTIONS.map(String::from).to_vec())).start_time(now);
+    let request = ec2
+        .describe_spot_price_history()
+        .set_product_descriptions(Some(SPOT_PRODUCT_DESCRIPTIONS.map(String::from).to_vec()))
+        .start_time(now);
     let pages = request.max_results(1000).into_paginator().items().send();
-    let history = pages.try_collect().await.map_err(|e| AwsError::from_sdk("ec2:DescribeSpotPriceHistory", e))?;
+    let history = pages
+        .try_collect()
+        .await
+        .map_err(|e| AwsError::from_sdk("ec2:DescribeSpotPriceHistory", e))?;
     Ok(latest_spot_prices(&history))
 }
 
@@ -367,7 +463,8 @@ pub async fn discover(
         describe_zones(ec2),
         spot_prices(ec2)
     )?;
-    let (mut catalog, mut report) = catalog_from_api(region, &types, &offerings, &zones, on_demand, &spot);
+    let (mut catalog, mut report) =
+        catalog_from_api(region, &types, &offerings, &zones, on_demand, &spot);
     report.spot_records_skipped = spot_skipped;
     if let Some(p) = catalog.provenance.as_mut() {
         p["counts"] = serde_json::to_value(&report).unwrap_or_default();
@@ -380,7 +477,11 @@ pub async fn discover(
 pub fn on_demand_prices_of(catalog: &Catalog) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for t in &catalog.instance_types {
-        let prices = t.offerings.iter().filter(|o| o.capacity_type == CapacityType::OnDemand).map(|o| o.price);
+        let prices = t
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type == CapacityType::OnDemand)
+            .map(|o| o.price);
         if let Some(p) = prices.min_by(f64::total_cmp) {
             out.insert(t.name.clone(), p);
         }
@@ -410,22 +511,33 @@ mod tests {
     use crate::domain::resources::EPHEMERAL_STORAGE;
     use crate::domain::Quantity;
     use aws_sdk_ec2::types::{
-        ArchitectureType, GpuDeviceInfo, GpuDeviceMemoryInfo, GpuInfo, InstanceStorageInfo, InstanceTypeHypervisor,
-        MemoryInfo, NetworkCardInfo, NetworkInfo, NeuronDeviceInfo, NeuronInfo, ProcessorInfo, UsageClassType,
-        VCpuInfo,
+        ArchitectureType, GpuDeviceInfo, GpuDeviceMemoryInfo, GpuInfo, InstanceStorageInfo,
+        InstanceTypeHypervisor, MemoryInfo, NetworkCardInfo, NetworkInfo, NeuronDeviceInfo,
+        NeuronInfo, ProcessorInfo, UsageClassType, VCpuInfo,
     };
 
     fn card(index: i32, enis: i32) -> NetworkCardInfo {
-        NetworkCardInfo::builder().network_card_index(index).maximum_network_interfaces(enis).build()
+        NetworkCardInfo::builder()
+            .network_card_index(index)
+            .maximum_network_interfaces(enis)
+            .build()
     }
 
     /// An m5.large-like record named `name` with architecture `arch`, sold on demand and as spot.
-    fn info(name: &str, arch: ArchitectureType) -> aws_sdk_ec2::types::builders::InstanceTypeInfoBuilder {
+    fn info(
+        name: &str,
+        arch: ArchitectureType,
+    ) -> aws_sdk_ec2::types::builders::InstanceTypeInfoBuilder {
         InstanceTypeInfo::builder()
             .instance_type(name.into())
             .v_cpu_info(VCpuInfo::builder().default_v_cpus(2).build())
             .memory_info(MemoryInfo::builder().size_in_mib(8192).build())
-            .processor_info(ProcessorInfo::builder().supported_architectures(arch).manufacturer("Intel").build())
+            .processor_info(
+                ProcessorInfo::builder()
+                    .supported_architectures(arch)
+                    .manufacturer("Intel")
+                    .build(),
+            )
             .network_info(
                 NetworkInfo::builder()
                     .maximum_network_interfaces(3)
@@ -453,8 +565,16 @@ mod tests {
             .network_cards(card(0, 2))
             .network_cards(card(1, 2))
             .build();
-        let p5_storage = InstanceStorageInfo::builder().total_size_in_gb(30400).nvme_support("required".into()).build();
-        let neuron = NeuronInfo::builder().neuron_devices(NeuronDeviceInfo::builder().count(1).name("Inferentia2").build());
+        let p5_storage = InstanceStorageInfo::builder()
+            .total_size_in_gb(30400)
+            .nvme_support("required".into())
+            .build();
+        let neuron = NeuronInfo::builder().neuron_devices(
+            NeuronDeviceInfo::builder()
+                .count(1)
+                .name("Inferentia2")
+                .build(),
+        );
         vec![
             info("m5.large", ArchitectureType::X8664).build(),
             info("m6g.large", ArchitectureType::Arm64).build(),
@@ -464,10 +584,17 @@ mod tests {
                 .gpu_info(GpuInfo::builder().gpus(h100).build())
                 .network_info(p5_network)
                 .instance_storage_info(p5_storage)
-                .set_supported_usage_classes(Some(vec![UsageClassType::OnDemand, UsageClassType::CapacityBlock]))
+                .set_supported_usage_classes(Some(vec![
+                    UsageClassType::OnDemand,
+                    UsageClassType::CapacityBlock,
+                ]))
                 .build(),
-            info("inf2.xlarge", ArchitectureType::X8664).neuron_info(neuron.build()).build(),
-            InstanceTypeInfo::builder().instance_type("x9.broken".into()).build(),
+            info("inf2.xlarge", ArchitectureType::X8664)
+                .neuron_info(neuron.build())
+                .build(),
+            InstanceTypeInfo::builder()
+                .instance_type("x9.broken".into())
+                .build(),
         ]
     }
 
@@ -482,7 +609,12 @@ mod tests {
     /// Zone names and IDs deliberately crossed (1a = az2) so a join on names would misplace offerings.
     fn zones() -> Vec<AvailabilityZone> {
         [("test-1a", "t1-az2"), ("test-1b", "t1-az1")]
-            .map(|(name, id)| AvailabilityZone::builder().zone_name(name).zone_id(id).build())
+            .map(|(name, id)| {
+                AvailabilityZone::builder()
+                    .zone_name(name)
+                    .zone_id(id)
+                    .build()
+            })
             .to_vec()
     }
 
@@ -500,14 +632,19 @@ mod tests {
             ("z1.absent", "t1-az1"),
         ]
         .map(|(n, z)| offering(n, z));
-        let on_demand: BTreeMap<String, f64> =
-            [("m5.large", 0.096), ("m6g.large", 0.077), ("p5.48xlarge", 55.04), ("inf2.xlarge", 0.7582), ("mac2.metal", 0.65)]
-                .map(|(n, p)| (n.to_string(), p))
-                .into();
+        let on_demand: BTreeMap<String, f64> = [
+            ("m5.large", 0.096),
+            ("m6g.large", 0.077),
+            ("p5.48xlarge", 55.04),
+            ("inf2.xlarge", 0.7582),
+            ("mac2.metal", 0.65),
+        ]
+        .map(|(n, p)| (n.to_string(), p))
+        .into();
         let spot: SpotPrices = [
             (("m5.large", "test-1b"), 0.0312345678),
-            (("p5.48xlarge", "test-1a"), 20.0),  // not sold as spot
-            (("m6g.large", "test-1a"), 0.03),    // not offered in test-1a
+            (("p5.48xlarge", "test-1a"), 20.0), // not sold as spot
+            (("m6g.large", "test-1a"), 0.03),   // not offered in test-1a
         ]
         .map(|((n, z), p)| ((n.to_string(), z.to_string()), p))
         .into();
@@ -515,23 +652,39 @@ mod tests {
     }
 
     fn find<'a>(c: &'a Catalog, name: &str) -> &'a InstanceType {
-        c.instance_types.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name} kept"))
+        c.instance_types
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} kept"))
     }
 
     fn zones_of(t: &InstanceType, ct: CapacityType) -> Vec<(&str, f64)> {
-        t.offerings.iter().filter(|o| o.capacity_type == ct).map(|o| (o.zone.as_str(), o.price)).collect()
+        t.offerings
+            .iter()
+            .filter(|o| o.capacity_type == ct)
+            .map(|o| (o.zone.as_str(), o.price))
+            .collect()
     }
 
     #[test]
     fn offerings_are_joined_on_zone_id_and_spot_needs_an_observed_price() {
         let (c, report) = discover_test();
         let m5 = find(&c, "m5.large");
-        assert_eq!(zones_of(m5, CapacityType::OnDemand), [("test-1a", 0.096), ("test-1b", 0.096)]);
+        assert_eq!(
+            zones_of(m5, CapacityType::OnDemand),
+            [("test-1a", 0.096), ("test-1b", 0.096)]
+        );
         // t1-az1 is test-1b: its spot price lands there, rounded to 6 decimals; test-1a has none.
         assert_eq!(zones_of(m5, CapacityType::Spot), [("test-1b", 0.031235)]);
-        assert!(m5.offerings.iter().all(|o| o.available && !o.price_estimated && o.interruption_band.is_none()));
+        assert!(m5
+            .offerings
+            .iter()
+            .all(|o| o.available && !o.price_estimated && o.interruption_band.is_none()));
         // m6g is offered in t1-az1 = test-1b only; its test-1a spot price has no offering to go to.
-        assert_eq!(zones_of(find(&c, "m6g.large"), CapacityType::OnDemand), [("test-1b", 0.077)]);
+        assert_eq!(
+            zones_of(find(&c, "m6g.large"), CapacityType::OnDemand),
+            [("test-1b", 0.077)]
+        );
         assert!(zones_of(find(&c, "m6g.large"), CapacityType::Spot).is_empty());
         // p5 is not sold as spot: no spot offering despite a price.
         assert!(zones_of(find(&c, "p5.48xlarge"), CapacityType::Spot).is_empty());
@@ -544,14 +697,32 @@ mod tests {
     fn unpriced_undescribed_and_unsupported_types_are_left_out_and_counted() {
         let (c, report) = discover_test();
         let names: Vec<&str> = c.instance_types.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["inf2.xlarge", "m5.large", "m6g.large", "p5.48xlarge"]);
-        assert_eq!((report.types_described, report.types_offered, report.types_kept), (7, 8, 4));
+        assert_eq!(
+            names,
+            ["inf2.xlarge", "m5.large", "m6g.large", "p5.48xlarge"]
+        );
+        assert_eq!(
+            (
+                report.types_described,
+                report.types_offered,
+                report.types_kept
+            ),
+            (7, 8, 4)
+        );
         assert_eq!(report.types_without_on_demand_price, 1); // r9g.large
         assert_eq!(report.types_unsupported_arch, 1); // mac2.metal, although priced
         assert_eq!(report.types_not_described, 2); // x9.broken (no vCPUs), z1.absent
         assert_eq!((report.offerings, report.on_demand_offerings), (6, 5));
-        assert!(report.to_string().contains("1 without an on-demand price"), "{report}");
-        assert_eq!(c.provenance.as_ref().map(|p| p["counts"]["types_kept"].clone()), Some(4.into()));
+        assert!(
+            report.to_string().contains("1 without an on-demand price"),
+            "{report}"
+        );
+        assert_eq!(
+            c.provenance
+                .as_ref()
+                .map(|p| p["counts"]["types_kept"].clone()),
+            Some(4.into())
+        );
     }
 
     #[test]
@@ -559,16 +730,35 @@ mod tests {
         let (c, _) = discover_test();
         assert_eq!(find(&c, "m6g.large").arch, Arch::Arm64);
         let m5 = find(&c, "m5.large");
-        assert_eq!((m5.vcpu, m5.memory_mib, m5.max_enis, m5.ipv4_per_eni), (2, 8192, Some(3), Some(10)));
-        assert_eq!((m5.hypervisor.as_deref(), m5.cpu_manufacturer.as_deref()), (Some("nitro"), Some("Intel")));
+        assert_eq!(
+            (m5.vcpu, m5.memory_mib, m5.max_enis, m5.ipv4_per_eni),
+            (2, 8192, Some(3), Some(10))
+        );
+        assert_eq!(
+            (m5.hypervisor.as_deref(), m5.cpu_manufacturer.as_deref()),
+            (Some("nitro"), Some("Intel"))
+        );
         let p5 = find(&c, "p5.48xlarge");
         assert_eq!(p5.max_enis, Some(2)); // default card, not the 64 over all cards
-        let gpu = p5.gpu.as_ref().map(|g| (g.count, g.manufacturer.as_str(), g.name.as_str(), g.memory_mib));
+        let gpu = p5.gpu.as_ref().map(|g| {
+            (
+                g.count,
+                g.manufacturer.as_str(),
+                g.name.as_str(),
+                g.memory_mib,
+            )
+        });
         assert_eq!(gpu, Some((8, "NVIDIA", "H100", 81920)));
         assert_eq!(p5.local_nvme_gb, Some(30400));
-        assert_eq!(p5.capacity.get(EPHEMERAL_STORAGE), Quantity::from_units(20 << 30));
+        assert_eq!(
+            p5.capacity.get(EPHEMERAL_STORAGE),
+            Quantity::from_units(20 << 30)
+        );
         let inf2 = find(&c, "inf2.xlarge");
-        assert_eq!(inf2.capacity.get("aws.amazon.com/neuron"), Quantity::from_units(1));
+        assert_eq!(
+            inf2.capacity.get("aws.amazon.com/neuron"),
+            Quantity::from_units(1)
+        );
         assert_eq!((inf2.gpu.as_ref(), inf2.local_nvme_gb), (None, None));
     }
 
@@ -587,13 +777,19 @@ mod tests {
             record("test-1a", 300, "0.035"), // newest for test-1a
             record("test-1a", 100, "0.020"),
             record("test-1b", 100, "0.050"),
-            record("test-1b", 400, "free"),  // skipped, the older price stays
-            record("test-1b", 500, "0"),     // skipped
-            SpotPrice::builder().spot_price("0.01").availability_zone("test-1a").build(), // no type
+            record("test-1b", 400, "free"), // skipped, the older price stays
+            record("test-1b", 500, "0"),    // skipped
+            SpotPrice::builder()
+                .spot_price("0.01")
+                .availability_zone("test-1a")
+                .build(), // no type
         ];
         let (prices, skipped) = latest_spot_prices(&history);
         let key = |z: &str| ("m5.large".to_string(), z.to_string());
-        assert_eq!((prices.get(&key("test-1a")), prices.get(&key("test-1b"))), (Some(&0.035), Some(&0.05)));
+        assert_eq!(
+            (prices.get(&key("test-1a")), prices.get(&key("test-1b"))),
+            (Some(&0.035), Some(&0.05))
+        );
         assert_eq!((prices.len(), skipped), (2, 3));
     }
 

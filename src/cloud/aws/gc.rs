@@ -80,7 +80,8 @@ impl Owners {
     /// tagged for a claim that has no instance recorded yet. A claim that already names another
     /// instance does not own this one (a second launch for the same claim is a leak).
     pub fn owns(&self, instance: &ClusterInstance) -> bool {
-        self.instances.contains(&instance.id) || instance.claim().is_some_and(|c| self.launching.contains(c))
+        self.instances.contains(&instance.id)
+            || instance.claim().is_some_and(|c| self.launching.contains(c))
     }
 }
 
@@ -89,26 +90,41 @@ impl Owners {
 pub fn instance_id(provider_id: &str) -> Option<&str> {
     let id = provider_id.rsplit('/').next()?;
     let plain = !provider_id.contains('/');
-    (id.starts_with("i-") && id.len() > 2 && (plain || provider_id.starts_with("aws://"))).then_some(id)
+    (id.starts_with("i-") && id.len() > 2 && (plain || provider_id.starts_with("aws://")))
+        .then_some(id)
 }
 
 /// The ids of the instances to terminate at `now`: running or pending, owned by no NodeClaim, and
 /// launched more than `grace` ago. Stopping, stopped and terminating instances are left alone: they
 /// are already going or were stopped on purpose.
-pub fn to_collect(instances: &[ClusterInstance], owners: &Owners, now: DateTime<Utc>, grace: Duration) -> Vec<String> {
+pub fn to_collect(
+    instances: &[ClusterInstance],
+    owners: &Owners,
+    now: DateTime<Utc>,
+    grace: Duration,
+) -> Vec<String> {
     let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
     instances
         .iter()
         .filter(|i| matches!(i.state, Ec2State::Pending | Ec2State::Running))
         .filter(|i| !owners.owns(i))
-        .filter(|i| i.launch_time.is_some_and(|t| now.signed_duration_since(t) > grace))
+        .filter(|i| {
+            i.launch_time
+                .is_some_and(|t| now.signed_duration_since(t) > grace)
+        })
         .map(|i| i.id.clone())
         .collect()
 }
 
 /// Lists the cluster's leaked instances and terminates them; returns the ids terminated. `owners`
 /// is called after the listing (see the module comment for why the order matters).
-pub async fn collect(clients: &AwsClients, cluster: &str, now: DateTime<Utc>, grace: Duration, owners: impl FnOnce() -> Owners) -> Result<Vec<String>, AwsError> {
+pub async fn collect(
+    clients: &AwsClients,
+    cluster: &str,
+    now: DateTime<Utc>,
+    grace: Duration,
+    owners: impl FnOnce() -> Owners,
+) -> Result<Vec<String>, AwsError> {
     let instances = list_cluster_instances(clients, cluster).await?;
     let ids = to_collect(&instances, &owners(), now, grace);
     for id in &ids {
@@ -119,14 +135,25 @@ pub async fn collect(clients: &AwsClients, cluster: &str, now: DateTime<Utc>, gr
 }
 
 /// Every pending, running, stopping or stopped instance carrying the cluster's tag, all pages.
-pub async fn list_cluster_instances(clients: &AwsClients, cluster: &str) -> Result<Vec<ClusterInstance>, AwsError> {
+pub async fn list_cluster_instances(
+    clients: &AwsClients,
+    cluster: &str,
+) -> Result<Vec<ClusterInstance>, AwsError> {
     list_cluster_instances_paged(clients, cluster, instances::PAGE).await
 }
 
 /// [`list_cluster_instances`] asking for `page_size` reservations a page (tests use small pages to
 /// exercise the paging).
-pub async fn list_cluster_instances_paged(clients: &AwsClients, cluster: &str, page_size: i32) -> Result<Vec<ClusterInstance>, AwsError> {
-    Ok(instances::tagged(clients, cluster, page_size).await?.iter().filter_map(convert).collect())
+pub async fn list_cluster_instances_paged(
+    clients: &AwsClients,
+    cluster: &str,
+    page_size: i32,
+) -> Result<Vec<ClusterInstance>, AwsError> {
+    Ok(instances::tagged(clients, cluster, page_size)
+        .await?
+        .iter()
+        .filter_map(convert)
+        .collect())
 }
 
 /// The collector's view of an SDK instance; None (skipped, logged) without an id.
@@ -135,14 +162,31 @@ fn convert(i: &aws_sdk_ec2::types::Instance) -> Option<ClusterInstance> {
         tracing::warn!("DescribeInstances returned an instance without an id");
         return None;
     };
-    let launch_time = i.launch_time().and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()));
-    let tags = i.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string()))).collect();
+    let launch_time = i
+        .launch_time()
+        .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()));
+    let tags = i
+        .tags()
+        .iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+        .collect();
     Some(ClusterInstance {
         id: id.to_string(),
-        instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
-        zone: i.placement().and_then(|p| p.availability_zone()).unwrap_or_default().to_string(),
+        instance_type: i
+            .instance_type()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_default(),
+        zone: i
+            .placement()
+            .and_then(|p| p.availability_zone())
+            .unwrap_or_default()
+            .to_string(),
         // capacity blocks and reservations are paid for up front; only spot is reclaimed
-        capacity_type: if i.instance_lifecycle() == Some(&InstanceLifecycleType::Spot) { CapacityType::Spot } else { CapacityType::OnDemand },
+        capacity_type: if i.instance_lifecycle() == Some(&InstanceLifecycleType::Spot) {
+            CapacityType::Spot
+        } else {
+            CapacityType::OnDemand
+        },
         launch_time,
         tags,
         state: ec2_state(i.state().and_then(|s| s.name())),
@@ -171,8 +215,19 @@ mod tests {
     }
 
     fn instance(id: &str, launched: i64, state: Ec2State, claim: Option<&str>) -> ClusterInstance {
-        let tags = claim.map(|c| (NODECLAIM_TAG.to_string(), c.to_string())).into_iter().collect();
-        ClusterInstance { id: id.into(), instance_type: "m5.large".into(), zone: "us-west-2a".into(), capacity_type: CapacityType::OnDemand, launch_time: Some(at(launched)), tags, state }
+        let tags = claim
+            .map(|c| (NODECLAIM_TAG.to_string(), c.to_string()))
+            .into_iter()
+            .collect();
+        ClusterInstance {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-west-2a".into(),
+            capacity_type: CapacityType::OnDemand,
+            launch_time: Some(at(launched)),
+            tags,
+            state,
+        }
     }
 
     const GRACE: Duration = Duration::from_secs(30);
@@ -199,14 +254,20 @@ mod tests {
             instance("i-other", 0, Ec2State::Other, None),
         ];
         let owners = Owners::from_claims([("claim-a", Some("aws:///us-west-2a/i-owned"))]);
-        assert_eq!(to_collect(&instances, &owners, at(120), GRACE), vec!["i-leaked".to_string(), "i-leaked-pending".into()]);
+        assert_eq!(
+            to_collect(&instances, &owners, at(120), GRACE),
+            vec!["i-leaked".to_string(), "i-leaked-pending".into()]
+        );
     }
 
     #[test]
     fn the_grace_is_strict_and_a_future_launch_is_young() {
         let i = [instance("i-1", 0, Ec2State::Running, None)];
         assert!(to_collect(&i, &Owners::default(), at(30), GRACE).is_empty());
-        assert_eq!(to_collect(&i, &Owners::default(), at(31), GRACE), vec!["i-1".to_string()]);
+        assert_eq!(
+            to_collect(&i, &Owners::default(), at(31), GRACE),
+            vec!["i-1".to_string()]
+        );
         assert!(to_collect(&i, &Owners::default(), at(-60), Duration::ZERO).is_empty());
     }
 
@@ -222,31 +283,69 @@ mod tests {
         let first = instance("i-first", 0, Ec2State::Running, Some("claim-a"));
         let second = instance("i-second", 0, Ec2State::Running, Some("claim-a"));
         let launching = Owners::from_claims([("claim-a", None)]);
-        assert!(to_collect(&[first.clone(), second.clone()], &launching, at(600), GRACE).is_empty());
+        assert!(
+            to_collect(&[first.clone(), second.clone()], &launching, at(600), GRACE).is_empty()
+        );
         let launched = Owners::from_claims([("claim-a", Some("aws:///us-west-2a/i-first"))]);
-        assert_eq!(to_collect(&[first, second], &launched, at(600), GRACE), vec!["i-second".to_string()]);
+        assert_eq!(
+            to_collect(&[first, second], &launched, at(600), GRACE),
+            vec!["i-second".to_string()]
+        );
     }
 
     #[test]
     fn an_unreadable_provider_id_counts_as_launching() {
         let i = instance("i-1", 0, Ec2State::Running, Some("claim-a"));
-        assert!(to_collect(std::slice::from_ref(&i), &Owners::from_claims([("claim-a", Some("bogus"))]), at(600), GRACE).is_empty());
-        assert_eq!(to_collect(&[i], &Owners::from_claims([("claim-b", Some("bogus"))]), at(600), GRACE), vec!["i-1".to_string()]);
+        assert!(to_collect(
+            std::slice::from_ref(&i),
+            &Owners::from_claims([("claim-a", Some("bogus"))]),
+            at(600),
+            GRACE
+        )
+        .is_empty());
+        assert_eq!(
+            to_collect(
+                &[i],
+                &Owners::from_claims([("claim-b", Some("bogus"))]),
+                at(600),
+                GRACE
+            ),
+            vec!["i-1".to_string()]
+        );
     }
 
     #[test]
     fn sdk_states_and_lifecycles_convert() {
-        assert_eq!(ec2_state(Some(&InstanceStateName::ShuttingDown)), Ec2State::ShuttingDown);
+        assert_eq!(
+            ec2_state(Some(&InstanceStateName::ShuttingDown)),
+            Ec2State::ShuttingDown
+        );
         assert_eq!(ec2_state(None), Ec2State::Other);
         let sdk = aws_sdk_ec2::types::Instance::builder()
             .instance_id("i-9")
             .instance_lifecycle(InstanceLifecycleType::Spot)
             .launch_time(aws_sdk_ec2::primitives::DateTime::from_secs(1_800_000_000))
-            .tags(aws_sdk_ec2::types::Tag::builder().key(NODECLAIM_TAG).value("claim-z").build())
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key(NODECLAIM_TAG)
+                    .value("claim-z")
+                    .build(),
+            )
             .build();
         let c = convert(&sdk).expect("has an id");
-        assert_eq!((c.capacity_type, c.launch_time, c.claim(), c.state), (CapacityType::Spot, Some(at(0)), Some("claim-z"), Ec2State::Other));
-        assert_eq!(convert(&aws_sdk_ec2::types::Instance::builder().build()), None);
+        assert_eq!(
+            (c.capacity_type, c.launch_time, c.claim(), c.state),
+            (
+                CapacityType::Spot,
+                Some(at(0)),
+                Some("claim-z"),
+                Ec2State::Other
+            )
+        );
+        assert_eq!(
+            convert(&aws_sdk_ec2::types::Instance::builder().build()),
+            None
+        );
     }
 
     fn arb_state() -> impl Strategy<Value = Ec2State> {
@@ -263,7 +362,16 @@ mod tests {
 
     /// (launched, state, claim index, owned by provider id, claim launching)
     fn arb_instances() -> impl Strategy<Value = Vec<(i64, Ec2State, Option<u8>, bool, bool)>> {
-        prop::collection::vec((0i64..600, arb_state(), prop::option::of(0u8..4), any::<bool>(), any::<bool>()), 0..20)
+        prop::collection::vec(
+            (
+                0i64..600,
+                arb_state(),
+                prop::option::of(0u8..4),
+                any::<bool>(),
+                any::<bool>(),
+            ),
+            0..20,
+        )
     }
 
     proptest! {

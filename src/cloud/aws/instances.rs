@@ -4,7 +4,10 @@
 
 use aws_sdk_ec2::types::{Filter, InstanceLifecycleType, InstanceStateName};
 
-use super::{cluster_tag_key, AwsClients, AwsError, CAPACITY_TYPE_TAG, NODECLAIM_TAG, NODECLASS_TAG, NODEPOOL_TAG};
+use super::{
+    cluster_tag_key, AwsClients, AwsError, CAPACITY_TYPE_TAG, NODECLAIM_TAG, NODECLASS_TAG,
+    NODEPOOL_TAG,
+};
 use crate::catalog::{CapacityType, Catalog};
 use crate::cloud::{Instance, InstanceState};
 use crate::optimizer::OfferingRef;
@@ -24,11 +27,22 @@ pub struct Ec2Instance {
 
 /// Converts one described instance; None when it lacks an id, type or zone.
 pub fn convert(i: &aws_sdk_ec2::types::Instance, catalog: &Catalog) -> Option<Ec2Instance> {
-    let tag = |k: &str| i.tags().iter().find(|t| t.key() == Some(k)).and_then(|t| t.value()).map(str::to_string);
+    let tag = |k: &str| {
+        i.tags()
+            .iter()
+            .find(|t| t.key() == Some(k))
+            .and_then(|t| t.value())
+            .map(str::to_string)
+    };
     let instance_type = i.instance_type()?.as_str().to_string();
     let zone = i.placement()?.availability_zone()?.to_string();
     // the capacity-type tag is what joiner asked for; the lifecycle is what EC2 says
-    let capacity_type = match (i.instance_lifecycle(), tag(CAPACITY_TYPE_TAG).as_deref().and_then(CapacityType::parse)) {
+    let capacity_type = match (
+        i.instance_lifecycle(),
+        tag(CAPACITY_TYPE_TAG)
+            .as_deref()
+            .and_then(CapacityType::parse),
+    ) {
         (Some(InstanceLifecycleType::Spot), _) => CapacityType::Spot,
         (_, Some(c)) => c,
         _ => CapacityType::OnDemand,
@@ -37,19 +51,32 @@ pub fn convert(i: &aws_sdk_ec2::types::Instance, catalog: &Catalog) -> Option<Ec
         .instance_types
         .iter()
         .find(|t| t.name == instance_type)
-        .and_then(|t| t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == capacity_type))
+        .and_then(|t| {
+            t.offerings
+                .iter()
+                .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+        })
         .map_or(0.0, |o| o.price);
     let state = match i.state().and_then(|s| s.name()) {
         Some(InstanceStateName::Pending) => InstanceState::Pending,
         Some(InstanceStateName::Running) => InstanceState::Running,
-        Some(InstanceStateName::ShuttingDown | InstanceStateName::Stopping | InstanceStateName::Stopped) => InstanceState::ShuttingDown,
+        Some(
+            InstanceStateName::ShuttingDown
+            | InstanceStateName::Stopping
+            | InstanceStateName::Stopped,
+        ) => InstanceState::ShuttingDown,
         _ => InstanceState::Terminated,
     };
     let instance = Instance {
         id: i.instance_id()?.to_string(),
         claim: tag(NODECLAIM_TAG).unwrap_or_default(),
         nodepool: tag(NODEPOOL_TAG).unwrap_or_default(),
-        offering: OfferingRef { instance_type, zone, capacity_type, price },
+        offering: OfferingRef {
+            instance_type,
+            zone,
+            capacity_type,
+            price,
+        },
         state,
     };
     Some(Ec2Instance {
@@ -57,16 +84,37 @@ pub fn convert(i: &aws_sdk_ec2::types::Instance, catalog: &Catalog) -> Option<Ec
         launched: i.launch_time().map(|t| t.secs()),
         image_id: i.image_id().map(str::to_string),
         subnet_id: i.subnet_id().map(str::to_string),
-        security_groups: i.security_groups().iter().filter_map(|g| g.group_id()).map(str::to_string).collect(),
+        security_groups: i
+            .security_groups()
+            .iter()
+            .filter_map(|g| g.group_id())
+            .map(str::to_string)
+            .collect(),
         node_class: tag(NODECLASS_TAG),
     })
 }
 
 /// Instances by id; ids EC2 does not know are left out.
-pub async fn describe(clients: &AwsClients, ids: &[String], catalog: &Catalog) -> Result<Vec<Ec2Instance>, AwsError> {
-    let out = clients.ec2.describe_instances().set_instance_ids(Some(ids.to_vec())).into_paginator().items().send().collect::<Result<Vec<_>, _>>().await;
+pub async fn describe(
+    clients: &AwsClients,
+    ids: &[String],
+    catalog: &Catalog,
+) -> Result<Vec<Ec2Instance>, AwsError> {
+    let out = clients
+        .ec2
+        .describe_instances()
+        .set_instance_ids(Some(ids.to_vec()))
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<_>, _>>()
+        .await;
     match out {
-        Ok(reservations) => Ok(reservations.iter().flat_map(|r| r.instances()).filter_map(|i| convert(i, catalog)).collect()),
+        Ok(reservations) => Ok(reservations
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(|i| convert(i, catalog))
+            .collect()),
         Err(e) => {
             let e = AwsError::from_sdk("ec2:DescribeInstances", e);
             if is_not_found(&e) {
@@ -84,12 +132,25 @@ pub const PAGE: i32 = 500;
 /// (`kubernetes.io/cluster/<name>: owned`) and a NodePool tag, all pages of `page_size` reservations. The cluster tag alone is not joiner's: EKS managed
 /// node groups and self-managed groups carry it too, and joiner must never list (and so never
 /// collect) their instances.
-pub async fn tagged(clients: &AwsClients, cluster: &str, page_size: i32) -> Result<Vec<aws_sdk_ec2::types::Instance>, AwsError> {
+pub async fn tagged(
+    clients: &AwsClients,
+    cluster: &str,
+    page_size: i32,
+) -> Result<Vec<aws_sdk_ec2::types::Instance>, AwsError> {
     // two filters of different names: EC2 ANDs them (moto merges filters that share a name)
-    let tag = Filter::builder().name(format!("tag:{}", cluster_tag_key(cluster))).values("owned").build();
-    let pool = Filter::builder().name("tag-key").values(super::NODEPOOL_TAG).build();
+    let tag = Filter::builder()
+        .name(format!("tag:{}", cluster_tag_key(cluster)))
+        .values("owned")
+        .build();
+    let pool = Filter::builder()
+        .name("tag-key")
+        .values(super::NODEPOOL_TAG)
+        .build();
     let states = ["pending", "running", "stopping", "stopped"];
-    let state = Filter::builder().name("instance-state-name").set_values(Some(states.map(String::from).to_vec())).build();
+    let state = Filter::builder()
+        .name("instance-state-name")
+        .set_values(Some(states.map(String::from).to_vec()))
+        .build();
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -106,10 +167,20 @@ pub async fn tagged(clients: &AwsClients, cluster: &str, page_size: i32) -> Resu
             .map_err(|e| AwsError::from_sdk("ec2:DescribeInstances", e))?;
         // checked here too: what joiner may terminate must not rest on the API's filter semantics
         let ours = |i: &&aws_sdk_ec2::types::Instance| {
-            let has = |key: &str, value: Option<&str>| i.tags().iter().any(|t| t.key() == Some(key) && value.is_none_or(|v| t.value() == Some(v)));
+            let has = |key: &str, value: Option<&str>| {
+                i.tags()
+                    .iter()
+                    .any(|t| t.key() == Some(key) && value.is_none_or(|v| t.value() == Some(v)))
+            };
             has(&cluster_tag_key(cluster), Some("owned")) && has(super::NODEPOOL_TAG, None)
         };
-        out.extend(page.reservations().iter().flat_map(|r| r.instances()).filter(ours).cloned());
+        out.extend(
+            page.reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .filter(ours)
+                .cloned(),
+        );
         match page.next_token {
             Some(t) if !t.is_empty() => token = Some(t),
             _ => return Ok(out),
@@ -118,8 +189,16 @@ pub async fn tagged(clients: &AwsClients, cluster: &str, page_size: i32) -> Resu
 }
 
 /// Every instance tagged for `cluster` that is not terminated or shutting down.
-pub async fn list(clients: &AwsClients, cluster: &str, catalog: &Catalog) -> Result<Vec<Ec2Instance>, AwsError> {
-    Ok(tagged(clients, cluster, PAGE).await?.iter().filter_map(|i| convert(i, catalog)).collect())
+pub async fn list(
+    clients: &AwsClients,
+    cluster: &str,
+    catalog: &Catalog,
+) -> Result<Vec<Ec2Instance>, AwsError> {
+    Ok(tagged(clients, cluster, PAGE)
+        .await?
+        .iter()
+        .filter_map(|i| convert(i, catalog))
+        .collect())
 }
 
 /// TerminateInstances's batch; EC2 takes up to 1000 but recommends smaller batches.
@@ -151,7 +230,13 @@ async fn terminate_one(clients: &AwsClients, id: &str) -> Result<(), AwsError> {
 }
 
 async fn terminate_batch(clients: &AwsClients, ids: &[String]) -> Result<(), AwsError> {
-    clients.ec2.terminate_instances().set_instance_ids(Some(ids.to_vec())).send().await.map_err(|e| AwsError::from_sdk("ec2:TerminateInstances", e))?;
+    clients
+        .ec2
+        .terminate_instances()
+        .set_instance_ids(Some(ids.to_vec()))
+        .send()
+        .await
+        .map_err(|e| AwsError::from_sdk("ec2:TerminateInstances", e))?;
     Ok(())
 }
 

@@ -91,7 +91,9 @@ impl InterruptionEvent {
     pub fn action(&self) -> InterruptionAction {
         match self.kind {
             EventKind::SpotInterruption => InterruptionAction::CordonAndDrainMarkUnavailable,
-            EventKind::StateChange(_) | EventKind::ScheduledChange => InterruptionAction::CordonAndDrain,
+            EventKind::StateChange(_) | EventKind::ScheduledChange => {
+                InterruptionAction::CordonAndDrain
+            }
             EventKind::RebalanceRecommendation => InterruptionAction::NoAction,
         }
     }
@@ -106,7 +108,11 @@ impl InterruptionAction {
     /// this action marks one. The event names only the instance: its type and zone come from the
     /// node (labels) or the instance (DescribeInstances).
     pub fn unavailable_offering(self, instance_type: &str, zone: &str) -> Option<OfferingKey> {
-        (self == InterruptionAction::CordonAndDrainMarkUnavailable).then(|| OfferingKey { instance_type: instance_type.to_string(), zone: zone.to_string(), capacity_type: CapacityType::Spot })
+        (self == InterruptionAction::CordonAndDrainMarkUnavailable).then(|| OfferingKey {
+            instance_type: instance_type.to_string(),
+            zone: zone.to_string(),
+            capacity_type: CapacityType::Spot,
+        })
     }
 }
 
@@ -121,11 +127,19 @@ pub enum Ignored {
     #[error("{detail_type} event: {why}")]
     Malformed { detail_type: String, why: String },
     // not named `source`: thiserror would take that field for the error's cause
-    #[error("event '{detail_type}' from '{event_source}' version '{version}' is not one joiner handles")]
-    Unhandled { event_source: String, detail_type: String, version: String },
+    #[error(
+        "event '{detail_type}' from '{event_source}' version '{version}' is not one joiner handles"
+    )]
+    Unhandled {
+        event_source: String,
+        detail_type: String,
+        version: String,
+    },
     #[error("state change to '{0}' needs no action")]
     State(String),
-    #[error("health event of service '{service}', category '{category}' is not an EC2 scheduled change")]
+    #[error(
+        "health event of service '{service}', category '{category}' is not an EC2 scheduled change"
+    )]
     NotEc2ScheduledChange { service: String, category: String },
     #[error("{0} event names no EC2 instance")]
     NoInstance(String),
@@ -134,7 +148,10 @@ pub enum Ignored {
 impl Ignored {
     /// A body that cannot be read as the event it claims to be.
     pub fn is_garbled(&self) -> bool {
-        matches!(self, Ignored::Empty | Ignored::NotJson(_) | Ignored::Malformed { .. })
+        matches!(
+            self,
+            Ignored::Empty | Ignored::NotJson(_) | Ignored::Malformed { .. }
+        )
     }
 
     /// A metric label.
@@ -205,21 +222,47 @@ pub fn parse(body: &str) -> Result<InterruptionEvent, Ignored> {
         return Err(Ignored::Empty);
     }
     let env: Envelope = serde_json::from_str(body).map_err(|e| Ignored::NotJson(e.to_string()))?;
-    let kind = match (env.version.as_str(), env.source.as_str(), env.detail_type.as_str()) {
+    let kind = match (
+        env.version.as_str(),
+        env.source.as_str(),
+        env.detail_type.as_str(),
+    ) {
         ("0", "aws.ec2", SPOT) => EventKind::SpotInterruption,
         ("0", "aws.ec2", REBALANCE) => EventKind::RebalanceRecommendation,
         ("0", "aws.ec2", STATE_CHANGE) => EventKind::StateChange(stopping_state(&env)?),
         ("0", "aws.health", HEALTH) => EventKind::ScheduledChange,
-        _ => return Err(Ignored::Unhandled { event_source: env.source, detail_type: env.detail_type, version: env.version }),
+        _ => {
+            return Err(Ignored::Unhandled {
+                event_source: env.source,
+                detail_type: env.detail_type,
+                version: env.version,
+            })
+        }
     };
-    let instance_ids = if kind == EventKind::ScheduledChange { health_instances(&env)? } else { vec![ec2_instance(&env)?] };
+    let instance_ids = if kind == EventKind::ScheduledChange {
+        health_instances(&env)?
+    } else {
+        vec![ec2_instance(&env)?]
+    };
     // an unreadable time only loses the latency metric, so it does not reject the event
-    let event_time = env.time.as_deref().and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc));
-    Ok(InterruptionEvent { kind, instance_ids, event_time, id: env.id })
+    let event_time = env
+        .time
+        .as_deref()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&Utc));
+    Ok(InterruptionEvent {
+        kind,
+        instance_ids,
+        event_time,
+        id: env.id,
+    })
 }
 
 fn malformed(env: &Envelope, why: impl Into<String>) -> Ignored {
-    Ignored::Malformed { detail_type: env.detail_type.clone(), why: why.into() }
+    Ignored::Malformed {
+        detail_type: env.detail_type.clone(),
+        why: why.into(),
+    }
 }
 
 fn ec2_detail(env: &Envelope) -> Result<Ec2Detail, Ignored> {
@@ -229,13 +272,18 @@ fn ec2_detail(env: &Envelope) -> Result<Ec2Detail, Ignored> {
 fn ec2_instance(env: &Envelope) -> Result<String, Ignored> {
     match ec2_detail(env)?.instance_id {
         Some(id) if looks_like_instance(&id) => Ok(id),
-        Some(id) => Err(malformed(env, format!("detail.instance-id '{id}' is not an instance id"))),
+        Some(id) => Err(malformed(
+            env,
+            format!("detail.instance-id '{id}' is not an instance id"),
+        )),
         None => Err(malformed(env, "no detail.instance-id")),
     }
 }
 
 fn stopping_state(env: &Envelope) -> Result<Stopping, Ignored> {
-    let Some(state) = ec2_detail(env)?.state else { return Err(malformed(env, "no detail.state")) };
+    let Some(state) = ec2_detail(env)?.state else {
+        return Err(malformed(env, "no detail.state"));
+    };
     match state.to_ascii_lowercase().as_str() {
         "stopping" => Ok(Stopping::Stopping),
         "stopped" => Ok(Stopping::Stopped),
@@ -249,11 +297,20 @@ fn stopping_state(env: &Envelope) -> Result<Stopping, Ignored> {
 /// notifications) are ignored, as are affected entities that are not instances (a Health event may
 /// name hosts or volumes).
 fn health_instances(env: &Envelope) -> Result<Vec<String>, Ignored> {
-    let d = HealthDetail::deserialize(&env.detail).map_err(|e| malformed(env, format!("detail: {e}")))?;
+    let d = HealthDetail::deserialize(&env.detail)
+        .map_err(|e| malformed(env, format!("detail: {e}")))?;
     if d.service != "EC2" || d.category != "scheduledChange" {
-        return Err(Ignored::NotEc2ScheduledChange { service: d.service, category: d.category });
+        return Err(Ignored::NotEc2ScheduledChange {
+            service: d.service,
+            category: d.category,
+        });
     }
-    let ids: Vec<String> = d.affected.into_iter().filter_map(|e| e.value).filter(|v| looks_like_instance(v)).collect();
+    let ids: Vec<String> = d
+        .affected
+        .into_iter()
+        .filter_map(|e| e.value)
+        .filter(|v| looks_like_instance(v))
+        .collect();
     if ids.is_empty() {
         return Err(Ignored::NoInstance(env.detail_type.clone()));
     }
@@ -261,7 +318,8 @@ fn health_instances(env: &Envelope) -> Result<Vec<String>, Ignored> {
 }
 
 fn looks_like_instance(id: &str) -> bool {
-    id.strip_prefix("i-").is_some_and(|hex| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_alphanumeric()))
+    id.strip_prefix("i-")
+        .is_some_and(|hex| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
 /// The URL of the queue named `name`. A value that already is a URL is returned as it is, so the
@@ -270,8 +328,17 @@ pub async fn queue_url(clients: &AwsClients, name: &str) -> Result<String, AwsEr
     if name.starts_with("https://") || name.starts_with("http://") {
         return Ok(name.to_string());
     }
-    let out = clients.sqs.get_queue_url().queue_name(name).send().await.map_err(|e| AwsError::from_sdk("sqs:GetQueueUrl", e))?;
-    out.queue_url.ok_or(AwsError::Response { call: "sqs:GetQueueUrl", message: format!("has no URL for queue {name}") })
+    let out = clients
+        .sqs
+        .get_queue_url()
+        .queue_name(name)
+        .send()
+        .await
+        .map_err(|e| AwsError::from_sdk("sqs:GetQueueUrl", e))?;
+    out.queue_url.ok_or(AwsError::Response {
+        call: "sqs:GetQueueUrl",
+        message: format!("has no URL for queue {name}"),
+    })
 }
 
 /// One received message: its receipt handle (for [`delete`]) and what its body says.
@@ -284,7 +351,11 @@ pub async fn receive(clients: &AwsClients, queue_url: &str) -> Result<Vec<Receiv
 }
 
 /// [`receive`] with a chosen long-poll time (0 returns at once).
-pub async fn receive_waiting(clients: &AwsClients, queue_url: &str, wait_seconds: i32) -> Result<Vec<Received>, AwsError> {
+pub async fn receive_waiting(
+    clients: &AwsClients,
+    queue_url: &str,
+    wait_seconds: i32,
+) -> Result<Vec<Received>, AwsError> {
     let wait = wait_seconds.clamp(0, WAIT_SECONDS);
     let out = clients
         .sqs
@@ -294,23 +365,44 @@ pub async fn receive_waiting(clients: &AwsClients, queue_url: &str, wait_seconds
         .visibility_timeout(VISIBILITY_SECONDS)
         .wait_time_seconds(wait)
         .customize()
-        .config_override(aws_sdk_sqs::config::Builder::default().timeout_config(poll_timeouts(wait)))
+        .config_override(
+            aws_sdk_sqs::config::Builder::default().timeout_config(poll_timeouts(wait)),
+        )
         .send()
         .await
         .map_err(|e| AwsError::from_sdk("sqs:ReceiveMessage", e))?;
     // a message without a receipt handle could never be deleted; SQS always sends one
-    Ok(out.messages.unwrap_or_default().into_iter().filter_map(|m| Some((m.receipt_handle?, parse(m.body.as_deref().unwrap_or(""))))).collect())
+    Ok(out
+        .messages
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| Some((m.receipt_handle?, parse(m.body.as_deref().unwrap_or("")))))
+        .collect())
 }
 
 /// The clients' 20 s attempt timeout would cut a 20 s long poll; the poll gets its wait plus slack.
 fn poll_timeouts(wait_seconds: i32) -> aws_sdk_sqs::config::timeout::TimeoutConfig {
     let attempt = std::time::Duration::from_secs(wait_seconds.unsigned_abs() as u64 + 10);
-    aws_sdk_sqs::config::timeout::TimeoutConfig::builder().operation_attempt_timeout(attempt).operation_timeout(attempt * 3).build()
+    aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
+        .operation_attempt_timeout(attempt)
+        .operation_timeout(attempt * 3)
+        .build()
 }
 
 /// Deletes a handled message.
-pub async fn delete(clients: &AwsClients, queue_url: &str, receipt_handle: &str) -> Result<(), AwsError> {
-    clients.sqs.delete_message().queue_url(queue_url).receipt_handle(receipt_handle).send().await.map_err(|e| AwsError::from_sdk("sqs:DeleteMessage", e))?;
+pub async fn delete(
+    clients: &AwsClients,
+    queue_url: &str,
+    receipt_handle: &str,
+) -> Result<(), AwsError> {
+    clients
+        .sqs
+        .delete_message()
+        .queue_url(queue_url)
+        .receipt_handle(receipt_handle)
+        .send()
+        .await
+        .map_err(|e| AwsError::from_sdk("sqs:DeleteMessage", e))?;
     Ok(())
 }
 
@@ -327,8 +419,14 @@ pub async fn approximate_depth(clients: &AwsClients, queue_url: &str) -> Result<
         .await
         .map_err(|e| AwsError::from_sdk("sqs:GetQueueAttributes", e))?;
     let attrs = out.attributes.unwrap_or_default();
-    let count = |k: QueueAttributeName| attrs.get(&k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    Ok(count(QueueAttributeName::ApproximateNumberOfMessages) + count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible))
+    let count = |k: QueueAttributeName| {
+        attrs
+            .get(&k)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok(count(QueueAttributeName::ApproximateNumberOfMessages)
+        + count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible))
 }
 
 #[cfg(test)]
@@ -347,45 +445,96 @@ mod tests {
     #[test]
     fn a_spot_interruption_drains_and_marks_the_spot_offering() {
         let e = event("spot-interruption.json");
-        assert_eq!((e.kind, e.instance_ids.as_slice()), (EventKind::SpotInterruption, &["i-0a1b2c3d4e5f60001".to_string()][..]));
+        assert_eq!(
+            (e.kind, e.instance_ids.as_slice()),
+            (
+                EventKind::SpotInterruption,
+                &["i-0a1b2c3d4e5f60001".to_string()][..]
+            )
+        );
         assert_eq!(e.id, "3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f");
-        assert_eq!(e.event_time.map(|t| t.to_rfc3339()), Some("2026-11-30T10:15:00+00:00".into()));
-        assert_eq!(e.action(), InterruptionAction::CordonAndDrainMarkUnavailable);
+        assert_eq!(
+            e.event_time.map(|t| t.to_rfc3339()),
+            Some("2026-11-30T10:15:00+00:00".into())
+        );
+        assert_eq!(
+            e.action(),
+            InterruptionAction::CordonAndDrainMarkUnavailable
+        );
         let key = e.action().unavailable_offering("m5.large", "us-west-2a");
-        assert_eq!(key, Some(OfferingKey { instance_type: "m5.large".into(), zone: "us-west-2a".into(), capacity_type: CapacityType::Spot }));
+        assert_eq!(
+            key,
+            Some(OfferingKey {
+                instance_type: "m5.large".into(),
+                zone: "us-west-2a".into(),
+                capacity_type: CapacityType::Spot
+            })
+        );
     }
 
     #[test]
     fn a_rebalance_recommendation_is_only_recorded() {
         let e = event("rebalance-recommendation.json");
-        assert_eq!((e.kind, e.instance_ids.as_slice()), (EventKind::RebalanceRecommendation, &["i-0a1b2c3d4e5f60002".to_string()][..]));
+        assert_eq!(
+            (e.kind, e.instance_ids.as_slice()),
+            (
+                EventKind::RebalanceRecommendation,
+                &["i-0a1b2c3d4e5f60002".to_string()][..]
+            )
+        );
         assert_eq!(e.action(), InterruptionAction::NoAction);
         assert!(!e.action().drains());
-        assert_eq!(e.action().unavailable_offering("m5.large", "us-west-2a"), None);
+        assert_eq!(
+            e.action().unavailable_offering("m5.large", "us-west-2a"),
+            None
+        );
     }
 
     #[test]
     fn stopping_and_terminating_state_changes_drain_without_marking() {
         let t = event("state-change-terminated.json");
-        assert_eq!((t.kind, t.instance_ids.as_slice()), (EventKind::StateChange(Stopping::Terminated), &["i-0a1b2c3d4e5f60003".to_string()][..]));
+        assert_eq!(
+            (t.kind, t.instance_ids.as_slice()),
+            (
+                EventKind::StateChange(Stopping::Terminated),
+                &["i-0a1b2c3d4e5f60003".to_string()][..]
+            )
+        );
         assert_eq!(t.kind.as_str(), "instance_terminated");
         let s = event("state-change-stopping.json");
-        assert_eq!((s.kind, s.kind.as_str()), (EventKind::StateChange(Stopping::Stopping), "instance_stopped"));
+        assert_eq!(
+            (s.kind, s.kind.as_str()),
+            (
+                EventKind::StateChange(Stopping::Stopping),
+                "instance_stopped"
+            )
+        );
         for e in [t, s] {
             assert_eq!(e.action(), InterruptionAction::CordonAndDrain);
-            assert_eq!(e.action().unavailable_offering("m5.large", "us-west-2a"), None);
+            assert_eq!(
+                e.action().unavailable_offering("m5.large", "us-west-2a"),
+                None
+            );
         }
     }
 
     #[test]
     fn a_state_change_to_running_is_ignored() {
-        assert_eq!(parse(&fixture("state-change-running.json")), Err(Ignored::State("running".into())));
+        assert_eq!(
+            parse(&fixture("state-change-running.json")),
+            Err(Ignored::State("running".into()))
+        );
     }
 
     #[test]
     fn every_accepted_state_is_read_case_insensitively() {
         let body = fixture("state-change-terminated.json");
-        for (state, want) in [("stopping", Stopping::Stopping), ("Stopped", Stopping::Stopped), ("SHUTTING-DOWN", Stopping::ShuttingDown), ("terminated", Stopping::Terminated)] {
+        for (state, want) in [
+            ("stopping", Stopping::Stopping),
+            ("Stopped", Stopping::Stopped),
+            ("SHUTTING-DOWN", Stopping::ShuttingDown),
+            ("terminated", Stopping::Terminated),
+        ] {
             let e = parse(&body.replace("\"terminated\"", &format!("\"{state}\""))).map(|e| e.kind);
             assert_eq!(e, Ok(EventKind::StateChange(want)), "{state}");
         }
@@ -395,34 +544,62 @@ mod tests {
     fn an_ec2_scheduled_change_names_every_affected_instance() {
         let e = event("scheduled-change.json");
         assert_eq!(e.kind, EventKind::ScheduledChange);
-        assert_eq!(e.instance_ids, vec!["i-0a1b2c3d4e5f60006".to_string(), "i-0a1b2c3d4e5f60007".to_string()]);
+        assert_eq!(
+            e.instance_ids,
+            vec![
+                "i-0a1b2c3d4e5f60006".to_string(),
+                "i-0a1b2c3d4e5f60007".to_string()
+            ]
+        );
         assert_eq!(e.action(), InterruptionAction::CordonAndDrain);
     }
 
     #[test]
     fn health_events_of_other_services_or_categories_are_ignored() {
         let rds = parse(&fixture("health-issue-rds.json"));
-        assert_eq!(rds, Err(Ignored::NotEc2ScheduledChange { service: "RDS".into(), category: "issue".into() }));
+        assert_eq!(
+            rds,
+            Err(Ignored::NotEc2ScheduledChange {
+                service: "RDS".into(),
+                category: "issue".into()
+            })
+        );
         let issue = fixture("scheduled-change.json").replace("\"scheduledChange\"", "\"issue\"");
-        assert!(matches!(parse(&issue), Err(Ignored::NotEc2ScheduledChange { .. })));
+        assert!(matches!(
+            parse(&issue),
+            Err(Ignored::NotEc2ScheduledChange { .. })
+        ));
         assert!(!rds.unwrap_err().is_garbled());
     }
 
     #[test]
     fn a_scheduled_change_without_instances_is_ignored() {
-        let body = fixture("scheduled-change.json").replace("i-0a1b2c3d4e5f60006", "vol-0123").replace("i-0a1b2c3d4e5f60007", "UNKNOWN");
+        let body = fixture("scheduled-change.json")
+            .replace("i-0a1b2c3d4e5f60006", "vol-0123")
+            .replace("i-0a1b2c3d4e5f60007", "UNKNOWN");
         assert_eq!(parse(&body), Err(Ignored::NoInstance(HEALTH.into())));
     }
 
     #[test]
     fn unknown_events_and_versions_are_unhandled_not_garbled() {
-        let cr = fixture("spot-interruption.json").replace(SPOT, "EC2 Capacity Reservation Instance Interruption Warning");
+        let cr = fixture("spot-interruption.json").replace(
+            SPOT,
+            "EC2 Capacity Reservation Instance Interruption Warning",
+        );
         let err = parse(&cr).unwrap_err();
-        assert!(matches!(err, Ignored::Unhandled { .. }) && !err.is_garbled(), "{err}");
-        let v1 = fixture("spot-interruption.json").replace("\"version\": \"0\"", "\"version\": \"1\"");
+        assert!(
+            matches!(err, Ignored::Unhandled { .. }) && !err.is_garbled(),
+            "{err}"
+        );
+        let v1 =
+            fixture("spot-interruption.json").replace("\"version\": \"0\"", "\"version\": \"1\"");
         assert!(matches!(parse(&v1), Err(Ignored::Unhandled { version, .. }) if version == "1"));
-        let other_source = fixture("spot-interruption.json").replace("\"aws.ec2\"", "\"custom.app\"");
-        assert!(matches!(parse(&other_source), Err(Ignored::Unhandled { .. })));
+        let other_source =
+            fixture("spot-interruption.json").replace("\"aws.ec2\"", "\"custom.app\"");
+        assert!(matches!(
+            parse(&other_source),
+            Err(Ignored::Unhandled { .. })
+        ));
     }
 
     #[test]
@@ -436,11 +613,21 @@ mod tests {
             "{\"version\": 0}".into(),
             spot[..spot.len() / 2].to_string(),
             spot.replace("\"instance-id\": \"i-0a1b2c3d4e5f60001\",", ""),
-            spot.replace("\"i-0a1b2c3d4e5f60001\",\n    \"instance-action\"", "42,\n    \"instance-action\""),
-            spot.replace("\"instance-id\": \"i-0a1b2c3d4e5f60001\"", "\"instance-id\": \"\""),
-            fixture("state-change-stopping.json").replace("\"state\": \"stopping\"", "\"state\": null"),
-            fixture("scheduled-change.json").replace("\"affectedEntities\": [", "\"affectedEntities\": {\"x\": [").replace("\"affectedAccount\"", "\"y\": 1}, \"affectedAccount\""),
-            spot.replace("\"detail\": {", "\"detail\": [{").replace("}\n}", "}]\n}"),
+            spot.replace(
+                "\"i-0a1b2c3d4e5f60001\",\n    \"instance-action\"",
+                "42,\n    \"instance-action\"",
+            ),
+            spot.replace(
+                "\"instance-id\": \"i-0a1b2c3d4e5f60001\"",
+                "\"instance-id\": \"\"",
+            ),
+            fixture("state-change-stopping.json")
+                .replace("\"state\": \"stopping\"", "\"state\": null"),
+            fixture("scheduled-change.json")
+                .replace("\"affectedEntities\": [", "\"affectedEntities\": {\"x\": [")
+                .replace("\"affectedAccount\"", "\"y\": 1}, \"affectedAccount\""),
+            spot.replace("\"detail\": {", "\"detail\": [{")
+                .replace("}\n}", "}]\n}"),
         ];
         for body in &cases {
             let err = parse(body).expect_err(body);

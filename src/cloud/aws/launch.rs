@@ -14,12 +14,17 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use aws_sdk_ec2::types::{
-    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy,
-    FleetType, InstanceLifecycle, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
-    LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceMetadataProtocolIpv6, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplateTagSpecificationRequest,
-    LaunchTemplatesMonitoringRequest, OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag,
-    TagSpecification, TargetCapacitySpecificationRequest,
+    DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
+    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
+    FleetOnDemandAllocationStrategy, FleetType, InstanceLifecycle,
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateInstanceMetadataProtocolIpv6,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    LaunchTemplateTagSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    OnDemandOptionsRequest, RequestLaunchTemplateData, ResourceType, SpotAllocationStrategy,
+    SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest,
 };
 use base64::Engine;
 use serde::Serialize;
@@ -27,7 +32,10 @@ use sha2::{Digest, Sha256};
 
 use super::nodeclass::ResolvedNodeClass;
 use super::userdata::{user_data, Bootstrap};
-use super::{cluster_tag_key, AwsClients, AwsError, AwsSettings, CLUSTER_NAME_TAG, NODECLAIM_TAG, NODECLASS_TAG, NODEPOOL_TAG};
+use super::{
+    cluster_tag_key, AwsClients, AwsError, AwsSettings, CLUSTER_NAME_TAG, NODECLAIM_TAG,
+    NODECLASS_TAG, NODEPOOL_TAG,
+};
 use crate::api::{AmiFamily, BlockDeviceMapping, HttpTokens, Toggle};
 use crate::catalog::{CapacityType, Catalog};
 use crate::cloud::{LaunchRequest, OfferingKey};
@@ -36,8 +44,14 @@ use crate::optimizer::OfferingRef;
 
 /// EC2 error codes that mean "no capacity for this offering now": the offering is kept out of solves
 /// for a while instead of failing the claim (Karpenter's list).
-pub const INSUFFICIENT_CAPACITY_CODES: [&str; 6] =
-    ["InsufficientInstanceCapacity", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "UnfulfillableCapacity", "Unsupported", "InsufficientFreeAddressesInSubnet"];
+pub const INSUFFICIENT_CAPACITY_CODES: [&str; 6] = [
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "VcpuLimitExceeded",
+    "UnfulfillableCapacity",
+    "Unsupported",
+    "InsufficientFreeAddressesInSubnet",
+];
 
 /// Taint every node registers with until joiner has registered its NodeClaim.
 const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
@@ -86,31 +100,53 @@ pub struct FleetPlan {
 }
 
 /// The tags every instance and volume of a claim carries.
-pub fn instance_tags(settings: &AwsSettings, nc: &ResolvedNodeClass, request: &LaunchRequest) -> BTreeMap<String, String> {
+pub fn instance_tags(
+    settings: &AwsSettings,
+    nc: &ResolvedNodeClass,
+    request: &LaunchRequest,
+) -> BTreeMap<String, String> {
     let mut tags = nc.spec.tags.clone().unwrap_or_default();
     tags.insert(cluster_tag_key(&settings.cluster_name), "owned".into());
     tags.insert(CLUSTER_NAME_TAG.into(), settings.cluster_name.clone());
     tags.insert(NODEPOOL_TAG.into(), request.nodepool.clone());
     tags.insert(NODECLAIM_TAG.into(), request.claim.clone());
     tags.insert(NODECLASS_TAG.into(), nc.name.clone());
-    tags.insert("Name".into(), format!("{}/{}", request.nodepool, request.claim));
+    tags.insert(
+        "Name".into(),
+        format!("{}/{}", request.nodepool, request.claim),
+    );
     tags
 }
 
 /// The fleets to try for `request`, one per capacity type in the order its offerings come.
-pub fn plan_fleets(settings: &AwsSettings, nc: &ResolvedNodeClass, catalog: &Catalog, request: &LaunchRequest) -> Result<Vec<FleetPlan>, AwsError> {
+pub fn plan_fleets(
+    settings: &AwsSettings,
+    nc: &ResolvedNodeClass,
+    catalog: &Catalog,
+    request: &LaunchRequest,
+) -> Result<Vec<FleetPlan>, AwsError> {
     let mut fleets: Vec<FleetPlan> = vec![];
     for o in &request.offerings {
-        let at = match fleets.iter().position(|f| f.capacity_type == o.capacity_type) {
+        let at = match fleets
+            .iter()
+            .position(|f| f.capacity_type == o.capacity_type)
+        {
             Some(i) => i,
             None => {
-                fleets.push(FleetPlan { capacity_type: o.capacity_type, groups: vec![], skipped: vec![] });
+                fleets.push(FleetPlan {
+                    capacity_type: o.capacity_type,
+                    groups: vec![],
+                    skipped: vec![],
+                });
                 fleets.len() - 1
             }
         };
         let fleet = &mut fleets[at];
         let subnet = nc.subnet_in(&o.zone);
-        let it = catalog.instance_types.iter().find(|t| t.name == o.instance_type);
+        let it = catalog
+            .instance_types
+            .iter()
+            .find(|t| t.name == o.instance_type);
         let ami = it.and_then(|t| nc.ami_for(t.arch));
         let (Some(subnet), Some(it), Some(ami)) = (subnet, it, ami) else {
             fleet.skipped.push(o.into());
@@ -120,18 +156,36 @@ pub fn plan_fleets(settings: &AwsSettings, nc: &ResolvedNodeClass, catalog: &Cat
         let options = template_options(settings, nc, request, &ami.id, pods)?;
         match fleet.groups.iter_mut().find(|g| g.options == options) {
             Some(g) => g.overrides.push((o.clone(), subnet.id.clone())),
-            None => fleet.groups.push(TemplateGroup { options, overrides: vec![(o.clone(), subnet.id.clone())] }),
+            None => fleet.groups.push(TemplateGroup {
+                options,
+                overrides: vec![(o.clone(), subnet.id.clone())],
+            }),
         }
     }
     Ok(fleets)
 }
 
-fn template_options(settings: &AwsSettings, nc: &ResolvedNodeClass, request: &LaunchRequest, image: &str, pods: u32) -> Result<TemplateOptions, AwsError> {
+fn template_options(
+    settings: &AwsSettings,
+    nc: &ResolvedNodeClass,
+    request: &LaunchRequest,
+    image: &str,
+    pods: u32,
+) -> Result<TemplateOptions, AwsError> {
     let t = &request.template;
-    let mut labels: BTreeMap<String, String> = t.labels.iter().filter(|(k, _)| kubelet_may_set(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut labels: BTreeMap<String, String> = t
+        .labels
+        .iter()
+        .filter(|(k, _)| kubelet_may_set(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     labels.insert(NODEPOOL_TAG.into(), request.nodepool.clone());
     let mut taints: Vec<Taint> = t.taints.iter().chain(&t.startup_taints).cloned().collect();
-    taints.push(Taint { key: UNREGISTERED_TAINT.into(), value: String::new(), effect: crate::domain::labels::TaintEffect::NoExecute });
+    taints.push(Taint {
+        key: UNREGISTERED_TAINT.into(),
+        value: String::new(),
+        effect: crate::domain::labels::TaintEffect::NoExecute,
+    });
     let bootstrap = Bootstrap {
         cluster_name: &settings.cluster_name,
         cluster_endpoint: &settings.cluster_endpoint,
@@ -153,7 +207,11 @@ fn template_options(settings: &AwsSettings, nc: &ResolvedNodeClass, request: &La
         instance_profile: nc.instance_profile.clone(),
         security_groups: nc.security_groups.iter().map(|g| g.id.clone()).collect(),
         user_data: base64::engine::general_purpose::STANDARD.encode(text),
-        block_devices: nc.spec.block_device_mappings.clone().unwrap_or_else(|| default_block_devices(nc.family)),
+        block_devices: nc
+            .spec
+            .block_device_mappings
+            .clone()
+            .unwrap_or_else(|| default_block_devices(nc.family)),
         http_endpoint: meta.http_endpoint == Toggle::Enabled,
         http_ipv6: meta.http_protocol_ipv6 == Toggle::Enabled,
         http_tokens_required: meta.http_tokens == HttpTokens::Required,
@@ -167,9 +225,16 @@ fn template_options(settings: &AwsSettings, nc: &ResolvedNodeClass, request: &La
 /// Labels outside the `kubernetes.io` and `k8s.io` domains, or under the prefixes the
 /// NodeRestriction admission plugin lets a kubelet set; the rest are applied at registration.
 fn kubelet_may_set(key: &str) -> bool {
-    let Some((prefix, _)) = key.split_once('/') else { return true };
-    let restricted = prefix == "kubernetes.io" || prefix == "k8s.io" || prefix.ends_with(".kubernetes.io") || prefix.ends_with(".k8s.io");
-    !restricted || prefix.ends_with("kubelet.kubernetes.io") || prefix.ends_with("node.kubernetes.io")
+    let Some((prefix, _)) = key.split_once('/') else {
+        return true;
+    };
+    let restricted = prefix == "kubernetes.io"
+        || prefix == "k8s.io"
+        || prefix.ends_with(".kubernetes.io")
+        || prefix.ends_with(".k8s.io");
+    !restricted
+        || prefix.ends_with("kubelet.kubernetes.io")
+        || prefix.ends_with("node.kubernetes.io")
 }
 
 /// The root volume Karpenter gives each family when the EC2NodeClass names none: 20Gi gp3,
@@ -182,9 +247,16 @@ pub fn default_block_devices(family: AmiFamily) -> Vec<BlockDeviceMapping> {
         delete_on_termination: Some(true),
         ..Default::default()
     };
-    let disk = |device: &str, size: &str, root: bool| BlockDeviceMapping { device_name: Some(device.into()), ebs: Some(ebs(size)), root_volume: root };
+    let disk = |device: &str, size: &str, root: bool| BlockDeviceMapping {
+        device_name: Some(device.into()),
+        ebs: Some(ebs(size)),
+        root_volume: root,
+    };
     match family {
-        AmiFamily::Bottlerocket => vec![disk("/dev/xvda", "4Gi", false), disk("/dev/xvdb", "20Gi", true)],
+        AmiFamily::Bottlerocket => vec![
+            disk("/dev/xvda", "4Gi", false),
+            disk("/dev/xvdb", "20Gi", true),
+        ],
         AmiFamily::Custom => vec![],
         _ => vec![disk("/dev/xvda", "20Gi", true)],
     }
@@ -192,7 +264,9 @@ pub fn default_block_devices(family: AmiFamily) -> Vec<BlockDeviceMapping> {
 
 /// EBS sizes are whole GiB: `100Gi`, `100G` (rounded up), `1Ti`, `1T`.
 fn volume_gib(size: &str) -> Option<i32> {
-    let (n, unit) = size.find(|c: char| !c.is_ascii_digit()).map(|i| size.split_at(i))?;
+    let (n, unit) = size
+        .find(|c: char| !c.is_ascii_digit())
+        .map(|i| size.split_at(i))?;
     let n: f64 = n.parse().ok()?;
     let gib = match unit {
         "Gi" => n,
@@ -205,29 +279,64 @@ fn volume_gib(size: &str) -> Option<i32> {
 }
 
 fn template_data(o: &TemplateOptions) -> RequestLaunchTemplateData {
-    let devices: Vec<LaunchTemplateBlockDeviceMappingRequest> = o.block_devices.iter().map(block_device).collect();
+    let devices: Vec<LaunchTemplateBlockDeviceMappingRequest> =
+        o.block_devices.iter().map(block_device).collect();
     let meta = LaunchTemplateInstanceMetadataOptionsRequest::builder()
-        .http_endpoint(if o.http_endpoint { LaunchTemplateInstanceMetadataEndpointState::Enabled } else { LaunchTemplateInstanceMetadataEndpointState::Disabled })
-        .http_protocol_ipv6(if o.http_ipv6 { LaunchTemplateInstanceMetadataProtocolIpv6::Enabled } else { LaunchTemplateInstanceMetadataProtocolIpv6::Disabled })
-        .http_tokens(if o.http_tokens_required { LaunchTemplateHttpTokensState::Required } else { LaunchTemplateHttpTokensState::Optional })
+        .http_endpoint(if o.http_endpoint {
+            LaunchTemplateInstanceMetadataEndpointState::Enabled
+        } else {
+            LaunchTemplateInstanceMetadataEndpointState::Disabled
+        })
+        .http_protocol_ipv6(if o.http_ipv6 {
+            LaunchTemplateInstanceMetadataProtocolIpv6::Enabled
+        } else {
+            LaunchTemplateInstanceMetadataProtocolIpv6::Disabled
+        })
+        .http_tokens(if o.http_tokens_required {
+            LaunchTemplateHttpTokensState::Required
+        } else {
+            LaunchTemplateHttpTokensState::Optional
+        })
         .http_put_response_hop_limit(o.hop_limit.clamp(1, 64) as i32)
         .build();
     let mut data = RequestLaunchTemplateData::builder()
         .image_id(&o.image_id)
-        .iam_instance_profile(LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(&o.instance_profile).build())
+        .iam_instance_profile(
+            LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                .name(&o.instance_profile)
+                .build(),
+        )
         .user_data(&o.user_data)
         .set_block_device_mappings(Some(devices))
         .metadata_options(meta)
-        .monitoring(LaunchTemplatesMonitoringRequest::builder().enabled(o.detailed_monitoring).build());
+        .monitoring(
+            LaunchTemplatesMonitoringRequest::builder()
+                .enabled(o.detailed_monitoring)
+                .build(),
+        );
     data = match o.public_ip {
         // the public-address choice lives on the network interface, and then so must the groups
         Some(public) => data.network_interfaces(
-            LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder().device_index(0).associate_public_ip_address(public).set_groups(Some(o.security_groups.clone())).build(),
+            LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .device_index(0)
+                .associate_public_ip_address(public)
+                .set_groups(Some(o.security_groups.clone()))
+                .build(),
         ),
         None => data.set_security_group_ids(Some(o.security_groups.clone())),
     };
-    let tags: Vec<Tag> = o.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
-    data.tag_specifications(LaunchTemplateTagSpecificationRequest::builder().resource_type(ResourceType::Volume).set_tags(Some(tags)).build()).build()
+    let tags: Vec<Tag> = o
+        .tags
+        .iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect();
+    data.tag_specifications(
+        LaunchTemplateTagSpecificationRequest::builder()
+            .resource_type(ResourceType::Volume)
+            .set_tags(Some(tags))
+            .build(),
+    )
+    .build()
 }
 
 fn block_device(m: &BlockDeviceMapping) -> LaunchTemplateBlockDeviceMappingRequest {
@@ -240,10 +349,17 @@ fn block_device(m: &BlockDeviceMapping) -> LaunchTemplateBlockDeviceMappingReque
             .set_snapshot_id(e.snapshot_id.clone())
             .set_throughput(e.throughput.map(|v| v as i32))
             .set_volume_size(e.volume_size.as_deref().and_then(volume_gib))
-            .set_volume_type(e.volume_type.and_then(|t| serde_json::to_value(t).ok()).and_then(|v| v.as_str().map(|s| s.into())))
+            .set_volume_type(
+                e.volume_type
+                    .and_then(|t| serde_json::to_value(t).ok())
+                    .and_then(|v| v.as_str().map(|s| s.into())),
+            )
             .build()
     });
-    LaunchTemplateBlockDeviceMappingRequest::builder().set_device_name(m.device_name.clone()).set_ebs(ebs).build()
+    LaunchTemplateBlockDeviceMappingRequest::builder()
+        .set_device_name(m.device_name.clone())
+        .set_ebs(ebs)
+        .build()
 }
 
 /// Launch template names already created, by name.
@@ -254,7 +370,12 @@ pub struct TemplateCache {
 
 impl TemplateCache {
     /// The id of the template for `options`, created when EC2 has none by that name.
-    pub async fn ensure(&self, clients: &AwsClients, cluster: &str, options: &TemplateOptions) -> Result<String, AwsError> {
+    pub async fn ensure(
+        &self,
+        clients: &AwsClients,
+        cluster: &str,
+        options: &TemplateOptions,
+    ) -> Result<String, AwsError> {
         let name = options.name(cluster);
         if let Some(id) = self.lock().get(&name) {
             return Ok(id.clone());
@@ -278,8 +399,18 @@ impl TemplateCache {
 }
 
 async fn find_template(clients: &AwsClients, name: &str) -> Result<Option<String>, AwsError> {
-    match clients.ec2.describe_launch_templates().launch_template_names(name).send().await {
-        Ok(out) => Ok(out.launch_templates().first().and_then(|t| t.launch_template_id()).map(str::to_string)),
+    match clients
+        .ec2
+        .describe_launch_templates()
+        .launch_template_names(name)
+        .send()
+        .await
+    {
+        Ok(out) => Ok(out
+            .launch_templates()
+            .first()
+            .and_then(|t| t.launch_template_id())
+            .map(str::to_string)),
         Err(e) => {
             let e = AwsError::from_sdk("ec2:DescribeLaunchTemplates", e);
             match e.code() {
@@ -290,14 +421,27 @@ async fn find_template(clients: &AwsClients, name: &str) -> Result<Option<String
     }
 }
 
-async fn create_template(clients: &AwsClients, name: &str, options: &TemplateOptions, cluster: &str) -> Result<String, AwsError> {
-    let tags = vec![Tag::builder().key(cluster_tag_key(cluster)).value("owned").build()];
+async fn create_template(
+    clients: &AwsClients,
+    name: &str,
+    options: &TemplateOptions,
+    cluster: &str,
+) -> Result<String, AwsError> {
+    let tags = vec![Tag::builder()
+        .key(cluster_tag_key(cluster))
+        .value("owned")
+        .build()];
     let created = clients
         .ec2
         .create_launch_template()
         .launch_template_name(name)
         .launch_template_data(template_data(options))
-        .tag_specifications(TagSpecification::builder().resource_type(ResourceType::LaunchTemplate).set_tags(Some(tags)).build())
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::LaunchTemplate)
+                .set_tags(Some(tags))
+                .build(),
+        )
         .send()
         .await;
     match created {
@@ -305,7 +449,10 @@ async fn create_template(clients: &AwsClients, name: &str, options: &TemplateOpt
             .launch_template()
             .and_then(|t| t.launch_template_id())
             .map(str::to_string)
-            .ok_or(AwsError::Response { call: "ec2:CreateLaunchTemplate", message: "names no template id".into() }),
+            .ok_or(AwsError::Response {
+                call: "ec2:CreateLaunchTemplate",
+                message: "names no template id".into(),
+            }),
         Err(e) => {
             let e = AwsError::from_sdk("ec2:CreateLaunchTemplate", e);
             // another launch created it first: use theirs
@@ -328,17 +475,31 @@ pub struct FleetOutcome {
 }
 
 /// Launches one instance of `fleet` with CreateFleet `instant`.
-pub async fn create_fleet(clients: &AwsClients, templates: &[String], fleet: &FleetPlan, tags: &BTreeMap<String, String>) -> Result<FleetOutcome, AwsError> {
+pub async fn create_fleet(
+    clients: &AwsClients,
+    templates: &[String],
+    fleet: &FleetPlan,
+    tags: &BTreeMap<String, String>,
+) -> Result<FleetOutcome, AwsError> {
     let mut configs = vec![];
     let mut priority = 0.0;
     for (group, id) in fleet.groups.iter().zip(templates) {
         let overrides = group.overrides.iter().map(|(o, subnet)| {
             priority += 1.0;
-            FleetLaunchTemplateOverridesRequest::builder().instance_type(o.instance_type.as_str().into()).subnet_id(subnet).priority(priority).build()
+            FleetLaunchTemplateOverridesRequest::builder()
+                .instance_type(o.instance_type.as_str().into())
+                .subnet_id(subnet)
+                .priority(priority)
+                .build()
         });
         configs.push(
             FleetLaunchTemplateConfigRequest::builder()
-                .launch_template_specification(FleetLaunchTemplateSpecificationRequest::builder().launch_template_id(id).version("$Latest").build())
+                .launch_template_specification(
+                    FleetLaunchTemplateSpecificationRequest::builder()
+                        .launch_template_id(id)
+                        .version("$Latest")
+                        .build(),
+                )
                 .set_overrides(Some(overrides.collect()))
                 .build(),
         );
@@ -346,39 +507,92 @@ pub async fn create_fleet(clients: &AwsClients, templates: &[String], fleet: &Fl
     let spot = fleet.capacity_type == CapacityType::Spot;
     let target = TargetCapacitySpecificationRequest::builder()
         .total_target_capacity(1)
-        .default_target_capacity_type(if spot { DefaultTargetCapacityType::Spot } else { DefaultTargetCapacityType::OnDemand })
+        .default_target_capacity_type(if spot {
+            DefaultTargetCapacityType::Spot
+        } else {
+            DefaultTargetCapacityType::OnDemand
+        })
         .build();
-    let tag_list: Vec<Tag> = tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+    let tag_list: Vec<Tag> = tags
+        .iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect();
     let mut call = clients
         .ec2
         .create_fleet()
         .r#type(FleetType::Instant)
         .target_capacity_specification(target)
         .set_launch_template_configs(Some(configs))
-        .tag_specifications(TagSpecification::builder().resource_type(ResourceType::Instance).set_tags(Some(tag_list.clone())).build())
-        .tag_specifications(TagSpecification::builder().resource_type(ResourceType::Volume).set_tags(Some(tag_list)).build());
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .set_tags(Some(tag_list.clone()))
+                .build(),
+        )
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Volume)
+                .set_tags(Some(tag_list))
+                .build(),
+        );
     call = if spot {
-        call.spot_options(SpotOptionsRequest::builder().allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized).build())
+        call.spot_options(
+            SpotOptionsRequest::builder()
+                .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+                .build(),
+        )
     } else {
-        call.on_demand_options(OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice).build())
+        call.on_demand_options(
+            OnDemandOptionsRequest::builder()
+                .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+                .build(),
+        )
     };
-    let out = call.send().await.map_err(|e| AwsError::from_sdk("ec2:CreateFleet", e))?;
-    let instance_id = out.instances().iter().flat_map(|i| i.instance_ids()).next().cloned();
-    let mut outcome = FleetOutcome { instance_id, insufficient: vec![], errors: vec![] };
+    let out = call
+        .send()
+        .await
+        .map_err(|e| AwsError::from_sdk("ec2:CreateFleet", e))?;
+    let instance_id = out
+        .instances()
+        .iter()
+        .flat_map(|i| i.instance_ids())
+        .next()
+        .cloned();
+    let mut outcome = FleetOutcome {
+        instance_id,
+        insufficient: vec![],
+        errors: vec![],
+    };
     for e in out.errors() {
         let code = e.error_code().unwrap_or_default();
-        let overrides = e.launch_template_and_overrides().and_then(|l| l.overrides());
-        let key = overrides.and_then(|o| offering_of(fleet, o.instance_type().map(|t| t.as_str()), o.subnet_id(), e.lifecycle()));
+        let overrides = e
+            .launch_template_and_overrides()
+            .and_then(|l| l.overrides());
+        let key = overrides.and_then(|o| {
+            offering_of(
+                fleet,
+                o.instance_type().map(|t| t.as_str()),
+                o.subnet_id(),
+                e.lifecycle(),
+            )
+        });
         match key {
             Some(k) if INSUFFICIENT_CAPACITY_CODES.contains(&code) => outcome.insufficient.push(k),
-            _ => outcome.errors.push(format!("{code}: {}", e.error_message().unwrap_or_default())),
+            _ => outcome
+                .errors
+                .push(format!("{code}: {}", e.error_message().unwrap_or_default())),
         }
     }
     Ok(outcome)
 }
 
 /// The planned offering an error's override names.
-fn offering_of(fleet: &FleetPlan, instance_type: Option<&str>, subnet: Option<&str>, lifecycle: Option<&InstanceLifecycle>) -> Option<OfferingKey> {
+fn offering_of(
+    fleet: &FleetPlan,
+    instance_type: Option<&str>,
+    subnet: Option<&str>,
+    lifecycle: Option<&InstanceLifecycle>,
+) -> Option<OfferingKey> {
     let capacity_type = match lifecycle {
         Some(InstanceLifecycle::Spot) => CapacityType::Spot,
         Some(InstanceLifecycle::OnDemand) => CapacityType::OnDemand,
@@ -388,8 +602,14 @@ fn offering_of(fleet: &FleetPlan, instance_type: Option<&str>, subnet: Option<&s
         .groups
         .iter()
         .flat_map(|g| &g.overrides)
-        .find(|(o, s)| Some(o.instance_type.as_str()) == instance_type && subnet.is_none_or(|x| x == s))
-        .map(|(o, _)| OfferingKey { instance_type: o.instance_type.clone(), zone: o.zone.clone(), capacity_type })
+        .find(|(o, s)| {
+            Some(o.instance_type.as_str()) == instance_type && subnet.is_none_or(|x| x == s)
+        })
+        .map(|(o, _)| OfferingKey {
+            instance_type: o.instance_type.clone(),
+            zone: o.zone.clone(),
+            capacity_type,
+        })
 }
 
 #[cfg(test)]

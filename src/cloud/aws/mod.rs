@@ -55,7 +55,11 @@ pub const CLUSTER_NAME_TAG: &str = "eks:eks-cluster-name";
 pub enum AwsError {
     /// An API call failed; `code` is the AWS error code when the service sent one.
     #[error("{call}: {}{message}", code.as_deref().map(|c| format!("{c}: ")).unwrap_or_default())]
-    Api { call: &'static str, code: Option<String>, message: String },
+    Api {
+        call: &'static str,
+        code: Option<String>,
+        message: String,
+    },
     /// An EC2NodeClass cannot be used as written or resolved.
     #[error("ec2nodeclass {name}: {message}")]
     NodeClass { name: String, message: String },
@@ -90,7 +94,11 @@ impl AwsError {
             Some(m) => m.to_string(),
             None => aws_sdk_ec2::error::DisplayErrorContext(&err).to_string(),
         };
-        AwsError::Api { call, code, message }
+        AwsError::Api {
+            call,
+            code,
+            message,
+        }
     }
 }
 

@@ -15,11 +15,12 @@ use aws_sdk_ec2::types::{Filter, Image};
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 
 use super::{AwsClients, AwsError, AwsSettings};
-use crate::api::{
-    Ami, AmiFamily, AmiSelectorTerm, EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus, SecurityGroup, Subnet, EC2NODECLASS_AMIS_READY,
-    EC2NODECLASS_INSTANCE_PROFILE_READY, EC2NODECLASS_SECURITY_GROUPS_READY, EC2NODECLASS_SUBNETS_READY,
-};
 use crate::api::READY;
+use crate::api::{
+    Ami, AmiFamily, AmiSelectorTerm, EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus,
+    SecurityGroup, Subnet, EC2NODECLASS_AMIS_READY, EC2NODECLASS_INSTANCE_PROFILE_READY,
+    EC2NODECLASS_SECURITY_GROUPS_READY, EC2NODECLASS_SUBNETS_READY,
+};
 use crate::catalog::Arch;
 use crate::domain::labels::ARCH;
 
@@ -58,7 +59,10 @@ pub struct ResolvedNodeClass {
 impl ResolvedNodeClass {
     /// The subnet of `zone` with the most free addresses (ties: the lower id, for determinism).
     pub fn subnet_in(&self, zone: &str) -> Option<&ResolvedSubnet> {
-        self.subnets.iter().filter(|s| s.zone == zone).max_by(|a, b| a.free_ips.cmp(&b.free_ips).then(b.id.cmp(&a.id)))
+        self.subnets
+            .iter()
+            .filter(|s| s.zone == zone)
+            .max_by(|a, b| a.free_ips.cmp(&b.free_ips).then(b.id.cmp(&a.id)))
     }
 
     /// The AMI a node of `arch` boots: the newest non-deprecated one, else the newest deprecated.
@@ -89,7 +93,13 @@ pub struct Resolution {
 /// The EC2 filters of a tag map: `*` matches any value (a `tag-key` filter).
 pub fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
     tags.iter()
-        .map(|(k, v)| if v == "*" { filter("tag-key", k) } else { filter(&format!("tag:{k}"), v) })
+        .map(|(k, v)| {
+            if v == "*" {
+                filter("tag-key", k)
+            } else {
+                filter(&format!("tag:{k}"), v)
+            }
+        })
         .collect()
 }
 
@@ -100,7 +110,9 @@ fn filter(name: &str, value: &str) -> Filter {
 /// The SSM parameter that holds the image id of an alias for one architecture and Kubernetes
 /// version (the EKS-optimized and Bottlerocket public parameters).
 pub fn alias_parameter(alias: &str, arch: Arch, k8s_version: &str) -> Result<String, String> {
-    let (family, version) = alias.split_once('@').ok_or_else(|| format!("alias {alias:?} is not family@version"))?;
+    let (family, version) = alias
+        .split_once('@')
+        .ok_or_else(|| format!("alias {alias:?} is not family@version"))?;
     let a = match arch {
         Arch::Amd64 => "x86_64",
         Arch::Arm64 => "arm64",
@@ -120,45 +132,125 @@ pub fn alias_parameter(alias: &str, arch: Arch, k8s_version: &str) -> Result<Str
 
 /// Resolves `nc` against EC2, SSM and (for a role) IAM. `k8s_version` (`1.33`) picks the alias
 /// parameters.
-pub async fn resolve(clients: &AwsClients, settings: &AwsSettings, nc: &EC2NodeClass, k8s_version: &str) -> Resolution {
+pub async fn resolve(
+    clients: &AwsClients,
+    settings: &AwsSettings,
+    nc: &EC2NodeClass,
+    k8s_version: &str,
+) -> Resolution {
     let name = nc.metadata.name.clone().unwrap_or_default();
-    let mut status = EC2NodeClassStatus { conditions: nc.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default(), ..Default::default() };
+    let mut status = EC2NodeClassStatus {
+        conditions: nc
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default(),
+        ..Default::default()
+    };
     let subnets = subnets(clients, &nc.spec).await;
     let groups = security_groups(clients, &nc.spec).await;
     let amis = amis(clients, nc, k8s_version).await;
     let profile = match (&nc.spec.instance_profile, &nc.spec.role) {
         (Some(p), _) => Ok(p.clone()),
-        (None, Some(role)) => super::profile::ensure(clients, &settings.region, &settings.cluster_name, &name, role).await.map_err(|e| e.to_string()),
+        (None, Some(role)) => super::profile::ensure(
+            clients,
+            &settings.region,
+            &settings.cluster_name,
+            &name,
+            role,
+        )
+        .await
+        .map_err(|e| e.to_string()),
         (None, None) => Err("set spec.role or spec.instanceProfile".to_string()),
     };
-    set(&mut status, EC2NODECLASS_SUBNETS_READY, found(&subnets, "SubnetsNotFound", "no subnet matched subnetSelectorTerms"));
-    set(&mut status, EC2NODECLASS_SECURITY_GROUPS_READY, found(&groups, "SecurityGroupsNotFound", "no security group matched securityGroupSelectorTerms"));
-    set(&mut status, EC2NODECLASS_AMIS_READY, found(&amis, "AMINotFound", "no AMI matched amiSelectorTerms"));
-    set(&mut status, EC2NODECLASS_INSTANCE_PROFILE_READY, profile.as_ref().map(|_| ()).map_err(|m| ("InstanceProfileNotFound", m.clone())));
+    set(
+        &mut status,
+        EC2NODECLASS_SUBNETS_READY,
+        found(
+            &subnets,
+            "SubnetsNotFound",
+            "no subnet matched subnetSelectorTerms",
+        ),
+    );
+    set(
+        &mut status,
+        EC2NODECLASS_SECURITY_GROUPS_READY,
+        found(
+            &groups,
+            "SecurityGroupsNotFound",
+            "no security group matched securityGroupSelectorTerms",
+        ),
+    );
+    set(
+        &mut status,
+        EC2NODECLASS_AMIS_READY,
+        found(&amis, "AMINotFound", "no AMI matched amiSelectorTerms"),
+    );
+    set(
+        &mut status,
+        EC2NODECLASS_INSTANCE_PROFILE_READY,
+        profile
+            .as_ref()
+            .map(|_| ())
+            .map_err(|m| ("InstanceProfileNotFound", m.clone())),
+    );
     let parts = [
         found(&subnets, "", "no subnet matched subnetSelectorTerms"),
-        found(&groups, "", "no security group matched securityGroupSelectorTerms"),
+        found(
+            &groups,
+            "",
+            "no security group matched securityGroupSelectorTerms",
+        ),
         found(&amis, "", "no AMI matched amiSelectorTerms"),
         profile.as_ref().map(|_| ()).map_err(|m| ("", m.clone())),
     ];
     let all: Option<String> = parts.into_iter().find_map(|r| r.err().map(|(_, m)| m));
-    set(&mut status, READY, match &all {
-        None => Ok(()),
-        Some(m) => Err(("NotReady", m.clone())),
-    });
+    set(
+        &mut status,
+        READY,
+        match &all {
+            None => Ok(()),
+            Some(m) => Err(("NotReady", m.clone())),
+        },
+    );
     let (Ok(subnets), Ok(groups), Ok(amis), Ok(profile)) = (subnets, groups, amis, profile) else {
-        return Resolution { status, resolved: None };
+        return Resolution {
+            status,
+            resolved: None,
+        };
     };
-    status.subnets = subnets.iter().map(|s| Subnet { id: s.id.clone(), zone: s.zone.clone(), zone_id: s.zone_id.clone() }).collect();
+    status.subnets = subnets
+        .iter()
+        .map(|s| Subnet {
+            id: s.id.clone(),
+            zone: s.zone.clone(),
+            zone_id: s.zone_id.clone(),
+        })
+        .collect();
     status.security_groups = groups.clone();
     status.amis = amis.iter().map(ami_status).collect();
     status.instance_profile = Some(profile.clone());
     let family = nc.ami_family().unwrap_or(AmiFamily::Custom);
-    let resolved = ResolvedNodeClass { name, family, subnets, security_groups: groups, amis, instance_profile: profile, spec: nc.spec.clone() };
-    Resolution { status, resolved: Some(resolved) }
+    let resolved = ResolvedNodeClass {
+        name,
+        family,
+        subnets,
+        security_groups: groups,
+        amis,
+        instance_profile: profile,
+        spec: nc.spec.clone(),
+    };
+    Resolution {
+        status,
+        resolved: Some(resolved),
+    }
 }
 
-fn found<T>(r: &Result<Vec<T>, String>, reason: &'static str, none: &str) -> Result<(), (&'static str, String)> {
+fn found<T>(
+    r: &Result<Vec<T>, String>,
+    reason: &'static str,
+    none: &str,
+) -> Result<(), (&'static str, String)> {
     match r {
         Ok(v) if !v.is_empty() => Ok(()),
         Ok(_) => Err((reason, none.to_string())),
@@ -171,32 +263,72 @@ fn set(status: &mut EC2NodeClassStatus, kind: &str, r: Result<(), (&'static str,
         Ok(()) => (true, kind.to_string(), String::new()),
         Err((reason, m)) => (false, reason.to_string(), m),
     };
-    crate::api::set_condition(&mut status.conditions, kind, ok, &reason, &message, k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
+    crate::api::set_condition(
+        &mut status.conditions,
+        kind,
+        ok,
+        &reason,
+        &message,
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+    );
 }
 
 fn ami_status(a: &ResolvedAmi) -> Ami {
-    let req = NodeSelectorRequirement { key: ARCH.to_string(), operator: "In".into(), values: Some(vec![a.arch.as_str().to_string()]) };
-    Ami { id: a.id.clone(), deprecated: a.deprecated, name: a.name.clone(), requirements: vec![req] }
+    let req = NodeSelectorRequirement {
+        key: ARCH.to_string(),
+        operator: "In".into(),
+        values: Some(vec![a.arch.as_str().to_string()]),
+    };
+    Ami {
+        id: a.id.clone(),
+        deprecated: a.deprecated,
+        name: a.name.clone(),
+        requirements: vec![req],
+    }
 }
 
-async fn subnets(clients: &AwsClients, spec: &EC2NodeClassSpec) -> Result<Vec<ResolvedSubnet>, String> {
+async fn subnets(
+    clients: &AwsClients,
+    spec: &EC2NodeClassSpec,
+) -> Result<Vec<ResolvedSubnet>, String> {
     let mut out: BTreeMap<String, ResolvedSubnet> = BTreeMap::new();
     for term in &spec.subnet_selector_terms {
         let mut filters = term.tags.as_ref().map(tag_filters).unwrap_or_default();
         if let Some(id) = &term.id {
             filters.push(filter("subnet-id", id));
         }
-        let found = clients.ec2.describe_subnets().set_filters(Some(filters)).into_paginator().items().send().collect::<Result<Vec<_>, _>>().await;
+        let found = clients
+            .ec2
+            .describe_subnets()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await;
         for s in found.map_err(|e| AwsError::from_sdk("ec2:DescribeSubnets", e).to_string())? {
-            let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) else { continue };
+            let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) else {
+                continue;
+            };
             let free = s.available_ip_address_count().unwrap_or(0).into();
-            out.insert(id.to_string(), ResolvedSubnet { id: id.to_string(), zone: zone.to_string(), zone_id: s.availability_zone_id().map(str::to_string), free_ips: free });
+            out.insert(
+                id.to_string(),
+                ResolvedSubnet {
+                    id: id.to_string(),
+                    zone: zone.to_string(),
+                    zone_id: s.availability_zone_id().map(str::to_string),
+                    free_ips: free,
+                },
+            );
         }
     }
     Ok(out.into_values().collect())
 }
 
-async fn security_groups(clients: &AwsClients, spec: &EC2NodeClassSpec) -> Result<Vec<SecurityGroup>, String> {
+async fn security_groups(
+    clients: &AwsClients,
+    spec: &EC2NodeClassSpec,
+) -> Result<Vec<SecurityGroup>, String> {
     let mut out: BTreeMap<String, SecurityGroup> = BTreeMap::new();
     for term in &spec.security_group_selector_terms {
         let mut filters = term.tags.as_ref().map(tag_filters).unwrap_or_default();
@@ -206,16 +338,36 @@ async fn security_groups(clients: &AwsClients, spec: &EC2NodeClassSpec) -> Resul
         if let Some(name) = &term.name {
             filters.push(filter("group-name", name));
         }
-        let found = clients.ec2.describe_security_groups().set_filters(Some(filters)).into_paginator().items().send().collect::<Result<Vec<_>, _>>().await;
-        for g in found.map_err(|e| AwsError::from_sdk("ec2:DescribeSecurityGroups", e).to_string())? {
+        let found = clients
+            .ec2
+            .describe_security_groups()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await;
+        for g in
+            found.map_err(|e| AwsError::from_sdk("ec2:DescribeSecurityGroups", e).to_string())?
+        {
             let Some(id) = g.group_id() else { continue };
-            out.insert(id.to_string(), SecurityGroup { id: id.to_string(), name: g.group_name().map(str::to_string) });
+            out.insert(
+                id.to_string(),
+                SecurityGroup {
+                    id: id.to_string(),
+                    name: g.group_name().map(str::to_string),
+                },
+            );
         }
     }
     Ok(out.into_values().collect())
 }
 
-async fn amis(clients: &AwsClients, nc: &EC2NodeClass, k8s_version: &str) -> Result<Vec<ResolvedAmi>, String> {
+async fn amis(
+    clients: &AwsClients,
+    nc: &EC2NodeClass,
+    k8s_version: &str,
+) -> Result<Vec<ResolvedAmi>, String> {
     let mut images: BTreeMap<String, Image> = BTreeMap::new();
     for term in &nc.spec.ami_selector_terms {
         for image in images_of(clients, term, k8s_version).await? {
@@ -232,7 +384,14 @@ async fn amis(clients: &AwsClients, nc: &EC2NodeClass, k8s_version: &str) -> Res
 
 /// By architecture; within one, usable before deprecated, then newest first (ties by id).
 fn newest_first(amis: &mut [ResolvedAmi]) {
-    amis.sort_by(|a, b| (a.arch, a.deprecated, std::cmp::Reverse(&a.created), &a.id).cmp(&(b.arch, b.deprecated, std::cmp::Reverse(&b.created), &b.id)));
+    amis.sort_by(|a, b| {
+        (a.arch, a.deprecated, std::cmp::Reverse(&a.created), &a.id).cmp(&(
+            b.arch,
+            b.deprecated,
+            std::cmp::Reverse(&b.created),
+            &b.id,
+        ))
+    });
 }
 
 /// An image Kubernetes nodes can boot (x86_64 or arm64), with its deprecation as of `now`.
@@ -242,12 +401,25 @@ fn usable(i: &Image, now: chrono::DateTime<chrono::Utc>) -> Option<ResolvedAmi> 
         "arm64" => Arch::Arm64,
         _ => return None,
     };
-    let deprecated = i.deprecation_time().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).is_some_and(|t| t <= now);
-    Some(ResolvedAmi { id: i.image_id()?.to_string(), name: i.name().map(str::to_string), arch, created: i.creation_date().unwrap_or_default().to_string(), deprecated })
+    let deprecated = i
+        .deprecation_time()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .is_some_and(|t| t <= now);
+    Some(ResolvedAmi {
+        id: i.image_id()?.to_string(),
+        name: i.name().map(str::to_string),
+        arch,
+        created: i.creation_date().unwrap_or_default().to_string(),
+        deprecated,
+    })
 }
 
 /// The images one AMI selector term names.
-async fn images_of(clients: &AwsClients, term: &AmiSelectorTerm, k8s_version: &str) -> Result<Vec<Image>, String> {
+async fn images_of(
+    clients: &AwsClients,
+    term: &AmiSelectorTerm,
+    k8s_version: &str,
+) -> Result<Vec<Image>, String> {
     let mut ids = vec![];
     if let Some(alias) = &term.alias {
         for arch in [Arch::Amd64, Arch::Arm64] {
@@ -260,7 +432,9 @@ async fn images_of(clients: &AwsClients, term: &AmiSelectorTerm, k8s_version: &s
         return describe_images(clients, vec![], ids, vec![]).await;
     }
     if let Some(p) = &term.ssm_parameter {
-        let id = parameter(clients, p).await?.ok_or_else(|| format!("ssm parameter {p} not found"))?;
+        let id = parameter(clients, p)
+            .await?
+            .ok_or_else(|| format!("ssm parameter {p} not found"))?;
         return describe_images(clients, vec![], vec![id], vec![]).await;
     }
     let mut filters = term.tags.as_ref().map(tag_filters).unwrap_or_default();
@@ -279,7 +453,12 @@ async fn images_of(clients: &AwsClients, term: &AmiSelectorTerm, k8s_version: &s
     describe_images(clients, filters, ids, owners).await
 }
 
-async fn describe_images(clients: &AwsClients, filters: Vec<Filter>, ids: Vec<String>, owners: Vec<String>) -> Result<Vec<Image>, String> {
+async fn describe_images(
+    clients: &AwsClients,
+    filters: Vec<Filter>,
+    ids: Vec<String>,
+    owners: Vec<String>,
+) -> Result<Vec<Image>, String> {
     let mut call = clients.ec2.describe_images().set_filters(Some(filters));
     if !ids.is_empty() {
         call = call.set_image_ids(Some(ids));
@@ -287,7 +466,12 @@ async fn describe_images(clients: &AwsClients, filters: Vec<Filter>, ids: Vec<St
     if !owners.is_empty() {
         call = call.set_owners(Some(owners));
     }
-    let found = call.into_paginator().items().send().collect::<Result<Vec<_>, _>>().await;
+    let found = call
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<_>, _>>()
+        .await;
     found.map_err(|e| AwsError::from_sdk("ec2:DescribeImages", e).to_string())
 }
 
@@ -312,7 +496,11 @@ mod tests {
 
     #[test]
     fn a_wildcard_tag_becomes_a_tag_key_filter() {
-        let tags: BTreeMap<String, String> = [("karpenter.sh/discovery".into(), "prod".into()), ("tier".into(), "*".into())].into();
+        let tags: BTreeMap<String, String> = [
+            ("karpenter.sh/discovery".into(), "prod".into()),
+            ("tier".into(), "*".into()),
+        ]
+        .into();
         let f = tag_filters(&tags);
         assert_eq!(f[0].name(), Some("tag:karpenter.sh/discovery"));
         assert_eq!(f[0].values(), ["prod"]);
@@ -327,14 +515,23 @@ mod tests {
             alias_parameter("al2023@v20250101", Arch::Amd64, "1.33").as_deref(),
             Ok("/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.33-v20250101/image_id")
         );
-        assert_eq!(alias_parameter("al2@latest", Arch::Arm64, "1.30").as_deref(), Ok("/aws/service/eks/optimized-ami/1.30/amazon-linux-2-arm64/recommended/image_id"));
-        assert_eq!(alias_parameter("bottlerocket@v1.20.0", Arch::Amd64, "1.33").as_deref(), Ok("/aws/service/bottlerocket/aws-k8s-1.33/x86_64/1.20.0/image_id"));
+        assert_eq!(
+            alias_parameter("al2@latest", Arch::Arm64, "1.30").as_deref(),
+            Ok("/aws/service/eks/optimized-ami/1.30/amazon-linux-2-arm64/recommended/image_id")
+        );
+        assert_eq!(
+            alias_parameter("bottlerocket@v1.20.0", Arch::Amd64, "1.33").as_deref(),
+            Ok("/aws/service/bottlerocket/aws-k8s-1.33/x86_64/1.20.0/image_id")
+        );
         assert!(alias_parameter("ubuntu@latest", Arch::Amd64, "1.33").is_err());
         assert!(alias_parameter("al2023", Arch::Amd64, "1.33").is_err());
     }
 
     fn image(id: &str, arch: &str, created: &str, deprecation: Option<&str>) -> Image {
-        let b = Image::builder().image_id(id).architecture(arch.into()).creation_date(created);
+        let b = Image::builder()
+            .image_id(id)
+            .architecture(arch.into())
+            .creation_date(created);
         match deprecation {
             Some(d) => b.deprecation_time(d).build(),
             None => b.build(),
@@ -343,19 +540,37 @@ mod tests {
 
     #[test]
     fn the_newest_non_deprecated_image_wins_per_architecture() {
-        let now = chrono::DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z").expect("time").to_utc();
+        let now = chrono::DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
+            .expect("time")
+            .to_utc();
         let imgs = [
             image("ami-old", "x86_64", "2026-01-01T00:00:00.000Z", None),
-            image("ami-new-deprecated", "x86_64", "2026-05-01T00:00:00.000Z", Some("2026-05-15T00:00:00.000Z")),
-            image("ami-mid", "x86_64", "2026-03-01T00:00:00.000Z", Some("2027-01-01T00:00:00.000Z")),
+            image(
+                "ami-new-deprecated",
+                "x86_64",
+                "2026-05-01T00:00:00.000Z",
+                Some("2026-05-15T00:00:00.000Z"),
+            ),
+            image(
+                "ami-mid",
+                "x86_64",
+                "2026-03-01T00:00:00.000Z",
+                Some("2027-01-01T00:00:00.000Z"),
+            ),
             image("ami-arm", "arm64", "2026-02-01T00:00:00.000Z", None),
             image("ami-mac", "x86_64_mac", "2026-05-01T00:00:00.000Z", None),
         ];
         let mut amis: Vec<ResolvedAmi> = imgs.iter().filter_map(|i| usable(i, now)).collect();
         newest_first(&mut amis);
         let nc = ResolvedNodeClass { name: "n".into(), family: AmiFamily::AL2023, subnets: vec![], security_groups: vec![], amis, instance_profile: "p".into(), spec: serde_json::from_value(serde_json::json!({"subnetSelectorTerms": [], "securityGroupSelectorTerms": [], "amiSelectorTerms": []})).expect("spec") };
-        assert_eq!(nc.ami_for(Arch::Amd64).map(|a| a.id.as_str()), Some("ami-mid"));
-        assert_eq!(nc.ami_for(Arch::Arm64).map(|a| a.id.as_str()), Some("ami-arm"));
+        assert_eq!(
+            nc.ami_for(Arch::Amd64).map(|a| a.id.as_str()),
+            Some("ami-mid")
+        );
+        assert_eq!(
+            nc.ami_for(Arch::Arm64).map(|a| a.id.as_str()),
+            Some("ami-arm")
+        );
         assert_eq!(nc.amis.len(), 4, "the mac image is not usable");
     }
 }

@@ -61,9 +61,12 @@ impl ProductQuery {
 
     fn sdk_filters(self, region: &str) -> Result<Vec<Filter>, AwsError> {
         let filter = |(field, value): (&str, String)| {
-            Filter::builder().r#type(FilterType::TermMatch).field(field).value(value).build().map_err(|e| {
-                AwsError::Settings(format!("pricing filter {field}: {e}"))
-            })
+            Filter::builder()
+                .r#type(FilterType::TermMatch)
+                .field(field)
+                .value(value)
+                .build()
+                .map_err(|e| AwsError::Settings(format!("pricing filter {field}: {e}")))
         };
         self.filters(region).into_iter().map(filter).collect()
     }
@@ -141,7 +144,11 @@ impl fmt::Display for PricingReport {
             write!(f, "\n  skipped, {}: {n}", reason.as_str())?;
         }
         if !self.conflicting_types.is_empty() {
-            write!(f, "\n  types with conflicting prices: {}", self.conflicting_types.join(", "))?;
+            write!(
+                f,
+                "\n  types with conflicting prices: {}",
+                self.conflicting_types.join(", ")
+            )?;
         }
         Ok(())
     }
@@ -162,7 +169,10 @@ pub async fn on_demand_prices(
     let (prices, report) = collector.finish();
     if prices.is_empty() {
         let message = format!("has no usable on-demand price for region {region}: {report}");
-        return Err(AwsError::Response { call: CALL, message });
+        return Err(AwsError::Response {
+            call: CALL,
+            message,
+        });
     }
     Ok((prices, report))
 }
@@ -191,13 +201,19 @@ async fn fetch_query(
         match page.next_token().filter(|t| !t.is_empty()) {
             // A token handed back unchanged would ask for the same page forever.
             Some(next) if token.as_deref() == Some(next) => {
-                return Err(AwsError::Response { call: CALL, message: format!("repeats next token {next:?}") });
+                return Err(AwsError::Response {
+                    call: CALL,
+                    message: format!("repeats next token {next:?}"),
+                });
             }
             Some(next) => token = Some(next.to_string()),
             None => return Ok(()),
         }
     }
-    Err(AwsError::Response { call: CALL, message: format!("has more than {MAX_PAGES} pages for {query:?}") })
+    Err(AwsError::Response {
+        call: CALL,
+        message: format!("has more than {MAX_PAGES} pages for {query:?}"),
+    })
 }
 
 /// Accumulates parsed entries; distinct prices for one type are resolved in [`Collector::finish`].
@@ -214,8 +230,15 @@ struct PriceKey(u64);
 
 impl Collector {
     fn new(region: &str) -> Collector {
-        let report = PricingReport { region: region.to_string(), ..Default::default() };
-        Collector { currency: currency(region), seen: BTreeMap::new(), report }
+        let report = PricingReport {
+            region: region.to_string(),
+            ..Default::default()
+        };
+        Collector {
+            currency: currency(region),
+            seen: BTreeMap::new(),
+            report,
+        }
     }
 
     fn add_page(&mut self, entries: &[String]) {
@@ -308,9 +331,15 @@ pub fn parse_entry(text: &str, currency: &str) -> Result<(String, f64), SkipReas
         .filter(|n| !n.trim().is_empty())
         .ok_or(SkipReason::NoInstanceType)?;
     let mut prices = BTreeSet::new();
-    let hourly = entry.terms.on_demand.values().flat_map(|t| t.price_dimensions.values());
+    let hourly = entry
+        .terms
+        .on_demand
+        .values()
+        .flat_map(|t| t.price_dimensions.values());
     for dim in hourly.filter(|d| d.unit.as_deref() == Some("Hrs")) {
-        let Some(text) = dim.price_per_unit.get(currency) else { continue };
+        let Some(text) = dim.price_per_unit.get(currency) else {
+            continue;
+        };
         let price: f64 = text.trim().parse().map_err(|_| SkipReason::BadPrice)?;
         if !price.is_finite() || price <= 0.0 {
             return Err(SkipReason::BadPrice);
@@ -334,18 +363,27 @@ mod tests {
     use std::path::PathBuf;
 
     fn fixture(name: &str) -> String {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/aws/pricing").join(name);
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/aws/pricing")
+            .join(name);
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
     /// One exchange: the request we expect (body from `request`) and the stored response `response`.
     fn event(request: &str, response: &str) -> ReplayEvent {
         let mut req = HttpRequest::new(SdkBody::from(fixture(request)));
-        req.set_uri("https://api.pricing.us-east-1.amazonaws.com/").expect("uri");
-        req.headers_mut().insert("x-amz-target", "AWSPriceListService.GetProducts");
-        req.headers_mut().insert("content-type", "application/x-amz-json-1.1");
-        let mut resp = HttpResponse::new(200u16.try_into().expect("status"), SdkBody::from(fixture(response)));
-        resp.headers_mut().insert("content-type", "application/x-amz-json-1.1");
+        req.set_uri("https://api.pricing.us-east-1.amazonaws.com/")
+            .expect("uri");
+        req.headers_mut()
+            .insert("x-amz-target", "AWSPriceListService.GetProducts");
+        req.headers_mut()
+            .insert("content-type", "application/x-amz-json-1.1");
+        let mut resp = HttpResponse::new(
+            200u16.try_into().expect("status"),
+            SdkBody::from(fixture(response)),
+        );
+        resp.headers_mut()
+            .insert("content-type", "application/x-amz-json-1.1");
         ReplayEvent::new(req, resp)
     }
 
@@ -372,11 +410,18 @@ mod tests {
     #[tokio::test]
     async fn all_pages_of_both_queries_are_read_with_karpenters_filters() {
         let http = three_pages();
-        let (prices, report) = on_demand_prices(&client(&http), "us-east-1").await.expect("prices");
+        let (prices, report) = on_demand_prices(&client(&http), "us-east-1")
+            .await
+            .expect("prices");
         // URI, X-Amz-Target and the JSON bodies (filters, NextToken of the previous page) must match.
         http.relaxed_requests_match();
         // Real us-east-1 prices (see fixtures/aws/pricing/README.md).
-        for (name, price) in [("m5.large", 0.096), ("m6g.large", 0.077), ("c7g.xlarge", 0.145), ("m5.metal", 4.608)] {
+        for (name, price) in [
+            ("m5.large", 0.096),
+            ("m6g.large", 0.077),
+            ("c7g.xlarge", 0.145),
+            ("m5.metal", 4.608),
+        ] {
             assert_eq!(prices.get(name), Some(&price), "{name}");
         }
         assert_eq!((report.pages, report.types), (3, prices.len()));
@@ -385,12 +430,26 @@ mod tests {
     #[tokio::test]
     async fn malformed_entries_are_skipped_and_counted_by_reason() {
         let http = three_pages();
-        let (prices, report) = on_demand_prices(&client(&http), "us-east-1").await.expect("prices");
+        let (prices, report) = on_demand_prices(&client(&http), "us-east-1")
+            .await
+            .expect("prices");
         let names: Vec<&str> = prices.keys().map(String::as_str).collect();
         // c5.large is priced 0.085 on page 1 and 0.09 on page 2: left out. t3.micro twice at one price: kept.
-        assert_eq!(names, ["c7g.xlarge", "m5.large", "m5.metal", "m6g.large", "m6g.metal", "p5.48xlarge", "t3.micro"]);
+        assert_eq!(
+            names,
+            [
+                "c7g.xlarge",
+                "m5.large",
+                "m5.metal",
+                "m6g.large",
+                "m6g.metal",
+                "p5.48xlarge",
+                "t3.micro"
+            ]
+        );
         assert_eq!(report.conflicting_types, ["c5.large"]);
-        let skipped: Vec<(SkipReason, usize)> = report.skipped.iter().map(|(r, n)| (*r, *n)).collect();
+        let skipped: Vec<(SkipReason, usize)> =
+            report.skipped.iter().map(|(r, n)| (*r, *n)).collect();
         assert_eq!(
             skipped,
             [
@@ -404,7 +463,12 @@ mod tests {
         );
         assert_eq!((report.entries, report.parsed), (19, 10));
         assert_eq!(report.entries, report.parsed + report.skipped_total() - 2);
-        assert!(report.to_string().contains("skipped, price not a positive number: 3"), "{report}");
+        assert!(
+            report
+                .to_string()
+                .contains("skipped, price not a positive number: 3"),
+            "{report}"
+        );
     }
 
     #[tokio::test]
@@ -413,12 +477,18 @@ mod tests {
             400u16.try_into().expect("status"),
             SdkBody::from(r#"{"__type":"InvalidParameterException","message":"bad filter"}"#),
         );
-        resp.headers_mut().insert("content-type", "application/x-amz-json-1.1");
+        resp.headers_mut()
+            .insert("content-type", "application/x-amz-json-1.1");
         let req = HttpRequest::new(SdkBody::from("{}"));
         let http = StaticReplayClient::new(vec![ReplayEvent::new(req, resp)]);
-        let err = on_demand_prices(&client(&http), "us-east-1").await.unwrap_err();
+        let err = on_demand_prices(&client(&http), "us-east-1")
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), Some("InvalidParameterException"), "{err}");
-        assert!(err.to_string().starts_with("pricing:GetProducts: "), "{err}");
+        assert!(
+            err.to_string().starts_with("pricing:GetProducts: "),
+            "{err}"
+        );
     }
 
     #[test]
@@ -437,13 +507,34 @@ mod tests {
                 r#"{{"product":{{"attributes":{{"instanceType":"m5.large"}}}},"terms":{{"OnDemand":{{"T":{{"priceDimensions":{{"D":{{"unit":"{unit}","pricePerUnit":{prices}}}}}}}}}}}}}"#
             )
         };
-        assert_eq!(parse_entry(&entry("Hrs", r#"{"USD":"0.0960000000"}"#), "USD"), Ok(("m5.large".into(), 0.096)));
-        assert_eq!(parse_entry(&entry("Hrs", r#"{"CNY":"0.7"}"#), "CNY"), Ok(("m5.large".into(), 0.7)));
-        assert_eq!(parse_entry(&entry("Hrs", r#"{"CNY":"0.7"}"#), "USD"), Err(SkipReason::NoHourlyPrice));
-        assert_eq!(parse_entry(&entry("Quantity", r#"{"USD":"1"}"#), "USD"), Err(SkipReason::NoHourlyPrice));
-        assert_eq!(parse_entry(&entry("Hrs", r#"{"USD":"NaN"}"#), "USD"), Err(SkipReason::BadPrice));
-        assert_eq!(parse_entry(&entry("Hrs", r#"{"USD":"inf"}"#), "USD"), Err(SkipReason::BadPrice));
-        assert_eq!(parse_entry(&entry("Hrs", r#"{"USD":0.1}"#), "USD"), Err(SkipReason::Malformed));
+        assert_eq!(
+            parse_entry(&entry("Hrs", r#"{"USD":"0.0960000000"}"#), "USD"),
+            Ok(("m5.large".into(), 0.096))
+        );
+        assert_eq!(
+            parse_entry(&entry("Hrs", r#"{"CNY":"0.7"}"#), "CNY"),
+            Ok(("m5.large".into(), 0.7))
+        );
+        assert_eq!(
+            parse_entry(&entry("Hrs", r#"{"CNY":"0.7"}"#), "USD"),
+            Err(SkipReason::NoHourlyPrice)
+        );
+        assert_eq!(
+            parse_entry(&entry("Quantity", r#"{"USD":"1"}"#), "USD"),
+            Err(SkipReason::NoHourlyPrice)
+        );
+        assert_eq!(
+            parse_entry(&entry("Hrs", r#"{"USD":"NaN"}"#), "USD"),
+            Err(SkipReason::BadPrice)
+        );
+        assert_eq!(
+            parse_entry(&entry("Hrs", r#"{"USD":"inf"}"#), "USD"),
+            Err(SkipReason::BadPrice)
+        );
+        assert_eq!(
+            parse_entry(&entry("Hrs", r#"{"USD":0.1}"#), "USD"),
+            Err(SkipReason::Malformed)
+        );
         assert_eq!(parse_entry("[]", "USD"), Err(SkipReason::Malformed));
     }
 
@@ -451,7 +542,10 @@ mod tests {
     fn filters_are_karpenters_for_each_query() {
         let shared = ProductQuery::Shared.filters("eu-west-1");
         assert_eq!(shared[0], ("regionCode", "eu-west-1".to_string()));
-        assert!(shared.contains(&("tenancy", "Shared".into())) && shared.contains(&("capacitystatus", "Used".into())));
+        assert!(
+            shared.contains(&("tenancy", "Shared".into()))
+                && shared.contains(&("capacitystatus", "Used".into()))
+        );
         let metal = ProductQuery::BareMetal.filters("eu-west-1");
         assert!(metal.contains(&("productFamily", "Compute Instance (bare metal)".into())));
         assert_eq!(currency("cn-north-1"), "CNY");

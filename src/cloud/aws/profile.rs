@@ -20,7 +20,17 @@ pub fn profile_name(region: &str, cluster: &str, nodeclass: &str) -> String {
     let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     let keep = MAX_NAME - hex.len() - 1;
     // IAM names allow [\w+=,.@-]; anything else in a cluster name becomes '-'
-    let prefix: String = cluster.chars().map(|c| if c.is_ascii_alphanumeric() || "+=,.@-_".contains(c) { c } else { '-' }).take(keep).collect();
+    let prefix: String = cluster
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "+=,.@-_".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(keep)
+        .collect();
     format!("{prefix}_{hex}")
 }
 
@@ -30,11 +40,31 @@ pub fn role_name(role: &str) -> &str {
 }
 
 /// Makes sure the class's instance profile exists and holds `role`; returns its name.
-pub async fn ensure(clients: &AwsClients, region: &str, cluster: &str, nodeclass: &str, role: &str) -> Result<String, AwsError> {
+pub async fn ensure(
+    clients: &AwsClients,
+    region: &str,
+    cluster: &str,
+    nodeclass: &str,
+    role: &str,
+) -> Result<String, AwsError> {
     let name = profile_name(region, cluster, nodeclass);
     let role = role_name(role);
-    let held: Vec<String> = match clients.iam.get_instance_profile().instance_profile_name(&name).send().await {
-        Ok(out) => out.instance_profile().map(|p| p.roles().iter().map(|r| r.role_name().to_string()).collect()).unwrap_or_default(),
+    let held: Vec<String> = match clients
+        .iam
+        .get_instance_profile()
+        .instance_profile_name(&name)
+        .send()
+        .await
+    {
+        Ok(out) => out
+            .instance_profile()
+            .map(|p| {
+                p.roles()
+                    .iter()
+                    .map(|r| r.role_name().to_string())
+                    .collect()
+            })
+            .unwrap_or_default(),
         Err(e) => {
             let e = AwsError::from_sdk("iam:GetInstanceProfile", e);
             if e.code() != Some("NoSuchEntity") {
@@ -48,14 +78,43 @@ pub async fn ensure(clients: &AwsClients, region: &str, cluster: &str, nodeclass
         return Ok(name);
     }
     for old in held {
-        clients.iam.remove_role_from_instance_profile().instance_profile_name(&name).role_name(&old).send().await.map_err(|e| AwsError::from_sdk("iam:RemoveRoleFromInstanceProfile", e))?;
+        clients
+            .iam
+            .remove_role_from_instance_profile()
+            .instance_profile_name(&name)
+            .role_name(&old)
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk("iam:RemoveRoleFromInstanceProfile", e))?;
     }
-    clients.iam.add_role_to_instance_profile().instance_profile_name(&name).role_name(role).send().await.map_err(|e| AwsError::from_sdk("iam:AddRoleToInstanceProfile", e))?;
+    clients
+        .iam
+        .add_role_to_instance_profile()
+        .instance_profile_name(&name)
+        .role_name(role)
+        .send()
+        .await
+        .map_err(|e| AwsError::from_sdk("iam:AddRoleToInstanceProfile", e))?;
     Ok(name)
 }
 
-async fn create(clients: &AwsClients, region: &str, cluster: &str, nodeclass: &str, name: &str) -> Result<(), AwsError> {
-    let tag = |k: &str, v: &str| aws_sdk_iam::types::Tag::builder().key(k).value(v).build().map_err(|e| AwsError::Response { call: "iam:CreateInstanceProfile", message: e.to_string() });
+async fn create(
+    clients: &AwsClients,
+    region: &str,
+    cluster: &str,
+    nodeclass: &str,
+    name: &str,
+) -> Result<(), AwsError> {
+    let tag = |k: &str, v: &str| {
+        aws_sdk_iam::types::Tag::builder()
+            .key(k)
+            .value(v)
+            .build()
+            .map_err(|e| AwsError::Response {
+                call: "iam:CreateInstanceProfile",
+                message: e.to_string(),
+            })
+    };
     let created = clients
         .iam
         .create_instance_profile()
@@ -97,6 +156,9 @@ mod tests {
     #[test]
     fn a_role_arn_names_its_role() {
         assert_eq!(role_name("KarpenterNodeRole"), "KarpenterNodeRole");
-        assert_eq!(role_name("arn:aws:iam::123456789012:role/nodes/KarpenterNodeRole"), "KarpenterNodeRole");
+        assert_eq!(
+            role_name("arn:aws:iam::123456789012:role/nodes/KarpenterNodeRole"),
+            "KarpenterNodeRole"
+        );
     }
 }

@@ -37,9 +37,23 @@ pub struct AwsCloud {
 }
 
 impl AwsCloud {
-    pub fn new(clients: AwsClients, settings: AwsSettings, catalog: Catalog, rt: tokio::runtime::Handle) -> AwsCloud {
-        let state = State { catalog: Some(catalog), node_classes: BTreeMap::new() };
-        AwsCloud { clients, settings: Arc::new(settings), rt, templates: Arc::default(), state: Arc::new(RwLock::new(state)) }
+    pub fn new(
+        clients: AwsClients,
+        settings: AwsSettings,
+        catalog: Catalog,
+        rt: tokio::runtime::Handle,
+    ) -> AwsCloud {
+        let state = State {
+            catalog: Some(catalog),
+            node_classes: BTreeMap::new(),
+        };
+        AwsCloud {
+            clients,
+            settings: Arc::new(settings),
+            rt,
+            templates: Arc::default(),
+            state: Arc::new(RwLock::new(state)),
+        }
     }
 
     pub fn clients(&self) -> &AwsClients {
@@ -56,7 +70,10 @@ impl AwsCloud {
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         let changed = match resolved {
             // the cache is keyed by the templates' content hash; clearing only bounds its size
-            Some(r) => st.node_classes.insert(name.to_string(), r.clone()).is_none_or(|old| !old.same_templates(&r)),
+            Some(r) => st
+                .node_classes
+                .insert(name.to_string(), r.clone())
+                .is_none_or(|old| !old.same_templates(&r)),
             None => st.node_classes.remove(name).is_some(),
         };
         if changed {
@@ -65,32 +82,66 @@ impl AwsCloud {
     }
 
     pub fn node_class(&self, name: &str) -> Option<ResolvedNodeClass> {
-        self.state.read().unwrap_or_else(|e| e.into_inner()).node_classes.get(name).cloned()
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .node_classes
+            .get(name)
+            .cloned()
     }
 
     pub fn node_class_names(&self) -> Vec<String> {
-        self.state.read().unwrap_or_else(|e| e.into_inner()).node_classes.keys().cloned().collect()
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .node_classes
+            .keys()
+            .cloned()
+            .collect()
     }
 
     pub fn set_catalog(&self, catalog: Catalog) {
-        self.state.write().unwrap_or_else(|e| e.into_inner()).catalog = Some(catalog);
+        self.state
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .catalog = Some(catalog);
     }
 
     fn current_catalog(&self) -> Catalog {
-        self.state.read().unwrap_or_else(|e| e.into_inner()).catalog.clone().unwrap_or_else(|| Catalog { region: self.settings.region.clone(), instance_types: vec![], provenance: None })
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .catalog
+            .clone()
+            .unwrap_or_else(|| Catalog {
+                region: self.settings.region.clone(),
+                instance_types: vec![],
+                provenance: None,
+            })
     }
 
     /// Runs `f` on the provider's runtime and waits for it from any thread or runtime.
-    async fn on_runtime<T: Send + 'static>(&self, f: impl Future<Output = Result<T, AwsError>> + Send + 'static) -> Result<T, CloudError> {
+    async fn on_runtime<T: Send + 'static>(
+        &self,
+        f: impl Future<Output = Result<T, AwsError>> + Send + 'static,
+    ) -> Result<T, CloudError> {
         match self.rt.spawn(f).await {
             Ok(r) => r.map_err(CloudError::from),
-            Err(e) => Err(CloudError::Provider(format!("aws call did not finish: {e}"))),
+            Err(e) => Err(CloudError::Provider(format!(
+                "aws call did not finish: {e}"
+            ))),
         }
     }
 
     async fn launch_on_runtime(self, request: LaunchRequest) -> Result<Launched, CloudError> {
-        let class = request.template.node_class.clone().ok_or_else(|| CloudError::Provider(format!("nodepool {} names no node class", request.nodepool)))?;
-        let nc = self.node_class(&class).ok_or_else(|| CloudError::Provider(format!("ec2nodeclass {class} is not resolved (see its status conditions)")))?;
+        let class = request.template.node_class.clone().ok_or_else(|| {
+            CloudError::Provider(format!("nodepool {} names no node class", request.nodepool))
+        })?;
+        let nc = self.node_class(&class).ok_or_else(|| {
+            CloudError::Provider(format!(
+                "ec2nodeclass {class} is not resolved (see its status conditions)"
+            ))
+        })?;
         let catalog = self.current_catalog();
         let fleets = plan_fleets(&self.settings, &nc, &catalog, &request)?;
         let mut insufficient: Vec<OfferingKey> = vec![];
@@ -103,26 +154,46 @@ impl AwsCloud {
             }
             let mut templates = vec![];
             for g in &fleet.groups {
-                templates.push(self.templates.ensure(&self.clients, &self.settings.cluster_name, &g.options).await?);
+                templates.push(
+                    self.templates
+                        .ensure(&self.clients, &self.settings.cluster_name, &g.options)
+                        .await?,
+                );
             }
             let mut tags = instance_tags(&self.settings, &nc, &request);
-            tags.insert(CAPACITY_TYPE_TAG.into(), fleet.capacity_type.as_str().into());
+            tags.insert(
+                CAPACITY_TYPE_TAG.into(),
+                fleet.capacity_type.as_str().into(),
+            );
             let outcome = create_fleet(&self.clients, &templates, &fleet, &tags).await?;
             insufficient.extend(outcome.insufficient);
             errors.extend(outcome.errors);
-            let Some(id) = outcome.instance_id else { continue };
-            let described = instances::describe(&self.clients, std::slice::from_ref(&id), &catalog).await?;
+            let Some(id) = outcome.instance_id else {
+                continue;
+            };
+            let described =
+                instances::describe(&self.clients, std::slice::from_ref(&id), &catalog).await?;
             let instance = match described.into_iter().next() {
                 Some(e) => e.instance,
                 // EC2's read-after-write lag: fall back to what was asked for
                 None => self.asked(&id, &request, &fleet),
             };
-            return Ok(Launched { instance, insufficient });
+            return Ok(Launched {
+                instance,
+                insufficient,
+            });
         }
         if errors.is_empty() {
-            return Err(CloudError::InsufficientCapacity { claim: request.claim, offerings: insufficient });
+            return Err(CloudError::InsufficientCapacity {
+                claim: request.claim,
+                offerings: insufficient,
+            });
         }
-        Err(CloudError::Provider(format!("create fleet for claim {}: {}", request.claim, errors.join("; "))))
+        Err(CloudError::Provider(format!(
+            "create fleet for claim {}: {}",
+            request.claim,
+            errors.join("; ")
+        )))
     }
 
     /// Retries a failed TerminateInstances in the background, backing off from 1 s to 30 s, for
@@ -148,15 +219,36 @@ impl AwsCloud {
         });
     }
 
-    fn asked(&self, id: &str, request: &LaunchRequest, fleet: &super::launch::FleetPlan) -> Instance {
-        let first: Option<&OfferingRef> = fleet.groups.first().and_then(|g| g.overrides.first()).map(|(o, _)| o);
-        let offering = first.cloned().unwrap_or_else(|| request.offerings[0].clone());
-        Instance { id: id.to_string(), claim: request.claim.clone(), nodepool: request.nodepool.clone(), offering, state: crate::cloud::InstanceState::Pending }
+    fn asked(
+        &self,
+        id: &str,
+        request: &LaunchRequest,
+        fleet: &super::launch::FleetPlan,
+    ) -> Instance {
+        let first: Option<&OfferingRef> = fleet
+            .groups
+            .first()
+            .and_then(|g| g.overrides.first())
+            .map(|(o, _)| o);
+        let offering = first
+            .cloned()
+            .unwrap_or_else(|| request.offerings[0].clone());
+        Instance {
+            id: id.to_string(),
+            claim: request.claim.clone(),
+            nodepool: request.nodepool.clone(),
+            offering,
+            state: crate::cloud::InstanceState::Pending,
+        }
     }
 
     async fn describe_one(&self, id: &str) -> Result<Option<Ec2Instance>, CloudError> {
         let (me, ids) = (self.clone(), vec![id.to_string()]);
-        let found = self.on_runtime(async move { instances::describe(&me.clients, &ids, &me.current_catalog()).await }).await?;
+        let found = self
+            .on_runtime(async move {
+                instances::describe(&me.clients, &ids, &me.current_catalog()).await
+            })
+            .await?;
         Ok(found.into_iter().next())
     }
 
@@ -169,7 +261,9 @@ impl AwsCloud {
         }
         if let Some(subnet) = &e.subnet_id {
             if !nc.subnets.iter().any(|s| &s.id == subnet) {
-                return Some(format!("SubnetDrift: subnet {subnet} is no longer selected"));
+                return Some(format!(
+                    "SubnetDrift: subnet {subnet} is no longer selected"
+                ));
             }
         }
         let mut want: Vec<&String> = nc.security_groups.iter().map(|g| &g.id).collect();
@@ -205,7 +299,9 @@ impl CloudProvider for AwsCloud {
 
     async fn delete(&self, id: &str) -> Result<(), CloudError> {
         let (clients, ids) = (self.clients.clone(), vec![id.to_string()]);
-        let result = self.on_runtime(async move { instances::terminate(&clients, &ids).await }).await;
+        let result = self
+            .on_runtime(async move { instances::terminate(&clients, &ids).await })
+            .await;
         if result.is_err() {
             self.retry_terminate(id.to_string());
         }
@@ -213,12 +309,24 @@ impl CloudProvider for AwsCloud {
     }
 
     async fn get(&self, id: &str) -> Result<Instance, CloudError> {
-        self.describe_one(id).await?.map(|e| e.instance).ok_or_else(|| CloudError::NotFound(id.to_string()))
+        self.describe_one(id)
+            .await?
+            .map(|e| e.instance)
+            .ok_or_else(|| CloudError::NotFound(id.to_string()))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, CloudError> {
         let me = self.clone();
-        let all = self.on_runtime(async move { instances::list(&me.clients, &me.settings.cluster_name, &me.current_catalog()).await }).await?;
+        let all = self
+            .on_runtime(async move {
+                instances::list(
+                    &me.clients,
+                    &me.settings.cluster_name,
+                    &me.current_catalog(),
+                )
+                .await
+            })
+            .await?;
         Ok(all.into_iter().map(|e| e.instance).collect())
     }
 
@@ -227,7 +335,9 @@ impl CloudProvider for AwsCloud {
     }
 
     async fn drifted(&self, id: &str) -> Result<Option<String>, CloudError> {
-        let Some(e) = self.describe_one(id).await? else { return Ok(None) };
+        let Some(e) = self.describe_one(id).await? else {
+            return Ok(None);
+        };
         let nc = e.node_class.as_deref().and_then(|c| self.node_class(c));
         Ok(nc.and_then(|nc| self.drift_of(&e, &nc)))
     }

@@ -43,7 +43,10 @@ pub struct Bootstrap<'a> {
 
 /// The user data (plain text; the launch template base64-encodes it) for `family`.
 pub fn user_data(nodeclass: &str, family: AmiFamily, b: &Bootstrap) -> Result<String, AwsError> {
-    let bad = |message: String| AwsError::NodeClass { name: nodeclass.to_string(), message };
+    let bad = |message: String| AwsError::NodeClass {
+        name: nodeclass.to_string(),
+        message,
+    };
     match family {
         AmiFamily::AL2023 => {
             let mut parts = user_parts(b.custom, true).map_err(bad)?;
@@ -52,7 +55,10 @@ pub fn user_data(nodeclass: &str, family: AmiFamily, b: &Bootstrap) -> Result<St
         }
         AmiFamily::AL2 => {
             let mut parts = user_parts(b.custom, false).map_err(bad)?;
-            parts.push(("text/x-shellscript; charset=\"us-ascii\"".to_string(), al2_script(b)));
+            parts.push((
+                "text/x-shellscript; charset=\"us-ascii\"".to_string(),
+                al2_script(b),
+            ));
             Ok(mime(&parts))
         }
         AmiFamily::Bottlerocket => bottlerocket(b).map_err(bad),
@@ -65,12 +71,20 @@ pub fn user_data(nodeclass: &str, family: AmiFamily, b: &Bootstrap) -> Result<St
 
 /// `k=v,k2=v2` for `--node-labels`.
 fn label_flag(labels: &BTreeMap<String, String>) -> String {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `k=v:Effect,...` for `--register-with-taints`.
 fn taint_flag(taints: &[Taint]) -> String {
-    taints.iter().map(|t| format!("{}={}:{}", t.key, t.value, t.effect.as_str())).collect::<Vec<_>>().join(",")
+    taints
+        .iter()
+        .map(|t| format!("{}={}:{}", t.key, t.value, t.effect.as_str()))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn node_config(b: &Bootstrap) -> String {
@@ -85,7 +99,11 @@ fn node_config(b: &Bootstrap) -> String {
         kubelet.insert("maxPods".into(), json!(n));
     }
     if !b.taints.is_empty() {
-        let taints: Vec<_> = b.taints.iter().map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect.as_str()})).collect();
+        let taints: Vec<_> = b
+            .taints
+            .iter()
+            .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect.as_str()}))
+            .collect();
         kubelet.insert("registerWithTaints".into(), json!(taints));
     }
     let mut cluster = json!({"name": b.cluster_name, "apiServerEndpoint": b.cluster_endpoint});
@@ -113,7 +131,11 @@ fn al2_script(b: &Bootstrap) -> String {
     if let Some(ca) = b.ca_bundle {
         args.push(format!("--b64-cluster-ca {}", sh(ca)));
     }
-    if let Some(dns) = b.kubelet.and_then(|k| k.cluster_dns.as_ref()).and_then(|d| d.first()) {
+    if let Some(dns) = b
+        .kubelet
+        .and_then(|k| k.cluster_dns.as_ref())
+        .and_then(|d| d.first())
+    {
         args.push(format!("--dns-cluster-ip {}", sh(dns)));
     }
     let mut extra = vec![];
@@ -136,7 +158,9 @@ fn al2_script(b: &Bootstrap) -> String {
 
 fn bottlerocket(b: &Bootstrap) -> Result<String, String> {
     let mut doc: toml::Table = match b.custom {
-        Some(text) if !text.trim().is_empty() => text.parse().map_err(|e| format!("spec.userData is not valid TOML: {e}"))?,
+        Some(text) if !text.trim().is_empty() => text
+            .parse()
+            .map_err(|e| format!("spec.userData is not valid TOML: {e}"))?,
         _ => toml::Table::new(),
     };
     let settings = table(&mut doc, "settings")?;
@@ -150,7 +174,10 @@ fn bottlerocket(b: &Bootstrap) -> Result<String, String> {
         k8s.insert("max-pods".into(), toml::Value::Integer(n.into()));
     }
     if let Some(dns) = b.kubelet.and_then(|k| k.cluster_dns.as_ref()) {
-        k8s.insert("cluster-dns-ip".into(), toml::Value::Array(dns.iter().map(|d| d.as_str().into()).collect()));
+        k8s.insert(
+            "cluster-dns-ip".into(),
+            toml::Value::Array(dns.iter().map(|d| d.as_str().into()).collect()),
+        );
     }
     let labels = table(k8s, "node-labels")?;
     for (k, v) in b.labels {
@@ -158,7 +185,10 @@ fn bottlerocket(b: &Bootstrap) -> Result<String, String> {
     }
     let mut taints: BTreeMap<&str, Vec<toml::Value>> = BTreeMap::new();
     for t in b.taints {
-        taints.entry(&t.key).or_default().push(format!("{}:{}", t.value, t.effect.as_str()).into());
+        taints
+            .entry(&t.key)
+            .or_default()
+            .push(format!("{}:{}", t.value, t.effect.as_str()).into());
     }
     let node_taints = table(k8s, "node-taints")?;
     for (k, v) in taints {
@@ -178,11 +208,17 @@ fn table<'t>(t: &'t mut toml::Table, key: &str) -> Result<&'t mut toml::Table, S
 /// The user's user data as MIME parts: a MIME archive is split into its parts; anything else is
 /// one part (a NodeConfig document on AL2023 when it names that kind, else a shell script).
 fn user_parts(custom: Option<&str>, al2023: bool) -> Result<Vec<(String, String)>, String> {
-    let Some(text) = custom.filter(|t| !t.trim().is_empty()) else { return Ok(vec![]) };
+    let Some(text) = custom.filter(|t| !t.trim().is_empty()) else {
+        return Ok(vec![]);
+    };
     if text.starts_with("MIME-Version:") {
         return split_mime(text);
     }
-    let kind = if al2023 && text.contains("kind: NodeConfig") { "application/node.eks.aws" } else { "text/x-shellscript; charset=\"us-ascii\"" };
+    let kind = if al2023 && text.contains("kind: NodeConfig") {
+        "application/node.eks.aws"
+    } else {
+        "text/x-shellscript; charset=\"us-ascii\""
+    };
     Ok(vec![(kind.to_string(), text.to_string())])
 }
 
@@ -190,7 +226,10 @@ fn split_mime(text: &str) -> Result<Vec<(String, String)>, String> {
     let boundary = text
         .lines()
         .take_while(|l| !l.trim().is_empty())
-        .find_map(|l| l.split_once("boundary=").map(|(_, b)| b.trim().trim_matches('"').to_string()))
+        .find_map(|l| {
+            l.split_once("boundary=")
+                .map(|(_, b)| b.trim().trim_matches('"').to_string())
+        })
         .ok_or("spec.userData: MIME archive without a boundary")?;
     let delimiter = format!("--{boundary}");
     let mut parts = vec![];
@@ -199,10 +238,16 @@ fn split_mime(text: &str) -> Result<Vec<(String, String)>, String> {
             break;
         }
         let chunk = chunk.trim_start_matches(['\r', '\n']);
-        let (headers, body) = chunk.split_once("\n\n").or_else(|| chunk.split_once("\r\n\r\n")).ok_or("spec.userData: MIME part without a blank line after its headers")?;
+        let (headers, body) = chunk
+            .split_once("\n\n")
+            .or_else(|| chunk.split_once("\r\n\r\n"))
+            .ok_or("spec.userData: MIME part without a blank line after its headers")?;
         let kind = headers
             .lines()
-            .find_map(|l| l.strip_prefix("Content-Type:").map(|v| v.trim().to_string()))
+            .find_map(|l| {
+                l.strip_prefix("Content-Type:")
+                    .map(|v| v.trim().to_string())
+            })
             .ok_or("spec.userData: MIME part without a Content-Type")?;
         parts.push((kind, body.trim_end().to_string()));
     }
@@ -210,9 +255,13 @@ fn split_mime(text: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 fn mime(parts: &[(String, String)]) -> String {
-    let mut out = format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
+    let mut out =
+        format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
     for (kind, body) in parts {
-        out.push_str(&format!("--{BOUNDARY}\nContent-Type: {kind}\n\n{}\n\n", body.trim_end()));
+        out.push_str(&format!(
+            "--{BOUNDARY}\nContent-Type: {kind}\n\n{}\n\n",
+            body.trim_end()
+        ));
     }
     out.push_str(&format!("--{BOUNDARY}--\n"));
     out
@@ -224,40 +273,77 @@ mod tests {
     use crate::domain::labels::TaintEffect;
 
     fn labels() -> BTreeMap<String, String> {
-        [("karpenter.sh/nodepool".to_string(), "default".to_string()), ("team".to_string(), "a".to_string())].into()
+        [
+            ("karpenter.sh/nodepool".to_string(), "default".to_string()),
+            ("team".to_string(), "a".to_string()),
+        ]
+        .into()
     }
 
     fn taints() -> Vec<Taint> {
-        vec![Taint { key: "karpenter.sh/unregistered".into(), value: String::new(), effect: TaintEffect::NoExecute }]
+        vec![Taint {
+            key: "karpenter.sh/unregistered".into(),
+            value: String::new(),
+            effect: TaintEffect::NoExecute,
+        }]
     }
 
-    fn bootstrap<'a>(labels: &'a BTreeMap<String, String>, taints: &'a [Taint], custom: Option<&'a str>) -> Bootstrap<'a> {
-        Bootstrap { cluster_name: "prod", cluster_endpoint: "https://api.example", ca_bundle: Some("Q0E="), cluster_cidr: Some("10.100.0.0/16"), max_pods: Some(58), labels, taints, kubelet: None, custom }
+    fn bootstrap<'a>(
+        labels: &'a BTreeMap<String, String>,
+        taints: &'a [Taint],
+        custom: Option<&'a str>,
+    ) -> Bootstrap<'a> {
+        Bootstrap {
+            cluster_name: "prod",
+            cluster_endpoint: "https://api.example",
+            ca_bundle: Some("Q0E="),
+            cluster_cidr: Some("10.100.0.0/16"),
+            max_pods: Some(58),
+            labels,
+            taints,
+            kubelet: None,
+            custom,
+        }
     }
 
     #[test]
     fn al2023_nodeconfig_comes_after_the_users_parts() {
         let (l, t) = (labels(), taints());
         let custom = "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      shutdownGracePeriod: 30s\n";
-        let text = user_data("nc", AmiFamily::AL2023, &bootstrap(&l, &t, Some(custom))).expect("user data");
+        let text = user_data("nc", AmiFamily::AL2023, &bootstrap(&l, &t, Some(custom)))
+            .expect("user data");
         let parts = split_mime(&text).expect("joiner writes valid MIME");
         assert_eq!(parts.len(), 2);
         assert!(parts[0].1.contains("shutdownGracePeriod"));
-        let ours: serde_yaml_ng::Value = serde_yaml_ng::from_str(&parts[1].1).expect("NodeConfig is YAML");
+        let ours: serde_yaml_ng::Value =
+            serde_yaml_ng::from_str(&parts[1].1).expect("NodeConfig is YAML");
         assert_eq!(ours["spec"]["cluster"]["name"], "prod");
         assert_eq!(ours["spec"]["cluster"]["cidr"], "10.100.0.0/16");
         assert_eq!(ours["spec"]["kubelet"]["config"]["maxPods"], 58);
-        assert_eq!(ours["spec"]["kubelet"]["config"]["registerWithTaints"][0]["effect"], "NoExecute");
-        assert_eq!(ours["spec"]["kubelet"]["flags"][0], "--node-labels=karpenter.sh/nodepool=default,team=a");
+        assert_eq!(
+            ours["spec"]["kubelet"]["config"]["registerWithTaints"][0]["effect"],
+            "NoExecute"
+        );
+        assert_eq!(
+            ours["spec"]["kubelet"]["flags"][0],
+            "--node-labels=karpenter.sh/nodepool=default,team=a"
+        );
     }
 
     #[test]
     fn a_users_mime_archive_is_split_into_its_parts() {
         let (l, t) = (labels(), taints());
         let custom = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: text/x-shellscript\n\necho one\n--BOUNDARY\nContent-Type: text/x-shellscript\n\necho two\n--BOUNDARY--\n";
-        let text = user_data("nc", AmiFamily::AL2, &bootstrap(&l, &t, Some(custom))).expect("user data");
+        let text =
+            user_data("nc", AmiFamily::AL2, &bootstrap(&l, &t, Some(custom))).expect("user data");
         let parts = split_mime(&text).expect("valid MIME");
-        assert_eq!(parts.iter().map(|p| p.1.lines().last().unwrap_or_default()).collect::<Vec<_>>()[..2], ["echo one", "echo two"]);
+        assert_eq!(
+            parts
+                .iter()
+                .map(|p| p.1.lines().last().unwrap_or_default())
+                .collect::<Vec<_>>()[..2],
+            ["echo one", "echo two"]
+        );
         let script = &parts[2].1;
         assert!(script.contains("/etc/eks/bootstrap.sh 'prod' --apiserver-endpoint 'https://api.example' --b64-cluster-ca 'Q0E='"), "{script}");
         assert!(script.contains("--kubelet-extra-args '--node-labels=karpenter.sh/nodepool=default,team=a --register-with-taints=karpenter.sh/unregistered=:NoExecute --max-pods=58'"), "{script}");
@@ -267,23 +353,52 @@ mod tests {
     fn bottlerocket_settings_override_the_users_and_keep_the_rest() {
         let (l, t) = (labels(), taints());
         let custom = "[settings.kubernetes]\ncluster-name = \"wrong\"\n[settings.host-containers.admin]\nenabled = true\n";
-        let text = user_data("nc", AmiFamily::Bottlerocket, &bootstrap(&l, &t, Some(custom))).expect("user data");
+        let text = user_data(
+            "nc",
+            AmiFamily::Bottlerocket,
+            &bootstrap(&l, &t, Some(custom)),
+        )
+        .expect("user data");
         let doc: toml::Table = text.parse().expect("TOML");
         let k8s = &doc["settings"]["kubernetes"];
         assert_eq!(k8s["cluster-name"].as_str(), Some("prod"));
         assert_eq!(k8s["max-pods"].as_integer(), Some(58));
         assert_eq!(k8s["node-labels"]["team"].as_str(), Some("a"));
-        assert_eq!(k8s["node-taints"]["karpenter.sh/unregistered"][0].as_str(), Some(":NoExecute"));
-        assert_eq!(doc["settings"]["host-containers"]["admin"]["enabled"].as_bool(), Some(true));
+        assert_eq!(
+            k8s["node-taints"]["karpenter.sh/unregistered"][0].as_str(),
+            Some(":NoExecute")
+        );
+        assert_eq!(
+            doc["settings"]["host-containers"]["admin"]["enabled"].as_bool(),
+            Some(true)
+        );
     }
 
     #[test]
     fn bad_user_data_and_windows_are_errors_naming_the_nodeclass() {
         let (l, t) = (labels(), taints());
-        let err = user_data("gpu", AmiFamily::Bottlerocket, &bootstrap(&l, &t, Some("settings = ["))).expect_err("not TOML");
-        assert!(err.to_string().starts_with("ec2nodeclass gpu: spec.userData is not valid TOML"), "{err}");
-        let err = user_data("win", AmiFamily::Windows2022, &bootstrap(&l, &t, None)).expect_err("windows");
+        let err = user_data(
+            "gpu",
+            AmiFamily::Bottlerocket,
+            &bootstrap(&l, &t, Some("settings = [")),
+        )
+        .expect_err("not TOML");
+        assert!(
+            err.to_string()
+                .starts_with("ec2nodeclass gpu: spec.userData is not valid TOML"),
+            "{err}"
+        );
+        let err = user_data("win", AmiFamily::Windows2022, &bootstrap(&l, &t, None))
+            .expect_err("windows");
         assert!(err.to_string().contains("not supported"));
-        assert_eq!(user_data("c", AmiFamily::Custom, &bootstrap(&l, &t, Some("#!/bin/sh\necho hi"))).expect("custom"), "#!/bin/sh\necho hi");
+        assert_eq!(
+            user_data(
+                "c",
+                AmiFamily::Custom,
+                &bootstrap(&l, &t, Some("#!/bin/sh\necho hi"))
+            )
+            .expect("custom"),
+            "#!/bin/sh\necho hi"
+        );
     }
 }

@@ -32,7 +32,13 @@ fn bins_pruned(p: &Problem, across_zones: bool) -> Vec<BinInfo> {
         // a node that must keep its own pods offers only the room they leave
         let room = p.room_after_home(e);
         if !classes.is_empty() || !n.home.is_empty() {
-            out.push(BinInfo { bin: Bin::Existing(e), room, cost: n.keep_cost, classes, preload: n.home.clone() });
+            out.push(BinInfo {
+                bin: Bin::Existing(e),
+                room,
+                cost: n.keep_cost,
+                classes,
+                preload: n.home.clone(),
+            });
         }
     }
     let mut by_offering: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
@@ -45,8 +51,20 @@ fn bins_pruned(p: &Problem, across_zones: bool) -> Vec<BinInfo> {
         .into_iter()
         .map(|((s, o), ks)| {
             let off = p.offering(s, o);
-            let classes = ks.into_iter().map(|k| (k, p.preference_penalty(k, &off.labels, &p.shapes[s].taints))).collect();
-            BinInfo { bin: Bin::New { shape: s, offering: o }, room: off.alloc.clone(), cost: off.cost, classes, preload: vec![] }
+            let classes = ks
+                .into_iter()
+                .map(|k| (k, p.preference_penalty(k, &off.labels, &p.shapes[s].taints)))
+                .collect();
+            BinInfo {
+                bin: Bin::New {
+                    shape: s,
+                    offering: o,
+                },
+                room: off.alloc.clone(),
+                cost: off.cost,
+                classes,
+                preload: vec![],
+            }
         })
         .collect();
     prune_dominated(p, &mut news, across_zones);
@@ -60,10 +78,20 @@ pub fn bins_for(p: &Problem, all: &[BinInfo], demand: &[u32]) -> Vec<BinInfo> {
     let mut out = Vec::new();
     let mut news = Vec::new();
     for b in all {
-        let classes: Vec<(usize, f64)> = b.classes.iter().copied().filter(|&(k, _)| demand[k] > 0).collect();
-        let narrowed = BinInfo { classes, ..b.clone() };
+        let classes: Vec<(usize, f64)> = b
+            .classes
+            .iter()
+            .copied()
+            .filter(|&(k, _)| demand[k] > 0)
+            .collect();
+        let narrowed = BinInfo {
+            classes,
+            ..b.clone()
+        };
         match b.bin {
-            Bin::Existing(_) if !narrowed.classes.is_empty() || !b.preload.is_empty() => out.push(narrowed),
+            Bin::Existing(_) if !narrowed.classes.is_empty() || !b.preload.is_empty() => {
+                out.push(narrowed)
+            }
             Bin::New { .. } if !narrowed.classes.is_empty() => news.push(narrowed),
             _ => {}
         }
@@ -77,12 +105,20 @@ pub fn bins_for(p: &Problem, all: &[BinInfo], demand: &[u32]) -> Vec<BinInfo> {
 /// serves a superset of its classes at no more penalty, and costs no more. Pools with limits keep
 /// everything (a bigger node uses more of the limit). `across_zones`: zones are not told apart.
 fn prune_dominated(p: &Problem, bins: &mut Vec<BinInfo>, across_zones: bool) {
-    let mut groups: BTreeMap<(usize, String, crate::catalog::CapacityType), Vec<usize>> = BTreeMap::new();
+    let mut groups: BTreeMap<(usize, String, crate::catalog::CapacityType), Vec<usize>> =
+        BTreeMap::new();
     for (i, b) in bins.iter().enumerate() {
         if let Bin::New { shape, offering } = b.bin {
             let o = p.offering(shape, offering);
-            let zone = if across_zones { String::new() } else { o.zone.clone() };
-            groups.entry((p.shapes[shape].pool, zone, o.capacity_type)).or_default().push(i);
+            let zone = if across_zones {
+                String::new()
+            } else {
+                o.zone.clone()
+            };
+            groups
+                .entry((p.shapes[shape].pool, zone, o.capacity_type))
+                .or_default()
+                .push(i);
         }
     }
     let mut keep = vec![true; bins.len()];
@@ -95,7 +131,8 @@ fn prune_dominated(p: &Problem, bins: &mut Vec<BinInfo>, across_zones: bool) {
         let mut kept: Vec<usize> = Vec::new();
         for &i in &members {
             let dominated = kept.iter().any(|&j| {
-                bins[j].room.iter().zip(&bins[i].room).all(|(x, y)| x >= y) && serves_superset(&bins[j], &bins[i])
+                bins[j].room.iter().zip(&bins[i].room).all(|(x, y)| x >= y)
+                    && serves_superset(&bins[j], &bins[i])
             });
             if dominated {
                 keep[i] = false;
@@ -130,10 +167,18 @@ mod tests {
     /// Whether `kept` holds a bin that serves every pattern of `b` at no more cost.
     fn covered(p: &Problem, kept: &[BinInfo], b: &BinInfo) -> bool {
         let key = |x: &BinInfo| match x.bin {
-            Bin::New { shape, offering } => Some((p.shapes[shape].pool, p.offering(shape, offering).capacity_type)),
+            Bin::New { shape, offering } => Some((
+                p.shapes[shape].pool,
+                p.offering(shape, offering).capacity_type,
+            )),
             Bin::Existing(_) => None,
         };
-        kept.iter().any(|k| key(k) == key(b) && k.cost <= b.cost && k.room.iter().zip(&b.room).all(|(x, y)| x >= y) && serves_superset(k, b))
+        kept.iter().any(|k| {
+            key(k) == key(b)
+                && k.cost <= b.cost
+                && k.room.iter().zip(&b.room).all(|(x, y)| x >= y)
+                && serves_superset(k, b)
+        })
     }
 
     #[test]
@@ -142,13 +187,23 @@ mod tests {
         // and there the two zones offer the same node at the same price
         let full = Problem::build(&crate::workload::diverse(50, 5), &two_zone_catalog());
         assert_eq!(bins(&full).len(), 2, "one bin per zone");
-        assert_eq!(bins_across_zones(&full).len(), 2, "zone rules keep the zones apart");
+        assert_eq!(
+            bins_across_zones(&full).len(),
+            2,
+            "zone rules keep the zones apart"
+        );
         let relaxed = super::super::relax::relax(&full, false).0;
         let (all, merged) = (bins(&relaxed), bins_across_zones(&relaxed));
         assert_eq!(all.len(), 2);
         assert_eq!(merged.len(), 1, "one bin for both zones");
         assert!(all.iter().all(|b| covered(&relaxed, &merged, b)));
         let spread = zone_spread(4);
-        assert_eq!(bins_across_zones(&spread).iter().map(|b| b.bin).collect::<Vec<_>>(), bins(&spread).iter().map(|b| b.bin).collect::<Vec<_>>());
+        assert_eq!(
+            bins_across_zones(&spread)
+                .iter()
+                .map(|b| b.bin)
+                .collect::<Vec<_>>(),
+            bins(&spread).iter().map(|b| b.bin).collect::<Vec<_>>()
+        );
     }
 }

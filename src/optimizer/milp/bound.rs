@@ -31,7 +31,12 @@ struct Group {
 }
 
 /// The bound for placing `demand[k]` pods of each class, or why there is none.
-pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) -> Result<f64, String> {
+pub fn lower_bound(
+    p: &Problem,
+    bins: &[BinInfo],
+    demand: &[u32],
+    seconds: f64,
+) -> Result<f64, String> {
     if demand.iter().all(|&d| d == 0) {
         return Ok(0.0);
     }
@@ -39,12 +44,18 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
     let kept = prune_across_zones(p, bins);
     let groups = merge_classes(p, bins, &kept, demand, &rules);
     // HiGHS rejects huge matrix values (memory is in milli-bytes): scale each resource by the largest room
-    let scale: Vec<f64> = (0..p.dims.len()).map(|d| kept.iter().map(|&b| bins[b].room[d] as f64).fold(1.0, f64::max)).collect();
+    let scale: Vec<f64> = (0..p.dims.len())
+        .map(|d| {
+            kept.iter()
+                .map(|&b| bins[b].room[d] as f64)
+                .fold(1.0, f64::max)
+        })
+        .collect();
     let mut pb = ColProblem::default();
     let demand_rows: Vec<highs::Row> = groups.iter().map(|g| pb.add_row(g.demand..)).collect();
     let mut cap_rows: BTreeMap<(usize, usize), highs::Row> = BTreeMap::new(); // (bin, dim)
     let mut clique_rows: BTreeMap<(usize, usize), highs::Row> = BTreeMap::new(); // (bin, clique)
-    // per group and bin, the row x <= cap * n, remembered per bin for the node column's coefficient
+                                                                                 // per group and bin, the row x <= cap * n, remembered per bin for the node column's coefficient
     let mut per_class_rows: Vec<Vec<Option<highs::Row>>> = Vec::new();
     let mut node_caps: BTreeMap<usize, Vec<(highs::Row, f64)>> = BTreeMap::new();
     for g in &groups {
@@ -56,7 +67,9 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
                 }
             }
             if let Some(c) = g.clique {
-                clique_rows.entry((b, c)).or_insert_with(|| pb.add_row(..=0.0));
+                clique_rows
+                    .entry((b, c))
+                    .or_insert_with(|| pb.add_row(..=0.0));
             }
             rows.push(g.cap.map(|cap| {
                 let r = pb.add_row(..=0.0);
@@ -76,26 +89,50 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
     for (i, &b) in kept.iter().enumerate() {
         let info = &bins[b];
         let mut f: Vec<(highs::Row, f64)> = (0..p.dims.len())
-            .filter_map(|d| cap_rows.get(&(i, d)).map(|&r| (r, -(info.room[d] as f64) / scale[d])))
+            .filter_map(|d| {
+                cap_rows
+                    .get(&(i, d))
+                    .map(|&r| (r, -(info.room[d] as f64) / scale[d]))
+            })
             .collect();
-        f.extend(clique_rows.iter().filter(|((bb, _), _)| *bb == i).map(|(_, &r)| (r, -1.0)));
+        f.extend(
+            clique_rows
+                .iter()
+                .filter(|((bb, _), _)| *bb == i)
+                .map(|(_, &r)| (r, -1.0)),
+        );
         f.extend(node_caps.get(&i).into_iter().flatten().copied());
         f.extend(dff.range((i, 0, 0)..(i + 1, 0, 0)).map(|(_, &r)| (r, -1.0)));
         if let Bin::New { shape, .. } = info.bin {
             let s = &p.shapes[shape];
             for (pi, name, r) in &limit_rows {
                 if *pi == s.pool {
-                    f.push((*r, if name == "nodes" { 1.0 } else { s.capacity.get(name).as_f64() }));
+                    f.push((
+                        *r,
+                        if name == "nodes" {
+                            1.0
+                        } else {
+                            s.capacity.get(name).as_f64()
+                        },
+                    ));
                 }
             }
         }
-        let upper = if matches!(info.bin, Bin::Existing(_)) { 1.0 } else { f64::INFINITY };
+        let upper = if matches!(info.bin, Bin::Existing(_)) {
+            1.0
+        } else {
+            f64::INFINITY
+        };
         pb.add_column(info.cost, 0.0..=upper, f);
     }
     for (gi, g) in groups.iter().enumerate() {
         for (j, &(b, pen)) in g.bins.iter().enumerate() {
             let mut f: Vec<(highs::Row, f64)> = vec![(demand_rows[gi], 1.0)];
-            f.extend((0..p.dims.len()).filter(|&d| g.req[d] > 0).map(|d| (cap_rows[&(b, d)], g.req[d] as f64 / scale[d])));
+            f.extend(
+                (0..p.dims.len())
+                    .filter(|&d| g.req[d] > 0)
+                    .map(|d| (cap_rows[&(b, d)], g.req[d] as f64 / scale[d])),
+            );
             if let Some(c) = g.clique {
                 f.push((clique_rows[&(b, c)], 1.0));
             }
@@ -122,7 +159,10 @@ pub fn lower_bound(p: &Problem, bins: &[BinInfo], demand: &[u32], seconds: f64) 
     let solved = model.try_solve().map_err(|e| format!("bound lp: {e:?}"))?;
     if solved.status() != HighsModelStatus::Optimal {
         // only an optimal LP value is a bound; a time-limited primal point is not
-        return Err(format!("bound lp stopped with status {:?}", solved.status()));
+        return Err(format!(
+            "bound lp stopped with status {:?}",
+            solved.status()
+        ));
     }
     let value = solved.objective_value();
     // an LP solved to tolerance may sit a hair above its true optimum; step down so the bound stays safe
@@ -150,13 +190,22 @@ fn dff_value(req: i64, room: i64, k: i64) -> f64 {
 
 /// One cut row per (kept bin, resource, k) where some group's u_k-share exceeds its plain share of
 /// the node (elsewhere the resource row already implies the cut).
-fn dff_rows(pb: &mut ColProblem, bins: &[BinInfo], kept: &[usize], groups: &[Group]) -> BTreeMap<(usize, usize, i64), highs::Row> {
+fn dff_rows(
+    pb: &mut ColProblem,
+    bins: &[BinInfo],
+    kept: &[usize],
+    groups: &[Group],
+) -> BTreeMap<(usize, usize, i64), highs::Row> {
     let mut out = BTreeMap::new();
     for g in groups {
         for &(b, _) in &g.bins {
             for (d, (&req, &room)) in g.req.iter().zip(&bins[kept[b]].room).enumerate() {
                 for k in DFF_KS {
-                    let plain = if room > 0 { req as f64 / room as f64 } else { 0.0 };
+                    let plain = if room > 0 {
+                        req as f64 / room as f64
+                    } else {
+                        0.0
+                    };
                     if dff_value(req, room, k) > plain + 1e-9 {
                         out.entry((b, d, k)).or_insert_with(|| pb.add_row(..=0.0));
                     }
@@ -171,7 +220,12 @@ fn dff_rows(pb: &mut ColProblem, bins: &[BinInfo], kept: &[usize], groups: &[Gro
 /// the same members): at most one of them per node. Returns class -> clique id.
 pub(super) fn anti_cliques(p: &Problem) -> BTreeMap<usize, usize> {
     let mut rules_of: BTreeMap<usize, BTreeSet<Vec<usize>>> = BTreeMap::new();
-    for r in p.topology.affinities.iter().filter(|r| r.anti && r.key == HOSTNAME) {
+    for r in p
+        .topology
+        .affinities
+        .iter()
+        .filter(|r| r.anti && r.key == HOSTNAME)
+    {
         let mut m = r.members.clone();
         m.sort_unstable();
         rules_of.entry(r.owner).or_default().insert(m);
@@ -181,7 +235,9 @@ pub(super) fn anti_cliques(p: &Problem) -> BTreeMap<usize, usize> {
     let mut seen: BTreeSet<Vec<usize>> = BTreeSet::new();
     for sets in rules_of.values() {
         for m in sets {
-            let clique = m.len() > 1 && m.iter().all(|k| rules_of.get(k).is_some_and(|s| s.contains(m)));
+            let clique = m.len() > 1
+                && m.iter()
+                    .all(|k| rules_of.get(k).is_some_and(|s| s.contains(m)));
             if clique && seen.insert(m.clone()) && m.iter().all(|k| !out.contains_key(k)) {
                 for &k in m {
                     out.insert(k, next);
@@ -200,7 +256,9 @@ fn prune_across_zones(p: &Problem, bins: &[BinInfo]) -> Vec<usize> {
     let mut out = Vec::new();
     for (i, b) in bins.iter().enumerate() {
         match b.bin {
-            Bin::New { shape, .. } if p.pools[p.shapes[shape].pool].remaining.is_none() => groups.entry(p.shapes[shape].pool).or_default().push(i),
+            Bin::New { shape, .. } if p.pools[p.shapes[shape].pool].remaining.is_none() => {
+                groups.entry(p.shapes[shape].pool).or_default().push(i)
+            }
             _ => out.push(i),
         }
     }
@@ -209,7 +267,8 @@ fn prune_across_zones(p: &Problem, bins: &[BinInfo]) -> Vec<usize> {
         let mut kept: Vec<usize> = Vec::new();
         for i in members {
             let dominated = kept.iter().any(|&j| {
-                bins[j].room.iter().zip(&bins[i].room).all(|(x, y)| x >= y) && super::serves_superset(&bins[j], &bins[i])
+                bins[j].room.iter().zip(&bins[i].room).all(|(x, y)| x >= y)
+                    && super::serves_superset(&bins[j], &bins[i])
             });
             if !dominated {
                 kept.push(i);
@@ -222,7 +281,13 @@ fn prune_across_zones(p: &Problem, bins: &[BinInfo]) -> Vec<usize> {
 }
 
 /// Classes merged by (requests, kept bins with penalties, clique); caps add up.
-fn merge_classes(p: &Problem, bins: &[BinInfo], kept: &[usize], demand: &[u32], rules: &NodeRules) -> Vec<Group> {
+fn merge_classes(
+    p: &Problem,
+    bins: &[BinInfo],
+    kept: &[usize],
+    demand: &[u32],
+    rules: &NodeRules,
+) -> Vec<Group> {
     let mut of_class: Vec<Vec<(usize, u64)>> = vec![Vec::new(); p.classes.len()];
     for (i, &b) in kept.iter().enumerate() {
         for &(k, pen) in &bins[b].classes {
@@ -238,13 +303,18 @@ fn merge_classes(p: &Problem, bins: &[BinInfo], kept: &[usize], demand: &[u32], 
         }
         let clique = rules.cliques.get(&k).copied();
         let cap = rules.per_node_cap[k];
-        let g = merged.entry((p.classes[k].req.clone(), list.clone(), clique)).or_insert_with(|| Group {
-            demand: 0.0,
-            req: p.classes[k].req.clone(),
-            cap: Some(0.0),
-            clique,
-            bins: list.iter().map(|&(b, pen)| (b, f64::from_bits(pen))).collect(),
-        });
+        let g = merged
+            .entry((p.classes[k].req.clone(), list.clone(), clique))
+            .or_insert_with(|| Group {
+                demand: 0.0,
+                req: p.classes[k].req.clone(),
+                cap: Some(0.0),
+                clique,
+                bins: list
+                    .iter()
+                    .map(|&(b, pen)| (b, f64::from_bits(pen)))
+                    .collect(),
+            });
         g.demand += f64::from(demand[k]);
         g.cap = match (g.cap, cap) {
             (Some(c), n) if n != u32::MAX => Some(c + f64::from(n)),

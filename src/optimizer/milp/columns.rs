@@ -95,13 +95,24 @@ impl NodeRules {
         let mut cap = vec![u32::MAX; n];
         let mut conflicts = BTreeSet::new();
         let mut host_caps = Vec::new();
-        for (gi, g) in p.topology.spreads.iter().enumerate().filter(|(_, g)| g.hard && g.is_host()) {
+        for (gi, g) in p
+            .topology
+            .spreads
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.hard && g.is_host())
+        {
             host_caps.push((g.members.clone(), g.max_skew, gi));
             if g.members.contains(&g.owner) {
                 cap[g.owner] = cap[g.owner].min(g.max_skew as u32);
             }
         }
-        for r in p.topology.affinities.iter().filter(|r| r.anti && r.key == HOSTNAME) {
+        for r in p
+            .topology
+            .affinities
+            .iter()
+            .filter(|r| r.anti && r.key == HOSTNAME)
+        {
             for &m in &r.members {
                 if m == r.owner {
                     cap[m] = cap[m].min(1);
@@ -138,10 +149,25 @@ impl NodeRules {
         let cliques = super::bound::anti_cliques(p);
         let (shared_of, shared_cap) = shared_caps(p, &host_caps, &cliques);
         let mut prefers_alone = vec![false; n];
-        for r in p.topology.preferred.iter().filter(|r| r.anti && r.is_host() && r.members.binary_search(&r.owner).is_ok()) {
+        for r in p
+            .topology
+            .preferred
+            .iter()
+            .filter(|r| r.anti && r.is_host() && r.members.binary_search(&r.owner).is_ok())
+        {
             prefers_alone[r.owner] = true;
         }
-        NodeRules { per_node_cap: cap, conflicts, host_caps, conflicts_of, host_groups_of, shared_of, shared_cap, cliques, prefers_alone }
+        NodeRules {
+            per_node_cap: cap,
+            conflicts,
+            host_caps,
+            conflicts_of,
+            host_groups_of,
+            shared_of,
+            shared_cap,
+            cliques,
+            prefers_alone,
+        }
     }
 
     fn conflict(&self, a: usize, b: usize) -> bool {
@@ -151,7 +177,11 @@ impl NodeRules {
 
 /// Classes whose pods share one per-node cap in every pattern, each class in at most one set, the
 /// anti-affinity clique first: (set per class, cap per set).
-fn shared_caps(p: &Problem, host_caps: &[(Vec<usize>, i64, usize)], cliques: &std::collections::BTreeMap<usize, usize>) -> (Vec<Option<usize>>, Vec<f64>) {
+fn shared_caps(
+    p: &Problem,
+    host_caps: &[(Vec<usize>, i64, usize)],
+    cliques: &std::collections::BTreeMap<usize, usize>,
+) -> (Vec<Option<usize>>, Vec<f64>) {
     let mut of = vec![None; p.classes.len()];
     let mut cap = vec![1.0; cliques.values().map(|&c| c + 1).max().unwrap_or(0)];
     for (&k, &c) in cliques {
@@ -169,12 +199,22 @@ fn shared_caps(p: &Problem, host_caps: &[(Vec<usize>, i64, usize)], cliques: &st
 
 /// The share of the bin's scarcest resource one pod of these requests takes (the knapsacks' size).
 pub(super) fn knapsack_size(req: &[i64], room: &[i64]) -> f64 {
-    req.iter().zip(room).map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 }).fold(1e-6, f64::max)
+    req.iter()
+        .zip(room)
+        .map(|(r, a)| if *a > 0 { *r as f64 / *a as f64 } else { 0.0 })
+        .fold(1e-6, f64::max)
 }
 
 /// Greedy multi-dimensional knapsack: fills the bin with the classes of highest value per unit of its
 /// scarcest resource, honouring every single-node rule. `value[k]` is the dual value of one pod.
-pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)]) -> Vec<(usize, u32)> {
+pub fn pack(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+    existing_host: &[(usize, i64)],
+) -> Vec<(usize, u32)> {
     let mut items: Vec<(usize, f64, f64)> = bin
         .classes
         .iter()
@@ -227,7 +267,16 @@ pub fn pack(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit:
 /// Per hostname spread group of `rules`, the matching pods the node already holds (`existing_host`
 /// lists them by spread index; a new node holds none).
 pub(super) fn host_counts(rules: &NodeRules, existing_host: &[(usize, i64)]) -> Vec<i64> {
-    rules.host_caps.iter().map(|(_, _, gi)| existing_host.iter().find(|(g, _)| g == gi).map_or(0, |(_, c)| *c)).collect()
+    rules
+        .host_caps
+        .iter()
+        .map(|(_, _, gi)| {
+            existing_host
+                .iter()
+                .find(|(g, _)| g == gi)
+                .map_or(0, |(_, c)| *c)
+        })
+        .collect()
 }
 
 /// Whether a pattern obeys the single-node rules (used on seed columns and after trimming).
@@ -241,14 +290,28 @@ pub fn valid(p: &Problem, rules: &NodeRules, bin: &BinInfo, counts: &[(usize, u3
             *u += r * i64::from(n);
         }
     }
-    let conflicts = counts.iter().any(|&(a, _)| counts.iter().any(|&(b, _)| rules.conflict(a, b)));
+    let conflicts = counts
+        .iter()
+        .any(|&(a, _)| counts.iter().any(|&(b, _)| rules.conflict(a, b)));
     used.iter().zip(&bin.room).all(|(u, a)| u <= a) && !conflicts
 }
 
 /// A pattern's cost: the bin's, each pod's preference penalty there, and the node's preferred pod
 /// terms (`counts` holds every pod of the node, a preload included).
 pub fn column_cost(p: &Problem, bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
-    let pods: f64 = counts.iter().map(|&(k, n)| bin.classes.iter().find(|(c, _)| *c == k).map_or(0.0, |(_, pen)| pen * f64::from(n))).sum();
-    let preferred = if !p.topology.has_preferred() { 0.0 } else { crate::optimizer::preferred::host_penalty(p, bin.labels(p), counts) };
+    let pods: f64 = counts
+        .iter()
+        .map(|&(k, n)| {
+            bin.classes
+                .iter()
+                .find(|(c, _)| *c == k)
+                .map_or(0.0, |(_, pen)| pen * f64::from(n))
+        })
+        .sum();
+    let preferred = if !p.topology.has_preferred() {
+        0.0
+    } else {
+        crate::optimizer::preferred::host_penalty(p, bin.labels(p), counts)
+    };
     bin.cost + pods + preferred
 }

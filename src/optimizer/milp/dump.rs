@@ -43,8 +43,19 @@ pub struct ModelSummary {
 pub fn seed_model(p: &Problem) -> Model_ {
     let (greedy, _) = greedy::seed(p, State::new(p), &p.class_demands());
     let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-    let super::Setup { bins, master, columns, .. } = super::setup(p, &greedy, &demand, super::bins(p), &[]);
-    Model_ { bins, master, columns, mip_objective: None, mip_status: "not run".into() }
+    let super::Setup {
+        bins,
+        master,
+        columns,
+        ..
+    } = super::setup(p, &greedy, &demand, super::bins(p), &[]);
+    Model_ {
+        bins,
+        master,
+        columns,
+        mip_objective: None,
+        mip_status: "not run".into(),
+    }
 }
 
 pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {
@@ -56,7 +67,12 @@ pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {
             id,
             pods: c.demand(),
             example: c.pods[0].clone(),
-            requests: c.constraints.requests.iter().map(|(k, q)| (k.to_string(), q.to_canonical())).collect(),
+            requests: c
+                .constraints
+                .requests
+                .iter()
+                .map(|(k, q)| (k.to_string(), q.to_canonical()))
+                .collect(),
             compatible_offerings: c.offerings.len(),
             compatible_nodes: c.existing.len(),
         })
@@ -76,7 +92,14 @@ pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {
     for r in &m.master.rows {
         *constraints.entry(r.kind.family().to_string()).or_default() += 1;
     }
-    ModelSummary { pod_classes, variables, constraints, bins: m.bins.len(), mip_objective: m.mip_objective, mip_status: m.mip_status.clone() }
+    ModelSummary {
+        pod_classes,
+        variables,
+        constraints,
+        bins: m.bins.len(),
+        mip_objective: m.mip_objective,
+        mip_status: m.mip_status.clone(),
+    }
 }
 
 /// Writes `<base>.lp` and `<base>.mps`.

@@ -41,7 +41,16 @@ impl Entry<'_> {
 /// branches that cannot beat it are cut). Returns `None` when `max_nodes` search nodes did not
 /// settle it, so the caller knows the answer is not proven.
 #[allow(clippy::too_many_arguments)]
-pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], floor: f64, max_nodes: usize) -> Option<Vec<(usize, u32)>> {
+pub fn pack_exact(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+    existing_host: &[(usize, i64)],
+    floor: f64,
+    max_nodes: usize,
+) -> Option<Vec<(usize, u32)>> {
     let (counts, settled) = pack_best(p, rules, bin, value, limit, existing_host, floor, max_nodes);
     settled.then_some(counts)
 }
@@ -50,8 +59,26 @@ pub fn pack_exact(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], 
 /// whether the search settled the bin: a pattern found before the budget ran out is still a valid
 /// pattern worth more than `floor`, only not proven the best.
 #[allow(clippy::too_many_arguments)]
-pub fn pack_best(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], floor: f64, max_nodes: usize) -> (Vec<(usize, u32)>, bool) {
-    let packed = pack_ranked(p, rules, bin, value, limit, existing_host, (floor, max_nodes), 0);
+pub fn pack_best(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+    existing_host: &[(usize, i64)],
+    floor: f64,
+    max_nodes: usize,
+) -> (Vec<(usize, u32)>, bool) {
+    let packed = pack_ranked(
+        p,
+        rules,
+        bin,
+        value,
+        limit,
+        existing_host,
+        (floor, max_nodes),
+        0,
+    );
     (packed.best, packed.settled)
 }
 
@@ -69,7 +96,16 @@ pub struct Packed {
 /// [`pack_best`], also answering up to `keep` runners-up: the incumbents the search replaced last.
 /// They come free with the search, and column generation takes them as extra patterns.
 #[allow(clippy::too_many_arguments)]
-pub fn pack_ranked(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], (floor, max_nodes): (f64, usize), keep: usize) -> Packed {
+pub fn pack_ranked(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+    existing_host: &[(usize, i64)],
+    (floor, max_nodes): (f64, usize),
+    keep: usize,
+) -> Packed {
     let mut items = entries(p, rules, bin, value, limit);
     let lambda = prices(rules, bin, &items);
     let host_used = host_counts(rules, existing_host);
@@ -78,25 +114,47 @@ pub fn pack_ranked(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64],
     // scarcest-resource density breaks ties)
     let surrogate = |e: &Entry<'_>| {
         let cost = lagrange::price(&lambda, e.req);
-        if cost > 1e-12 { e.best() / cost } else { f64::INFINITY }
+        if cost > 1e-12 {
+            e.best() / cost
+        } else {
+            f64::INFINITY
+        }
     };
     let density = |e: &Entry<'_>| e.best() / knapsack_size(e.req, &bin.room);
-    items.sort_by(|a, b| surrogate(b).total_cmp(&surrogate(a)).then(density(b).total_cmp(&density(a))).then(a.classes[0].0.cmp(&b.classes[0].0)));
-    let mut found = Found { best: floor.max(0.0), best_counts: vec![], replaced: vec![], keep };
+    items.sort_by(|a, b| {
+        surrogate(b)
+            .total_cmp(&surrogate(a))
+            .then(density(b).total_cmp(&density(a)))
+            .then(a.classes[0].0.cmp(&b.classes[0].0))
+    });
+    let mut found = Found {
+        best: floor.max(0.0),
+        best_counts: vec![],
+        replaced: vec![],
+        keep,
+    };
     let mut settled = found.search(p, rules, bin, (&items, &lambda, &host_used), max_nodes);
     // where that order neither settled the bin nor found a pattern, the scarcest resource's order
     // gets a budget of its own: on the generic pods of Karpenter's mix at 1,000 (no per-node rule)
     // it is what finds the large bins' patterns, and without it the full model's generation stopped
     // at an LP of 3.697 with 9 bins open, where it had converged at 3.4975
     if !settled && found.best_counts.is_empty() {
-        items.sort_by(|a, b| density(b).total_cmp(&density(a)).then(a.classes[0].0.cmp(&b.classes[0].0)));
+        items.sort_by(|a, b| {
+            density(b)
+                .total_cmp(&density(a))
+                .then(a.classes[0].0.cmp(&b.classes[0].0))
+        });
         settled = found.search(p, rules, bin, (&items, &lambda, &host_used), max_nodes);
     }
     let sorted = |mut counts: Vec<(usize, u32)>| {
         counts.sort();
         counts
     };
-    Packed { best: sorted(found.best_counts), settled, runners_up: found.replaced.into_iter().rev().map(sorted).collect() }
+    Packed {
+        best: sorted(found.best_counts),
+        settled,
+        runners_up: found.replaced.into_iter().rev().map(sorted).collect(),
+    }
 }
 
 /// What the searches of one bin found so far: the best value (at least the floor), its pattern and
@@ -112,19 +170,41 @@ struct Found {
 impl Found {
     /// A depth-first search over `items` in their order within `max_nodes`, from what was found so
     /// far; whether it settled the bin.
-    fn search(&mut self, p: &Problem, rules: &NodeRules, bin: &BinInfo, (items, lambda, host_used): (&[Entry<'_>], &[f64], &[i64]), max_nodes: usize) -> bool {
+    fn search(
+        &mut self,
+        p: &Problem,
+        rules: &NodeRules,
+        bin: &BinInfo,
+        (items, lambda, host_used): (&[Entry<'_>], &[f64], &[i64]),
+        max_nodes: usize,
+    ) -> bool {
         let dims = bin.room.len();
         // suffix maxima of value per unit of each resource: room_d times that bounds what is left
         let mut suffix = vec![vec![0.0f64; dims]; items.len() + 1];
         for i in (0..items.len()).rev() {
             let (head, tail) = suffix.split_at_mut(i + 1);
             for ((slot, next), &r) in head[i].iter_mut().zip(&tail[0]).zip(items[i].req) {
-                let per = if r > 0 { items[i].best() / r as f64 } else { f64::INFINITY };
+                let per = if r > 0 {
+                    items[i].best() / r as f64
+                } else {
+                    f64::INFINITY
+                };
                 *slot = next.max(per);
             }
         }
         let gains = lagrange_suffix(rules, items, lambda);
-        let mut search = Search { rules, items, suffix: &suffix, lambda, gains: &gains, found: self, counts: vec![], nodes: 0, max_nodes, blocked: vec![0; p.classes.len()] };
+        let mut search = Search {
+            rules,
+            items,
+            suffix: &suffix,
+            lambda,
+            gains: &gains,
+            found: self,
+            counts: vec![],
+            nodes: 0,
+            max_nodes,
+            blocked: vec![0; p.classes.len()],
+        };
         search.dive(0, bin.room.clone(), host_used.to_vec(), 0.0);
         search.nodes <= search.max_nodes
     }
@@ -143,7 +223,13 @@ impl Found {
 }
 
 /// The bin's classes worth packing, rule-free ones with equal requests merged.
-fn entries<'a>(p: &'a Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32]) -> Vec<Entry<'a>> {
+fn entries<'a>(
+    p: &'a Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+) -> Vec<Entry<'a>> {
     let mut out = Vec::new();
     let mut free: BTreeMap<&[i64], Vec<(usize, f64, u32)>> = BTreeMap::new();
     for &(k, pen) in &bin.classes {
@@ -152,17 +238,27 @@ fn entries<'a>(p: &'a Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], 
             continue;
         }
         let req = p.classes[k].req.as_slice();
-        let rule_free = rules.per_node_cap[k] == u32::MAX && rules.conflicts_of[k].is_empty() && rules.host_groups_of[k].is_empty();
+        let rule_free = rules.per_node_cap[k] == u32::MAX
+            && rules.conflicts_of[k].is_empty()
+            && rules.host_groups_of[k].is_empty();
         if rule_free {
             free.entry(req).or_default().push((k, w, limit[k]));
         } else {
-            out.push(Entry { classes: vec![(k, w, limit[k])], req, merged: false });
+            out.push(Entry {
+                classes: vec![(k, w, limit[k])],
+                req,
+                merged: false,
+            });
         }
     }
     for (req, mut classes) in free {
         classes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let merged = classes.len() > 1;
-        out.push(Entry { classes, req, merged });
+        out.push(Entry {
+            classes,
+            req,
+            merged,
+        });
     }
     out
 }
@@ -174,8 +270,17 @@ fn bound_count(rules: &NodeRules, k: usize, n: u32) -> f64 {
 
 /// Resource prices that minimise the Lagrangian bound of the whole bin (shared caps kept).
 fn prices(rules: &NodeRules, bin: &BinInfo, items: &[Entry<'_>]) -> Vec<f64> {
-    let list: Vec<lagrange::Item<'_>> =
-        items.iter().flat_map(|e| e.classes.iter().map(|&(k, w, n)| lagrange::Item { req: e.req, value: w, count: bound_count(rules, k, n), set: rules.shared_of[k] })).collect();
+    let list: Vec<lagrange::Item<'_>> = items
+        .iter()
+        .flat_map(|e| {
+            e.classes.iter().map(|&(k, w, n)| lagrange::Item {
+                req: e.req,
+                value: w,
+                count: bound_count(rules, k, n),
+                set: rules.shared_of[k],
+            })
+        })
+        .collect();
     lagrange::minimise(&bin.room, &list, &rules.shared_cap).1
 }
 
@@ -201,7 +306,8 @@ fn lagrange_suffix(rules: &NodeRules, items: &[Entry<'_>], lambda: &[f64]) -> Ve
                     let before = lagrange::top_sum(members.iter().copied(), rules.shared_cap[g]);
                     members.push((gain, count(k, n)));
                     members.sort_by(|a, b| b.0.total_cmp(&a.0));
-                    total += lagrange::top_sum(members.iter().copied(), rules.shared_cap[g]) - before;
+                    total +=
+                        lagrange::top_sum(members.iter().copied(), rules.shared_cap[g]) - before;
                 }
             }
         }
@@ -235,7 +341,11 @@ impl Search<'_, '_> {
         if i == self.items.len() || self.nodes > self.max_nodes {
             return;
         }
-        let density = room.iter().enumerate().map(|(d, &a)| a.max(0) as f64 * self.suffix[i][d]).fold(f64::INFINITY, f64::min);
+        let density = room
+            .iter()
+            .enumerate()
+            .map(|(d, &a)| a.max(0) as f64 * self.suffix[i][d])
+            .fold(f64::INFINITY, f64::min);
         let priced = lagrange::price(self.lambda, &room) + self.gains[i];
         if value + density.min(priced) <= self.found.best + 1e-12 {
             return;
@@ -260,7 +370,11 @@ impl Search<'_, '_> {
             }
         }
         for n in (1..=most).rev() {
-            let left: Vec<i64> = room.iter().zip(e.req).map(|(a, r)| a - r * i64::from(n)).collect();
+            let left: Vec<i64> = room
+                .iter()
+                .zip(e.req)
+                .map(|(a, r)| a - r * i64::from(n))
+                .collect();
             let mut used = host_used.clone();
             if !e.merged {
                 for &hi in &self.rules.host_groups_of[k] {
@@ -303,16 +417,47 @@ mod tests {
     /// Every pattern of the bin by enumeration, under the same rules: the best total value.
     fn brute(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32]) -> f64 {
         #[allow(clippy::too_many_arguments)]
-        fn go(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], i: usize, counts: &mut Vec<(usize, u32)>, best: &mut f64) {
+        fn go(
+            p: &Problem,
+            rules: &NodeRules,
+            bin: &BinInfo,
+            value: &[f64],
+            limit: &[u32],
+            i: usize,
+            counts: &mut Vec<(usize, u32)>,
+            best: &mut f64,
+        ) {
             if i == bin.classes.len() {
-                let host_ok = rules.host_caps.iter().all(|(members, cap, _)| counts.iter().filter(|(k, _)| members.contains(k)).map(|&(_, n)| i64::from(n)).sum::<i64>() <= *cap);
+                let host_ok = rules.host_caps.iter().all(|(members, cap, _)| {
+                    counts
+                        .iter()
+                        .filter(|(k, _)| members.contains(k))
+                        .map(|&(_, n)| i64::from(n))
+                        .sum::<i64>()
+                        <= *cap
+                });
                 if valid(p, rules, bin, counts) && host_ok {
-                    *best = best.max(counts.iter().map(|&(k, n)| (value[k] - bin.classes.iter().find(|c| c.0 == k).unwrap().1) * f64::from(n)).sum());
+                    *best = best.max(
+                        counts
+                            .iter()
+                            .map(|&(k, n)| {
+                                (value[k] - bin.classes.iter().find(|c| c.0 == k).unwrap().1)
+                                    * f64::from(n)
+                            })
+                            .sum(),
+                    );
                 }
                 return;
             }
             let k = bin.classes[i].0;
-            let fit = p.classes[k].req.iter().zip(&bin.room).filter(|(r, _)| **r > 0).map(|(r, a)| (a / r) as u32).min().unwrap_or(u32::MAX);
+            let fit = p.classes[k]
+                .req
+                .iter()
+                .zip(&bin.room)
+                .filter(|(r, _)| **r > 0)
+                .map(|(r, a)| (a / r) as u32)
+                .min()
+                .unwrap_or(u32::MAX);
             for n in 0..=limit[k].min(fit).min(rules.per_node_cap[k]) {
                 if n > 0 {
                     counts.push((k, n));
@@ -341,18 +486,45 @@ mod tests {
             let limit: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
             let mut rng = crate::workload::Rng(seed);
             for bin in bins(&p) {
-                let value: Vec<f64> = (0..p.classes.len()).map(|_| rng.unit() * 0.04 - 0.005).collect();
+                let value: Vec<f64> = (0..p.classes.len())
+                    .map(|_| rng.unit() * 0.04 - 0.005)
+                    .collect();
                 let want = brute(&p, &rules, &bin, &value, &limit);
-                let got = pack_exact(&p, &rules, &bin, &value, &limit, &[], 0.0, 1_000_000).expect("settles");
-                let total: f64 = got.iter().map(|&(k, n)| (value[k] - bin.classes.iter().find(|c| c.0 == k).unwrap().1) * f64::from(n)).sum();
-                assert!((total - want).abs() < 1e-9, "seed {seed}: exact {total} vs brute force {want} ({got:?})");
+                let got = pack_exact(&p, &rules, &bin, &value, &limit, &[], 0.0, 1_000_000)
+                    .expect("settles");
+                let total: f64 = got
+                    .iter()
+                    .map(|&(k, n)| {
+                        (value[k] - bin.classes.iter().find(|c| c.0 == k).unwrap().1) * f64::from(n)
+                    })
+                    .sum();
+                assert!(
+                    (total - want).abs() < 1e-9,
+                    "seed {seed}: exact {total} vs brute force {want} ({got:?})"
+                );
                 // above the best value there is nothing: the answer is empty, and settled
-                let above = pack_exact(&p, &rules, &bin, &value, &limit, &[], want + 1e-6, 1_000_000).expect("settles");
-                assert!(above.is_empty(), "seed {seed}: {above:?} beats the best pattern");
+                let above = pack_exact(
+                    &p,
+                    &rules,
+                    &bin,
+                    &value,
+                    &limit,
+                    &[],
+                    want + 1e-6,
+                    1_000_000,
+                )
+                .expect("settles");
+                assert!(
+                    above.is_empty(),
+                    "seed {seed}: {above:?} beats the best pattern"
+                );
                 checked += usize::from(want > 0.0 && bin.classes.len() > 3);
             }
         }
-        assert!(checked >= 10, "only {checked} bins with a pattern worth something");
+        assert!(
+            checked >= 10,
+            "only {checked} bins with a pattern worth something"
+        );
     }
 
     /// 60 pods of the diverse mix on the bundled catalog: the problem, its rules, every class's demand.
@@ -371,16 +543,32 @@ mod tests {
         let value: Vec<f64> = (0..p.classes.len()).map(|_| rng.unit() * 0.02).collect();
         let mut offered = 0;
         for bin in bins(&p) {
-            let worth = |c: &[(usize, u32)]| c.iter().map(|&(k, n)| (value[k] - bin.classes.iter().find(|x| x.0 == k).unwrap().1) * f64::from(n)).sum::<f64>();
+            let worth = |c: &[(usize, u32)]| {
+                c.iter()
+                    .map(|&(k, n)| {
+                        (value[k] - bin.classes.iter().find(|x| x.0 == k).unwrap().1) * f64::from(n)
+                    })
+                    .sum::<f64>()
+            };
             let floor = bin.cost * 0.5;
             let packed = pack_ranked(&p, &rules, &bin, &value, &limit, &[], (floor, 1_000_000), 2);
             // the same best as without runners-up
-            assert_eq!((packed.best.clone(), packed.settled), pack_best(&p, &rules, &bin, &value, &limit, &[], floor, 1_000_000));
+            assert_eq!(
+                (packed.best.clone(), packed.settled),
+                pack_best(&p, &rules, &bin, &value, &limit, &[], floor, 1_000_000)
+            );
             assert!(packed.runners_up.len() <= 2);
             let mut above = worth(&packed.best);
             for r in &packed.runners_up {
-                assert!(valid(&p, &rules, &bin, r) && r.windows(2).all(|w| w[0].0 < w[1].0), "{r:?}");
-                assert!(worth(r) > floor && worth(r) < above, "worth {} against floor {floor} and {above}", worth(r));
+                assert!(
+                    valid(&p, &rules, &bin, r) && r.windows(2).all(|w| w[0].0 < w[1].0),
+                    "{r:?}"
+                );
+                assert!(
+                    worth(r) > floor && worth(r) < above,
+                    "worth {} against floor {floor} and {above}",
+                    worth(r)
+                );
                 above = worth(r);
             }
             offered += packed.runners_up.len();
@@ -391,7 +579,11 @@ mod tests {
     #[test]
     fn a_search_cut_short_still_answers_the_best_pattern_it_found() {
         let (p, rules, limit) = diverse_60(3);
-        let value: Vec<f64> = p.classes.iter().map(|c| 0.01 + c.req.iter().map(|&r| r as f64).sum::<f64>() * 1e-15).collect();
+        let value: Vec<f64> = p
+            .classes
+            .iter()
+            .map(|c| 0.01 + c.req.iter().map(|&r| r as f64).sum::<f64>() * 1e-15)
+            .collect();
         let mut cut_short = 0;
         for bin in bins(&p) {
             let (full, settled) = pack_best(&p, &rules, &bin, &value, &limit, &[], 0.0, 1_000_000);
@@ -402,10 +594,22 @@ mod tests {
             }
             cut_short += 1;
             // a real pattern of the bin, worth something, and no more than the settled best
-            assert!(!early.is_empty() && valid(&p, &rules, &bin, &early), "{early:?}");
-            let worth = |c: &[(usize, u32)]| c.iter().map(|&(k, n)| (value[k] - bin.classes.iter().find(|x| x.0 == k).unwrap().1) * f64::from(n)).sum::<f64>();
+            assert!(
+                !early.is_empty() && valid(&p, &rules, &bin, &early),
+                "{early:?}"
+            );
+            let worth = |c: &[(usize, u32)]| {
+                c.iter()
+                    .map(|&(k, n)| {
+                        (value[k] - bin.classes.iter().find(|x| x.0 == k).unwrap().1) * f64::from(n)
+                    })
+                    .sum::<f64>()
+            };
             assert!(worth(&early) > 0.0 && worth(&early) <= worth(&full) + 1e-12);
-            assert_eq!(pack_exact(&p, &rules, &bin, &value, &limit, &[], 0.0, 3), None);
+            assert_eq!(
+                pack_exact(&p, &rules, &bin, &value, &limit, &[], 0.0, 3),
+                None
+            );
         }
         assert!(cut_short > 0, "no search was cut short");
     }

@@ -39,12 +39,20 @@ pub fn ratio<'b>(
         }
         let values = master.pod_values(p, b, duals);
         // the preload is in every pattern of the bin: its value is fixed like the bin's own duals
-        let fixed = master.bin_dual(p, b, duals) + b.preload.iter().map(|&(k, n)| values[k] * f64::from(n)).sum::<f64>();
+        let fixed = master.bin_dual(p, b, duals)
+            + b.preload
+                .iter()
+                .map(|&(k, n)| values[k] * f64::from(n))
+                .sum::<f64>();
         if b.cost > 1e-12 {
             // penalties only raise a pattern's cost, so leaving them out keeps the ratio safe
             let fractional = collect_bound(p, rules, b, |k, _| values[k], limit);
             let penalty_free = b.classes.iter().all(|&(_, pen)| pen == 0.0);
-            let most = if penalty_free && (fixed + fractional) / b.cost > r { exact(b, &values, r * b.cost - fixed).unwrap_or(fractional) } else { fractional };
+            let most = if penalty_free && (fixed + fractional) / b.cost > r {
+                exact(b, &values, r * b.cost - fixed).unwrap_or(fractional)
+            } else {
+                fractional
+            };
             r = r.max((fixed + most) / b.cost);
         } else {
             let most = collect_bound(p, rules, b, |k, pen| values[k] - pen, limit);
@@ -58,14 +66,25 @@ pub fn ratio<'b>(
 
 /// An upper bound on Σ n_k·w_k over patterns of the bin: the Lagrangian bound with the shared
 /// caps kept (see `lagrange`).
-fn collect_bound(p: &Problem, rules: &NodeRules, b: &BinInfo, w: impl Fn(usize, f64) -> f64, limit: &[u32]) -> f64 {
+fn collect_bound(
+    p: &Problem,
+    rules: &NodeRules,
+    b: &BinInfo,
+    w: impl Fn(usize, f64) -> f64,
+    limit: &[u32],
+) -> f64 {
     let items: Vec<Item<'_>> = b
         .classes
         .iter()
         .filter_map(|&(k, pen)| {
             let value = w(k, pen);
             let count = f64::from(limit[k].min(rules.per_node_cap[k]));
-            (value > 0.0 && count > 0.0).then(|| Item { req: &p.classes[k].req, value, count, set: rules.shared_of[k] })
+            (value > 0.0 && count > 0.0).then(|| Item {
+                req: &p.classes[k].req,
+                value,
+                count,
+                set: rules.shared_of[k],
+            })
         })
         .collect();
     lagrange::minimise(&b.room, &items, &rules.shared_cap).0
@@ -74,14 +93,39 @@ fn collect_bound(p: &Problem, rules: &NodeRules, b: &BinInfo, w: impl Fn(usize, 
 /// The most a pattern of `b` collects under `values`, or `floor` when none collects more, when the
 /// exact knapsack settles it, else HiGHS's bound on it (the `exact` of [`ratio`]).
 /// HiGHS gets `seconds` on a bin the search leaves open.
-pub(super) fn exact_gain(p: &Problem, rules: &NodeRules, b: &BinInfo, values: &[f64], limit: &[u32], floor: f64, seconds: f64) -> Option<f64> {
+pub(super) fn exact_gain(
+    p: &Problem,
+    rules: &NodeRules,
+    b: &BinInfo,
+    values: &[f64],
+    limit: &[u32],
+    floor: f64,
+    seconds: f64,
+) -> Option<f64> {
     let host = super::existing_host(p, rules, b);
-    let Some(counts) = super::exact::pack_exact(p, rules, b, values, limit, &host, floor, FARLEY_EXACT_NODES) else {
+    let Some(counts) =
+        super::exact::pack_exact(p, rules, b, values, limit, &host, floor, FARLEY_EXACT_NODES)
+    else {
         // HiGHS's dual bound caps the bin even when it does not prove its optimum in time
-        return super::prove::solve(p, rules, b, values, limit, &host, std::time::Duration::from_secs_f64(seconds)).map(|k| k.upper.max(floor));
+        return super::prove::solve(
+            p,
+            rules,
+            b,
+            values,
+            limit,
+            &host,
+            std::time::Duration::from_secs_f64(seconds),
+        )
+        .map(|k| k.upper.max(floor));
     };
     // the preload's value is counted by the caller with the bin's fixed part
-    Some(counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum::<f64>().max(floor))
+    Some(
+        counts
+            .iter()
+            .map(|&(k, n)| values[k] * f64::from(n))
+            .sum::<f64>()
+            .max(floor),
+    )
 }
 
 /// Search nodes the Farley ratio's exact knapsack may spend per bin: it runs on every bin once, at

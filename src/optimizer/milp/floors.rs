@@ -50,9 +50,16 @@ pub fn spread_floors(p: &Problem, demand: &[u32]) -> Vec<SpreadFloor> {
     type Spreads<'p> = BTreeMap<(&'p [usize], &'p BTreeSet<String>), (i64, BTreeSet<usize>)>;
     let mut spreads: Spreads<'_> = BTreeMap::new();
     for g in &p.topology.spreads {
-        let usable = g.hard && g.key == ZONE && g.members.contains(&g.owner) && !g.min_is_zero() && g.eligible.len() > 1 && g.existing.values().all(|&n| n == 0);
+        let usable = g.hard
+            && g.key == ZONE
+            && g.members.contains(&g.owner)
+            && !g.min_is_zero()
+            && g.eligible.len() > 1
+            && g.existing.values().all(|&n| n == 0);
         if usable {
-            let (s, owners) = spreads.entry((g.members.as_slice(), &g.eligible)).or_insert((g.max_skew, BTreeSet::new()));
+            let (s, owners) = spreads
+                .entry((g.members.as_slice(), &g.eligible))
+                .or_insert((g.max_skew, BTreeSet::new()));
             *s = (*s).max(g.max_skew);
             owners.insert(g.owner);
         }
@@ -62,7 +69,10 @@ pub fn spread_floors(p: &Problem, demand: &[u32]) -> Vec<SpreadFloor> {
     for ((members, eligible), (s, owners)) in spreads {
         // kube-scheduler checks the skew only when it places an owner's pod: every pod counted must
         // be one, and a zone's last pod may come from the owner with the largest skew
-        if members.iter().any(|k| taken.contains(k)) || !owners.iter().eq(members.iter()) || !members.iter().all(|&k| zones_of(p, k).is_subset(eligible)) {
+        if members.iter().any(|k| taken.contains(k))
+            || !owners.iter().eq(members.iter())
+            || !members.iter().all(|&k| zones_of(p, k).is_subset(eligible))
+        {
             continue;
         }
         let n: i64 = members.iter().map(|&k| i64::from(demand[k])).sum();
@@ -71,7 +81,11 @@ pub fn spread_floors(p: &Problem, demand: &[u32]) -> Vec<SpreadFloor> {
         let least = (least + e - 1) / e;
         if least > 0 {
             taken.extend(members.iter().copied());
-            out.push(SpreadFloor { members: members.to_vec(), eligible: eligible.clone(), least: least as u32 });
+            out.push(SpreadFloor {
+                members: members.to_vec(),
+                eligible: eligible.clone(),
+                least: least as u32,
+            });
         }
     }
     out
@@ -80,23 +94,43 @@ pub fn spread_floors(p: &Problem, demand: &[u32]) -> Vec<SpreadFloor> {
 /// Zones class `k` may use: its offerings' and its existing nodes'.
 fn zones_of(p: &Problem, k: usize) -> BTreeSet<String> {
     let c = &p.classes[k];
-    let mut zones: BTreeSet<String> = c.offerings.iter().map(|&(s, o)| p.offering(s, o).zone.clone()).collect();
-    zones.extend(c.existing.iter().filter_map(|&e| p.existing[e].labels.get(ZONE).cloned()));
+    let mut zones: BTreeSet<String> = c
+        .offerings
+        .iter()
+        .map(|&(s, o)| p.offering(s, o).zone.clone())
+        .collect();
+    zones.extend(
+        c.existing
+            .iter()
+            .filter_map(|&e| p.existing[e].labels.get(ZONE).cloned()),
+    );
     zones
 }
 
 /// Zones where every node the plain relaxed LP (`generated`, over `relaxed`) buys is offered as the
 /// same type and capacity type at no more cost: these are one domain of the floored relaxation.
 pub fn cheap_zones(relaxed: &Problem, generated: &Generation) -> BTreeSet<String> {
-    let mut cheap: BTreeSet<String> = relaxed.shapes.iter().flat_map(|s| s.offerings.iter().map(|o| o.zone.clone())).collect();
+    let mut cheap: BTreeSet<String> = relaxed
+        .shapes
+        .iter()
+        .flat_map(|s| s.offerings.iter().map(|o| o.zone.clone()))
+        .collect();
     for (c, &v) in generated.columns.iter().zip(&generated.lp_values) {
-        let Bin::New { shape, offering } = c.bin else { continue };
+        let Bin::New { shape, offering } = c.bin else {
+            continue;
+        };
         if v <= 1e-9 {
             continue;
         }
         let bought = relaxed.offering(shape, offering);
-        let there: BTreeSet<&String> =
-            relaxed.shapes[shape].offerings.iter().filter(|o| o.capacity_type == bought.capacity_type && o.cost <= bought.cost * (1.0 + 1e-9)).map(|o| &o.zone).collect();
+        let there: BTreeSet<&String> = relaxed.shapes[shape]
+            .offerings
+            .iter()
+            .filter(|o| {
+                o.capacity_type == bought.capacity_type && o.cost <= bought.cost * (1.0 + 1e-9)
+            })
+            .map(|o| &o.zone)
+            .collect();
         cheap.retain(|z| there.contains(z));
     }
     cheap
@@ -112,7 +146,12 @@ pub fn relaxation(p: &Problem, demand: &[u32], cheap: &BTreeSet<String>) -> Opti
     if floors.is_empty() {
         return None;
     }
-    let sets: Vec<&BTreeSet<String>> = floors.iter().map(|f| &f.eligible).collect::<BTreeSet<_>>().into_iter().collect();
+    let sets: Vec<&BTreeSet<String>> = floors
+        .iter()
+        .map(|f| &f.eligible)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let set_of = |f: &SpreadFloor| sets.iter().position(|s| *s == &f.eligible).unwrap_or(0);
     let mut tags: Vec<Vec<usize>> = vec![Vec::new(); p.classes.len()];
     for f in &floors {
@@ -126,7 +165,13 @@ pub fn relaxation(p: &Problem, demand: &[u32], cheap: &BTreeSet<String>) -> Opti
     }
     let (mut problem, of_class) = relax::relax_tagged(p, false, &tags);
     let joined = cheap.iter().cloned().collect::<Vec<_>>().join("+");
-    let domain = |zone: &str| if cheap.contains(zone) { joined.clone() } else { zone.to_string() };
+    let domain = |zone: &str| {
+        if cheap.contains(zone) {
+            joined.clone()
+        } else {
+            zone.to_string()
+        }
+    };
     let mut shapes = (*problem.shapes).clone();
     for o in shapes.iter_mut().flat_map(|s| s.offerings.iter_mut()) {
         o.zone = domain(&o.zone);
@@ -148,7 +193,11 @@ pub fn relaxation(p: &Problem, demand: &[u32], cheap: &BTreeSet<String>) -> Opti
                     *least.entry(domain(z)).or_default() += f.least;
                 }
             }
-            Floor { key: ZONE.to_string(), members: members.into_iter().collect(), least }
+            Floor {
+                key: ZONE.to_string(),
+                members: members.into_iter().collect(),
+                least,
+            }
         })
         .collect();
     Some(Relaxed::new((problem, of_class), demand))
@@ -158,27 +207,60 @@ pub fn relaxation(p: &Problem, demand: &[u32], cheap: &BTreeSet<String>) -> Opti
 /// generation neither converged nor got Farley's ratio). `plain` is the plain relaxation of `p` and
 /// its LP (`relax.rs`): its zones tell which are cheap, and its patterns seed this LP, which then
 /// has only the dear zones' nodes left to price.
-pub fn lower_bound(p: &Problem, demand: &[u32], plain: (&Relaxed, &Generation), settings: &SolveSettings, seconds: f64) -> Result<Option<f64>, String> {
+pub fn lower_bound(
+    p: &Problem,
+    demand: &[u32],
+    plain: (&Relaxed, &Generation),
+    settings: &SolveSettings,
+    seconds: f64,
+) -> Result<Option<f64>, String> {
     let start = std::time::Instant::now();
     let cheap = cheap_zones(&plain.0.problem, plain.1);
-    let Some(relaxed) = relaxation(p, demand, &cheap) else { return Ok(None) };
+    let Some(relaxed) = relaxation(p, demand, &cheap) else {
+        return Ok(None);
+    };
     let seeds = carried(p, plain, &relaxed);
-    let bound = certified(&relaxed, &seeds, settings, seconds - start.elapsed().as_secs_f64());
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), ?cheap, classes = relaxed.problem.classes.len(), seeds = seeds.len(), ?bound, "floored relaxation");
+    let bound = certified(
+        &relaxed,
+        &seeds,
+        settings,
+        seconds - start.elapsed().as_secs_f64(),
+    );
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        ?cheap,
+        classes = relaxed.problem.classes.len(),
+        seeds = seeds.len(),
+        ?bound,
+        "floored relaxation"
+    );
     bound
 }
 
 /// The certified value of the floored `relaxed`'s pattern LP (every zone's bins apart) within
 /// `seconds`, `seeds` among its first patterns.
-fn certified(relaxed: &Relaxed, seeds: &[Column], settings: &SolveSettings, seconds: f64) -> Result<Option<f64>, String> {
-    Ok(relaxed.certify(super::bins(&relaxed.problem), seeds, settings, seconds)?.1)
+fn certified(
+    relaxed: &Relaxed,
+    seeds: &[Column],
+    settings: &SolveSettings,
+    seconds: f64,
+) -> Result<Option<f64>, String> {
+    Ok(relaxed
+        .certify(super::bins(&relaxed.problem), seeds, settings, seconds)?
+        .1)
 }
 
 /// The plain LP's patterns as patterns of the floored relaxation: each plain class becomes one of
 /// its floored classes with the same requests, one outside every floor where there is one (so the
 /// floors start unmet, as nothing is known of them).
 fn carried(p: &Problem, plain: (&Relaxed, &Generation), floored: &Relaxed) -> Vec<Column> {
-    let counted: BTreeSet<usize> = floored.problem.topology.floors.iter().flat_map(|f| f.members.iter().copied()).collect();
+    let counted: BTreeSet<usize> = floored
+        .problem
+        .topology
+        .floors
+        .iter()
+        .flat_map(|f| f.members.iter().copied())
+        .collect();
     let mut to: BTreeMap<usize, usize> = BTreeMap::new();
     for k in 0..p.classes.len() {
         let (r, f) = (plain.0.of_class[k], floored.of_class[k]);
@@ -196,7 +278,11 @@ fn carried(p: &Problem, plain: (&Relaxed, &Generation), floored: &Relaxed) -> Ve
             for &(r, n) in &c.counts {
                 *counts.entry(*to.get(&r)?).or_default() += n;
             }
-            Some(Column { bin: c.bin, counts: counts.into_iter().collect(), cost: c.cost })
+            Some(Column {
+                bin: c.bin,
+                counts: counts.into_iter().collect(),
+                cost: c.cost,
+            })
         })
         .collect()
 }
@@ -219,14 +305,21 @@ mod tests {
         for (pods, least) in [(12, 4), (13, 4), (11, 3), (2, 0)] {
             let demand: Vec<u32> = p.classes.iter().map(|_| pods).collect();
             let floors = spread_floors(&p, &demand);
-            assert_eq!(floors.iter().map(|f| f.least).collect::<Vec<_>>(), if least > 0 { vec![least] } else { vec![] }, "{pods} pods");
+            assert_eq!(
+                floors.iter().map(|f| f.least).collect::<Vec<_>>(),
+                if least > 0 { vec![least] } else { vec![] },
+                "{pods} pods"
+            );
         }
         // two zones alike form one domain with the sum of their floors
         let demand: Vec<u32> = vec![12; p.classes.len()];
         let relaxed = relaxation(&p, &demand, &zones(&["z1", "z2"])).expect("a floor");
         let floors = &relaxed.problem.topology.floors;
         assert_eq!(floors.len(), 1);
-        assert_eq!(floors[0].least, [("z1+z2".to_string(), 8), ("z3".to_string(), 4)].into());
+        assert_eq!(
+            floors[0].least,
+            [("z1+z2".to_string(), 8), ("z3".to_string(), 4)].into()
+        );
     }
 
     #[test]
@@ -241,7 +334,13 @@ mod tests {
         second.owner = 1;
         second.max_skew = 2;
         p.topology.spreads.push(second);
-        assert_eq!(spread_floors(&p, &[6, 6]).iter().map(|f| f.least).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(
+            spread_floors(&p, &[6, 6])
+                .iter()
+                .map(|f| f.least)
+                .collect::<Vec<_>>(),
+            vec![3]
+        );
     }
 
     #[test]
@@ -250,16 +349,39 @@ mod tests {
         let p = zone_spread_priced(12, &[("z1", 0.1), ("z2", 0.1), ("z3", 0.3)]);
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let floored = relaxation(&p, &demand, &zones(&["z1", "z2"])).expect("a floor");
-        let bound = certified(&floored, &[], &SolveSettings::default(), 5.0).expect("solves").expect("certified");
+        let bound = certified(&floored, &[], &SolveSettings::default(), 5.0)
+            .expect("solves")
+            .expect("certified");
         assert!((bound - 1.0).abs() < 1e-5, "{bound}");
         // the same relaxation without its floors puts every pod where nodes are cheapest: 6 x 0.1
         let mut plain = relaxation(&p, &demand, &zones(&["z1", "z2"])).expect("a floor");
         plain.problem.topology.floors.clear();
-        let (generated, _) = plain.certify(super::super::bins(&plain.problem), &[], &SolveSettings::default(), 5.0).expect("solves");
-        assert!((generated.bound.expect("certified") - 0.6).abs() < 1e-6, "{:?}", generated.bound);
+        let (generated, _) = plain
+            .certify(
+                super::super::bins(&plain.problem),
+                &[],
+                &SolveSettings::default(),
+                5.0,
+            )
+            .expect("solves");
+        assert!(
+            (generated.bound.expect("certified") - 0.6).abs() < 1e-6,
+            "{:?}",
+            generated.bound
+        );
         let (state, left) = greedy::place_all(&p, State::new(&p), &p.class_demands());
         assert!(left.is_empty());
-        let cost: f64 = state.nodes.iter().map(|n| if let NodeKind::New { shape, offering } = n.kind { p.offering(shape, offering).cost } else { 0.0 }).sum();
+        let cost: f64 = state
+            .nodes
+            .iter()
+            .map(|n| {
+                if let NodeKind::New { shape, offering } = n.kind {
+                    p.offering(shape, offering).cost
+                } else {
+                    0.0
+                }
+            })
+            .sum();
         assert!(bound <= cost + 1e-9, "bound {bound} above a plan at {cost}");
     }
 
@@ -278,25 +400,57 @@ mod tests {
                 let held: usize = state
                     .nodes
                     .iter()
-                    .filter(|n| n.labels.get(ZONE).is_some_and(|z| domain.split('+').any(|d| d == z)))
+                    .filter(|n| {
+                        n.labels
+                            .get(ZONE)
+                            .is_some_and(|z| domain.split('+').any(|d| d == z))
+                    })
                     .flat_map(|n| n.placed.iter())
                     .filter(|(&k, _)| f.members.contains(&relaxed.of_class[k]))
                     .map(|(_, &c)| c)
                     .sum();
-                assert!(held >= least as usize, "{held} pods in {domain}, floor {least}");
+                assert!(
+                    held >= least as usize,
+                    "{held} pods in {domain}, floor {least}"
+                );
             }
         }
         // and the bound stays below the optimizer's plan
-        let settings = SolveSettings { time_limit: std::time::Duration::from_secs(5), ..Default::default() };
-        let bound = certified(&relaxed, &[], &settings, 5.0).expect("solves").expect("certified");
+        let settings = SolveSettings {
+            time_limit: std::time::Duration::from_secs(5),
+            ..Default::default()
+        };
+        let bound = certified(&relaxed, &[], &settings, 5.0)
+            .expect("solves")
+            .expect("certified");
         // seeded with the plain relaxation's patterns, the same LP certifies the same value
         let plain = Relaxed::of(&p, &demand, false).expect("the plain relaxation");
-        let (generated, plain_bound) = plain.certify(super::super::bins_across_zones(&plain.problem), &[], &settings, 5.0).expect("solves");
-        let seeded = lower_bound(&p, &demand, (&plain, &generated), &settings, 5.0).expect("solves").expect("certified");
-        assert!((seeded - bound).abs() <= 1e-6 * bound, "seeded {seeded}, unseeded {bound}");
-        assert!(plain_bound.expect("certified") < bound - 1e-3, "the floors in z3 cost more than the plain relaxation's {plain_bound:?}");
-        let plan = crate::optimizer::solve(&snapshot, &dear_zone_catalog(), &settings).expect("plans");
+        let (generated, plain_bound) = plain
+            .certify(
+                super::super::bins_across_zones(&plain.problem),
+                &[],
+                &settings,
+                5.0,
+            )
+            .expect("solves");
+        let seeded = lower_bound(&p, &demand, (&plain, &generated), &settings, 5.0)
+            .expect("solves")
+            .expect("certified");
+        assert!(
+            (seeded - bound).abs() <= 1e-6 * bound,
+            "seeded {seeded}, unseeded {bound}"
+        );
+        assert!(
+            plain_bound.expect("certified") < bound - 1e-3,
+            "the floors in z3 cost more than the plain relaxation's {plain_bound:?}"
+        );
+        let plan =
+            crate::optimizer::solve(&snapshot, &dear_zone_catalog(), &settings).expect("plans");
         assert!(plan.unschedulable.is_empty());
-        assert!(bound <= plan.objective + 1e-6, "bound {bound} above the plan's {}", plan.objective);
+        assert!(
+            bound <= plan.objective + 1e-6,
+            "bound {bound} above the plan's {}",
+            plan.objective
+        );
     }
 }

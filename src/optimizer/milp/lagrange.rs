@@ -17,7 +17,11 @@ pub struct Item<'a> {
 
 /// What `amounts` of the resources cost at prices `lambda` (negative amounts count as none).
 pub fn price(lambda: &[f64], amounts: &[i64]) -> f64 {
-    lambda.iter().zip(amounts).map(|(l, &a)| l * a.max(0) as f64).sum()
+    lambda
+        .iter()
+        .zip(amounts)
+        .map(|(l, &a)| l * a.max(0) as f64)
+        .sum()
 }
 
 /// The best `cap` units of (gain, count) pairs sorted by gain, descending.
@@ -52,7 +56,10 @@ pub fn dual(room: &[i64], items: &[Item<'_>], caps: &[f64], lambda: &[f64]) -> f
     // within a set the best gains take the cap first
     sets.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
     for chunk in sets.chunk_by(|a, b| a.0 == b.0) {
-        total += top_sum(chunk.iter().map(|&(_, gain, n)| (gain, n)), caps[chunk[0].0]);
+        total += top_sum(
+            chunk.iter().map(|&(_, gain, n)| (gain, n)),
+            caps[chunk[0].0],
+        );
     }
     total
 }
@@ -67,7 +74,17 @@ pub fn minimise(room: &[i64], items: &[Item<'_>], caps: &[f64]) -> (f64, Vec<f64
     }
     // beyond the highest value per unit of a resource, raising its price only adds to the bound
     let top: Vec<f64> = (0..dims)
-        .map(|d| if room[d] <= 0 { 0.0 } else { items.iter().filter(|it| it.req[d] > 0).map(|it| it.value / it.req[d] as f64).fold(0.0, f64::max) })
+        .map(|d| {
+            if room[d] <= 0 {
+                0.0
+            } else {
+                items
+                    .iter()
+                    .filter(|it| it.req[d] > 0)
+                    .map(|it| it.value / it.req[d] as f64)
+                    .fold(0.0, f64::max)
+            }
+        })
         .collect();
     // a coarse grid over the first three resources (cpu, memory, pods) picks the starting point
     const STEPS: usize = 6;
@@ -123,10 +140,31 @@ mod tests {
         let mut best = 0.0f64;
         let mut counts = vec![0u32; items.len()];
         loop {
-            let fits = (0..room.len()).all(|d| items.iter().zip(&counts).map(|(it, &c)| it.req[d] * i64::from(c)).sum::<i64>() <= room[d]);
-            let capped = (0..caps.len()).all(|g| items.iter().zip(&counts).filter(|(it, _)| it.set == Some(g)).map(|(_, &c)| f64::from(c)).sum::<f64>() <= caps[g]);
+            let fits = (0..room.len()).all(|d| {
+                items
+                    .iter()
+                    .zip(&counts)
+                    .map(|(it, &c)| it.req[d] * i64::from(c))
+                    .sum::<i64>()
+                    <= room[d]
+            });
+            let capped = (0..caps.len()).all(|g| {
+                items
+                    .iter()
+                    .zip(&counts)
+                    .filter(|(it, _)| it.set == Some(g))
+                    .map(|(_, &c)| f64::from(c))
+                    .sum::<f64>()
+                    <= caps[g]
+            });
             if fits && capped {
-                best = best.max(items.iter().zip(&counts).map(|(it, &c)| it.value * f64::from(c)).sum());
+                best = best.max(
+                    items
+                        .iter()
+                        .zip(&counts)
+                        .map(|(it, &c)| it.value * f64::from(c))
+                        .sum(),
+                );
             }
             let mut i = 0;
             loop {
@@ -145,7 +183,13 @@ mod tests {
 
     #[test]
     fn the_bound_is_never_below_the_best_pattern_and_caps_tighten_it() {
-        let reqs: Vec<Vec<i64>> = vec![vec![1000, 100, 1], vec![100, 512, 1], vec![250, 1024, 1], vec![100, 1024, 1], vec![1500, 100, 1]];
+        let reqs: Vec<Vec<i64>> = vec![
+            vec![1000, 100, 1],
+            vec![100, 512, 1],
+            vec![250, 1024, 1],
+            vec![100, 1024, 1],
+            vec![1500, 100, 1],
+        ];
         let values = [3.7, 1.2, 2.5, 1.3, 3.8];
         let room = [1930, 1450, 8];
         for seed in 0..40u64 {
@@ -153,16 +197,33 @@ mod tests {
             let items: Vec<Item<'_>> = reqs
                 .iter()
                 .zip(values)
-                .map(|(req, v)| Item { req, value: v * (0.5 + rng.unit()), count: 1.0 + rng.below(4) as f64, set: (rng.below(2) == 0).then_some(0) })
+                .map(|(req, v)| Item {
+                    req,
+                    value: v * (0.5 + rng.unit()),
+                    count: 1.0 + rng.below(4) as f64,
+                    set: (rng.below(2) == 0).then_some(0),
+                })
                 .collect();
             let caps = [1.0];
             let exact = brute(&room, &items, &caps);
             let (ub, lambda) = minimise(&room, &items, &caps);
-            assert!(ub >= exact - 1e-9, "seed {seed}: bound {ub} below the best pattern {exact}");
+            assert!(
+                ub >= exact - 1e-9,
+                "seed {seed}: bound {ub} below the best pattern {exact}"
+            );
             assert!((dual(&room, &items, &caps, &lambda) - ub).abs() < 1e-9);
-            let uncapped: Vec<Item<'_>> = items.iter().map(|it| Item { set: None, ..it.clone() }).collect();
+            let uncapped: Vec<Item<'_>> = items
+                .iter()
+                .map(|it| Item {
+                    set: None,
+                    ..it.clone()
+                })
+                .collect();
             let (loose, at) = minimise(&room, &uncapped, &caps);
-            assert!(dual(&room, &items, &caps, &at) <= loose + 1e-9, "seed {seed}: a cap loosened the bound");
+            assert!(
+                dual(&room, &items, &caps, &at) <= loose + 1e-9,
+                "seed {seed}: a cap loosened the bound"
+            );
         }
     }
 }

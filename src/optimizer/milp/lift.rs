@@ -36,8 +36,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::super::problem::Problem;
 use super::super::SolveSettings;
 use super::columns::{Bin, Column, NodeRules};
-use super::{primal, relax, restricted};
 use super::zonal::{self, Zoned};
+use super::{primal, relax, restricted};
 
 /// The relaxation's candidates: its zone program's, and where no zone rule is left for that
 /// program to settle (a problem whose zones were pinned first, `pin.rs`) and either it did not
@@ -82,7 +82,14 @@ impl Candidates {
     /// Each candidate there is, the zone program's first, named `zones` or `cover` after its rounding.
     pub fn named(self, zones: &str, cover: &str) -> Vec<(String, Vec<(Column, u32)>)> {
         let extended = format!("{zones}-extended");
-        [(zones, self.zones), (extended.as_str(), self.extended), (cover, self.cover)].into_iter().filter_map(|(name, c)| c.map(|c| (name.to_string(), c))).collect()
+        [
+            (zones, self.zones),
+            (extended.as_str(), self.extended),
+            (cover, self.cover),
+        ]
+        .into_iter()
+        .filter_map(|(name, c)| c.map(|c| (name.to_string(), c)))
+        .collect()
     }
 }
 
@@ -90,7 +97,12 @@ impl Candidates {
 /// start, its column generation and the zones for its nodes within `seconds` in all; None when the
 /// relaxation does not shrink the problem (the full model's own LP is then as good), its LP fails or
 /// no time is left for it.
-pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Option<Candidates> {
+pub fn candidates(
+    p: &Problem,
+    demand: &[u32],
+    settings: &SolveSettings,
+    seconds: f64,
+) -> Option<Candidates> {
     let began = std::time::Instant::now();
     let short = settings.time_limit.as_secs_f64() < COVER_SECONDS_PER_POD * p.total_pods() as f64;
     // with no zone rule left and time for it, the integer program buys the copies (see `restricted`),
@@ -98,39 +110,104 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
     let integer = zonal::zoneless(p) && seconds * (1.0 - COLUMN_SHARE) >= MIN_INTEGER_SECONDS;
     let relaxed = relax::Relaxed::of(p, demand, integer)?;
     let seed = relaxed.seed();
-    tracing::debug!(seconds = began.elapsed().as_secs_f64(), classes = relaxed.problem.classes.len(), "relaxation and its greedy seed built");
+    tracing::debug!(
+        seconds = began.elapsed().as_secs_f64(),
+        classes = relaxed.problem.classes.len(),
+        "relaxation and its greedy seed built"
+    );
     let left = seconds - began.elapsed().as_secs_f64();
     if left < 0.05 {
         return None;
     }
-    let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(left * COLUMN_SHARE), lower_bound: false, ..settings.clone() };
-    let generated = super::columns_and_bound(&relaxed.problem, &settings, &seed, &relaxed.demand, super::Unproven::Large).ok()?;
-    tracing::debug!(seconds = began.elapsed().as_secs_f64(), columns = generated.columns.len(), "relaxation's columns generated");
+    let settings = SolveSettings {
+        time_limit: std::time::Duration::from_secs_f64(left * COLUMN_SHARE),
+        lower_bound: false,
+        ..settings.clone()
+    };
+    let generated = super::columns_and_bound(
+        &relaxed.problem,
+        &settings,
+        &seed,
+        &relaxed.demand,
+        super::Unproven::Large,
+    )
+    .ok()?;
+    tracing::debug!(
+        seconds = began.elapsed().as_secs_f64(),
+        columns = generated.columns.len(),
+        "relaxation's columns generated"
+    );
     let for_zones = (seconds - began.elapsed().as_secs_f64()).max(MIN_ZONE_SECONDS);
     let mut extended = None;
     let (zones, proven, start) = if integer {
         // nothing for the zone program to settle but the copies: the integer program buys them
         // with every pod placed, from the cover
         let start = cover_counts(&relaxed.demand, &generated);
-        let bought = restricted::copies(&relaxed.problem, &relaxed.demand, &generated, &start, &settings, for_zones);
+        let bought = restricted::copies(
+            &relaxed.problem,
+            &relaxed.demand,
+            &generated,
+            &start,
+            &settings,
+            for_zones,
+        );
         let proven = bought.as_ref().is_some_and(|b| b.proven);
         if let Some(b) = bought.as_ref().filter(|_| !generated.timed_out) {
-            extended = extend(&relaxed, &seed, &generated, &b.copies, &settings, seconds - began.elapsed().as_secs_f64()).map(|(more, copies)| lifted(p, &relaxed, demand, &more, &copies));
+            extended = extend(
+                &relaxed,
+                &seed,
+                &generated,
+                &b.copies,
+                &settings,
+                seconds - began.elapsed().as_secs_f64(),
+            )
+            .map(|(more, copies)| lifted(p, &relaxed, demand, &more, &copies));
         }
-        (bought.map(|b| lifted(p, &relaxed, demand, &generated, &b.copies)), proven, Some(start))
+        (
+            bought.map(|b| lifted(p, &relaxed, demand, &generated, &b.copies)),
+            proven,
+            Some(start),
+        )
     } else {
         // every pattern the LP uses: the zone program decides how many copies to buy (see zonal.rs)
-        let chosen: Vec<(&Column, f64)> = generated.columns.iter().zip(&generated.lp_values).filter(|(_, &v)| v > 1e-6).map(|(c, &v)| (c, v)).collect();
-        let zoned = zonal::assign(p, &relaxed.problem, &relaxed.of_class, demand, &chosen, &generated.pod_prices, for_zones);
+        let chosen: Vec<(&Column, f64)> = generated
+            .columns
+            .iter()
+            .zip(&generated.lp_values)
+            .filter(|(_, &v)| v > 1e-6)
+            .map(|(c, &v)| (c, v))
+            .collect();
+        let zoned = zonal::assign(
+            p,
+            &relaxed.problem,
+            &relaxed.of_class,
+            demand,
+            &chosen,
+            &generated.pod_prices,
+            for_zones,
+        );
         let proven = zoned.as_ref().is_some_and(|z| z.proven);
-        (zoned.map(|zoned| lift(p, &relaxed.of_class, demand, &zoned, &chosen)), proven, None)
+        (
+            zoned.map(|zoned| lift(p, &relaxed.of_class, demand, &zoned, &chosen)),
+            proven,
+            None,
+        )
     };
     let cover = (zonal::zoneless(p) && (short || !proven)).then(|| {
         let copies = start.unwrap_or_else(|| cover_counts(&relaxed.demand, &generated));
         lifted(p, &relaxed, demand, &generated, &copies)
     });
-    let run = Run { variables: generated.size.0, constraints: generated.size.1, finished: proven && !generated.timed_out };
-    (zones.is_some() || cover.is_some()).then_some(Candidates { zones, cover, extended, run })
+    let run = Run {
+        variables: generated.size.0,
+        constraints: generated.size.1,
+        finished: proven && !generated.timed_out,
+    };
+    (zones.is_some() || cover.is_some()).then_some(Candidates {
+        zones,
+        cover,
+        extended,
+        run,
+    })
 }
 
 /// Column generation resumed from `generated`'s patterns, once it stopped on its own (the exact
@@ -148,24 +225,75 @@ pub fn candidates(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds
 /// than 3.823 in what was left, so it runs only with [`MIN_EXTENSION_SECONDS`] (docs/optimizer.md,
 /// section 4). Since stop 49 the first generation ends at about 3.776 after 3 s, and at 10 s the
 /// extension's integer program planned 3.778.
-fn extend(relaxed: &relax::Relaxed, seed: &super::super::state::State<'_>, generated: &super::Generation, bought: &[u32], settings: &SolveSettings, seconds: f64) -> Option<(super::Generation, Vec<u32>)> {
+fn extend(
+    relaxed: &relax::Relaxed,
+    seed: &super::super::state::State<'_>,
+    generated: &super::Generation,
+    bought: &[u32],
+    settings: &SolveSettings,
+    seconds: f64,
+) -> Option<(super::Generation, Vec<u32>)> {
     if seconds < MIN_EXTENSION_SECONDS {
         return None;
     }
     let began = std::time::Instant::now();
-    let lp = |g: &super::Generation| g.columns.iter().zip(&g.lp_values).map(|(c, v)| c.cost * v).sum::<f64>();
-    let columns = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds * EXTENSION_COLUMN_SHARE), ..settings.clone() };
+    let lp = |g: &super::Generation| {
+        g.columns
+            .iter()
+            .zip(&g.lp_values)
+            .map(|(c, v)| c.cost * v)
+            .sum::<f64>()
+    };
+    let columns = SolveSettings {
+        time_limit: std::time::Duration::from_secs_f64(seconds * EXTENSION_COLUMN_SHARE),
+        ..settings.clone()
+    };
     // the bound's thread is the only other one, and at 1,000 pods of the diverse mix it is done by now
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let more = super::columns_and_bound_seeded(&relaxed.problem, &columns, seed, &relaxed.demand, (super::Unproven::Any, threads), super::bins(&relaxed.problem), &generated.columns).ok()?;
-    tracing::debug!(seconds = began.elapsed().as_secs_f64(), columns = more.columns.len(), lp = lp(&more), before = lp(generated), "relaxation's columns extended");
+    let more = super::columns_and_bound_seeded(
+        &relaxed.problem,
+        &columns,
+        seed,
+        &relaxed.demand,
+        (super::Unproven::Any, threads),
+        super::bins(&relaxed.problem),
+        &generated.columns,
+    )
+    .ok()?;
+    tracing::debug!(
+        seconds = began.elapsed().as_secs_f64(),
+        columns = more.columns.len(),
+        lp = lp(&more),
+        before = lp(generated),
+        "relaxation's columns extended"
+    );
     if lp(&more) > lp(generated) - 1e-6 {
         return None;
     }
-    let at: BTreeMap<PatternRef<'_>, u32> = generated.columns.iter().zip(bought).filter(|(_, &n)| n > 0).map(|(c, &n)| ((c.bin, c.counts.as_slice()), n)).collect();
-    let start: Vec<u32> = more.columns.iter().map(|c| at.get(&(c.bin, c.counts.as_slice())).copied().unwrap_or(0)).collect();
-    let tight = SolveSettings { gap: settings.gap.min(EXTENSION_GAP), ..settings.clone() };
-    let copies = restricted::copies(&relaxed.problem, &relaxed.demand, &more, &start, &tight, seconds - began.elapsed().as_secs_f64())?;
+    let at: BTreeMap<PatternRef<'_>, u32> = generated
+        .columns
+        .iter()
+        .zip(bought)
+        .filter(|(_, &n)| n > 0)
+        .map(|(c, &n)| ((c.bin, c.counts.as_slice()), n))
+        .collect();
+    let start: Vec<u32> = more
+        .columns
+        .iter()
+        .map(|c| at.get(&(c.bin, c.counts.as_slice())).copied().unwrap_or(0))
+        .collect();
+    let tight = SolveSettings {
+        gap: settings.gap.min(EXTENSION_GAP),
+        ..settings.clone()
+    };
+    let copies = restricted::copies(
+        &relaxed.problem,
+        &relaxed.demand,
+        &more,
+        &start,
+        &tight,
+        seconds - began.elapsed().as_secs_f64(),
+    )?;
     Some((more, copies.copies))
 }
 
@@ -189,20 +317,53 @@ const EXTENSION_GAP: f64 = 0.001;
 /// The relaxed LP's copies rounded down and the rest covered by whole patterns, best value per
 /// dollar first: copies per pattern of `generated`.
 fn cover_counts(demand: &[u32], generated: &super::Generation) -> Vec<u32> {
-    let values: Vec<f64> = generated.pod_prices.iter().map(|v| v.max(primal::MIN_POD_VALUE)).collect();
+    let values: Vec<f64> = generated
+        .pod_prices
+        .iter()
+        .map(|v| v.max(primal::MIN_POD_VALUE))
+        .collect();
     primal::cover_counts(&generated.columns, &generated.lp_values, 0, demand, &values)
 }
 
 /// `copies` of `generated`'s patterns, lifted to the classes of `p`.
-fn lifted(p: &Problem, relaxed: &relax::Relaxed, demand: &[u32], generated: &super::Generation, copies: &[u32]) -> Vec<(Column, u32)> {
-    let bought: Vec<(&Column, f64)> = generated.columns.iter().zip(copies).filter(|(_, &n)| n > 0).map(|(c, &n)| (c, f64::from(n))).collect();
-    lift(p, &relaxed.of_class, demand, &Zoned::bought(p, &bought), &bought)
+fn lifted(
+    p: &Problem,
+    relaxed: &relax::Relaxed,
+    demand: &[u32],
+    generated: &super::Generation,
+    copies: &[u32],
+) -> Vec<(Column, u32)> {
+    let bought: Vec<(&Column, f64)> = generated
+        .columns
+        .iter()
+        .zip(copies)
+        .filter(|(_, &n)| n > 0)
+        .map(|(c, &n)| (c, f64::from(n)))
+        .collect();
+    lift(
+        p,
+        &relaxed.of_class,
+        demand,
+        &Zoned::bought(p, &bought),
+        &bought,
+    )
 }
 
 /// The relaxed LP's copies rounded down, the rest covered by whole patterns, and lifted.
 #[cfg(test)]
-fn covered(p: &Problem, relaxed: &relax::Relaxed, demand: &[u32], generated: &super::Generation) -> Vec<(Column, u32)> {
-    lifted(p, relaxed, demand, generated, &cover_counts(&relaxed.demand, generated))
+fn covered(
+    p: &Problem,
+    relaxed: &relax::Relaxed,
+    demand: &[u32],
+    generated: &super::Generation,
+) -> Vec<(Column, u32)> {
+    lifted(
+        p,
+        relaxed,
+        demand,
+        generated,
+        &cover_counts(&relaxed.demand, generated),
+    )
 }
 
 /// Under this time limit per pod the cover is built even where the zone program proved its answer:
@@ -250,19 +411,35 @@ impl Tally {
     /// One more node on `bin` at `cost` holding `pods` per class; an empty one is not bought.
     pub(crate) fn add(&mut self, bin: Bin, pods: BTreeMap<usize, u32>, cost: f64) {
         if !pods.is_empty() {
-            self.0.entry((bin, pods.into_iter().collect())).or_insert((cost, 0)).1 += 1;
+            self.0
+                .entry((bin, pods.into_iter().collect()))
+                .or_insert((cost, 0))
+                .1 += 1;
         }
     }
 
     pub(crate) fn into_columns(self) -> Vec<(Column, u32)> {
-        self.0.into_iter().map(|((bin, counts), (cost, n))| (Column { bin, counts, cost }, n)).collect()
+        self.0
+            .into_iter()
+            .map(|((bin, counts), (cost, n))| (Column { bin, counts, cost }, n))
+            .collect()
     }
 }
 
 /// The zoned patterns with their slots given to classes of `p` (see the module doc).
-fn lift(p: &Problem, of_class: &[usize], demand: &[u32], zoned: &Zoned, chosen: &[(&Column, f64)]) -> Vec<(Column, u32)> {
+fn lift(
+    p: &Problem,
+    of_class: &[usize],
+    demand: &[u32],
+    zoned: &Zoned,
+    chosen: &[(&Column, f64)],
+) -> Vec<(Column, u32)> {
     let mut lifting = Lifting::new(p, of_class, demand, zoned);
-    let zones: Vec<String> = zoned.nodes.iter().map(|node| zonal::zone_of(p, &node.bin)).collect();
+    let zones: Vec<String> = zoned
+        .nodes
+        .iter()
+        .map(|node| zonal::zone_of(p, &node.bin))
+        .collect();
     let mut filled: Vec<(usize, Fill)> = Vec::new();
     for (at, node) in zoned.nodes.iter().enumerate() {
         let col = chosen[node.pattern].0;
@@ -284,7 +461,15 @@ fn lift(p: &Problem, of_class: &[usize], demand: &[u32], zoned: &Zoned, chosen: 
     // what the pass above left: each pod by a path of displacements, while the budget lasts
     let mut budget = AUGMENT_TRIES;
     for k in 0..demand.len() {
-        while lifting.left[k] > 0 && lifting.augment(&mut filled, k, AUGMENT_DEPTH, &mut BTreeSet::new(), &mut budget) {}
+        while lifting.left[k] > 0
+            && lifting.augment(
+                &mut filled,
+                k,
+                AUGMENT_DEPTH,
+                &mut BTreeSet::new(),
+                &mut budget,
+            )
+        {}
     }
     let mut out = Tally::default();
     for (at, fill) in filled {
@@ -328,7 +513,16 @@ impl<'a> Lifting<'a> {
                 members.entry(r).or_default().push(k);
             }
         }
-        Lifting { p, of_class, rules: NodeRules::build(p), zoned, members, left: demand.to_vec(), quota: zoned.quota.clone(), planned: zoned.planned.clone() }
+        Lifting {
+            p,
+            of_class,
+            rules: NodeRules::build(p),
+            zoned,
+            members,
+            left: demand.to_vec(),
+            quota: zoned.quota.clone(),
+            planned: zoned.planned.clone(),
+        }
     }
 
     /// A node on `bin` in `zone` with no pod yet.
@@ -337,7 +531,14 @@ impl<'a> Lifting<'a> {
             Bin::New { shape, offering } => Some(self.p.offering(shape, offering).alloc.clone()),
             Bin::Existing(_) => None,
         };
-        Fill { bin, zone, here: BTreeMap::new(), host: vec![0; self.rules.host_caps.len()], taken: Vec::new(), free }
+        Fill {
+            bin,
+            zone,
+            here: BTreeMap::new(),
+            host: vec![0; self.rules.host_caps.len()],
+            taken: Vec::new(),
+            free,
+        }
     }
 
     /// Whether a pod of class `k` may take a slot on the node: it has pods left, the node is one it
@@ -354,17 +555,38 @@ impl<'a> Lifting<'a> {
             }
             && self.zoned.admits(k, fill.zone, &self.quota)
             && fill.here.get(&k).copied().unwrap_or(0) < rules.per_node_cap[k]
-            && rules.host_groups_of[k].iter().all(|&h| fill.host[h] < rules.host_caps[h].1)
-            && rules.conflicts_of[k].iter().all(|j| !fill.here.contains_key(j))
+            && rules.host_groups_of[k]
+                .iter()
+                .all(|&h| fill.host[h] < rules.host_caps[h].1)
+            && rules.conflicts_of[k]
+                .iter()
+                .all(|j| !fill.here.contains_key(j))
     }
 
     /// The member of `rk` a slot goes to: the pods the program put in this zone first, then classes
     /// bound to zones (the free ones fit anywhere later), then the most pods left.
     fn best(&self, fill: &Fill, rk: usize) -> Option<usize> {
         let planned = self.planned.get(fill.zone);
-        let wanted = |k: usize| planned.and_then(|m| m.get(&(self.zoned.signature_of[k], rk))).map_or(0, |&v| (v.max(0.0) * 1e3).round() as i64);
-        let rank = |&&k: &&usize| (wanted(k), self.zoned.is_zonal(k), self.left[k], std::cmp::Reverse(k));
-        self.members.get(&rk).into_iter().flatten().filter(|&&k| self.admits(fill, k)).max_by_key(rank).copied()
+        let wanted = |k: usize| {
+            planned
+                .and_then(|m| m.get(&(self.zoned.signature_of[k], rk)))
+                .map_or(0, |&v| (v.max(0.0) * 1e3).round() as i64)
+        };
+        let rank = |&&k: &&usize| {
+            (
+                wanted(k),
+                self.zoned.is_zonal(k),
+                self.left[k],
+                std::cmp::Reverse(k),
+            )
+        };
+        self.members
+            .get(&rk)
+            .into_iter()
+            .flatten()
+            .filter(|&&k| self.admits(fill, k))
+            .max_by_key(rank)
+            .copied()
     }
 
     /// Puts a pod of class `k` in a slot of `rk` (`sign` 1), or takes it back out (`sign` -1).
@@ -375,10 +597,16 @@ impl<'a> Lifting<'a> {
             fill.here.remove(&k);
         }
         self.left[k] = self.left[k].wrapping_add_signed(-sign);
-        if let Some(v) = self.planned.get_mut(fill.zone).and_then(|m| m.get_mut(&(self.zoned.signature_of[k], rk))) {
+        if let Some(v) = self
+            .planned
+            .get_mut(fill.zone)
+            .and_then(|m| m.get_mut(&(self.zoned.signature_of[k], rk)))
+        {
             *v -= f64::from(sign);
         }
-        if let Some(q) = self.zoned.group_of[k].and_then(|g| self.quota.get_mut(&(g, fill.zone.to_string()))) {
+        if let Some(q) =
+            self.zoned.group_of[k].and_then(|g| self.quota.get_mut(&(g, fill.zone.to_string())))
+        {
             *q = q.wrapping_add_signed(-sign);
         }
         for &h in &self.rules.host_groups_of[k] {
@@ -410,7 +638,14 @@ impl<'a> Lifting<'a> {
     /// trade) until [`Self::augment`] placed them. At 5,000 pods the move to a node with room took
     /// the candidate from 19.553 to 19.514.
     fn trade(&mut self, filled: &mut [(usize, Fill)], fill: &mut Fill, rk: usize) {
-        let wanting: Vec<usize> = self.members.get(&rk).into_iter().flatten().copied().filter(|&k| self.left[k] > 0).collect();
+        let wanting: Vec<usize> = self
+            .members
+            .get(&rk)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&k| self.left[k] > 0)
+            .collect();
         for k in wanting {
             for i in 0..fill.taken.len() {
                 let (rj, j) = fill.taken[i];
@@ -435,7 +670,13 @@ impl<'a> Lifting<'a> {
 
     /// Fills the slot of `rj` that `j`'s pod left on `fill` with another member: one with pods left,
     /// else one an earlier node gives up for `j` ([`Self::swap_in`]); None if neither can.
-    fn refill(&mut self, filled: &mut [(usize, Fill)], fill: &mut Fill, rj: usize, j: usize) -> Option<usize> {
+    fn refill(
+        &mut self,
+        filled: &mut [(usize, Fill)],
+        fill: &mut Fill,
+        rj: usize,
+        j: usize,
+    ) -> Option<usize> {
         match self.best(fill, rj) {
             Some(other) => {
                 self.occupy(fill, rj, other);
@@ -457,11 +698,22 @@ impl<'a> Lifting<'a> {
     /// the two hostname-spread pods the trade could not place each took a path (budget mostly
     /// unused, under a millisecond), and the candidate replayed at the 3.823 $/h it planned instead
     /// of 3.836.
-    fn augment(&mut self, filled: &mut [(usize, Fill)], c: usize, depth: usize, seen: &mut BTreeSet<usize>, budget: &mut usize) -> bool {
+    fn augment(
+        &mut self,
+        filled: &mut [(usize, Fill)],
+        c: usize,
+        depth: usize,
+        seen: &mut BTreeSet<usize>,
+        budget: &mut usize,
+    ) -> bool {
         let (p, rc) = (self.p, self.of_class[c]);
         let req = &p.classes[c].req;
         // after `freed`'s pod is out: room on a new node, its slot on an existing one
-        let room = |fill: &Fill, freed: usize| fill.free.as_ref().map_or(freed == rc, |free| free.iter().zip(req).all(|(f, r)| f >= r));
+        let room = |fill: &Fill, freed: usize| {
+            fill.free.as_ref().map_or(freed == rc, |free| {
+                free.iter().zip(req).all(|(f, r)| f >= r)
+            })
+        };
         let scan = filled.len().div_ceil(AUGMENT_NODES_PER_TRY);
         if *budget < scan {
             return false;
@@ -503,7 +755,12 @@ impl<'a> Lifting<'a> {
     /// admits it: the trade's earlier nodes, or every node for [`Self::augment`].
     fn move_out(&mut self, filled: &mut [(usize, Fill)], rj: usize, j: usize) -> bool {
         let req = &self.p.classes[j].req;
-        let Some((_, to)) = filled.iter_mut().find(|(_, f)| f.free.as_ref().is_some_and(|free| free.iter().zip(req).all(|(f, r)| f >= r)) && self.admits(f, j)) else {
+        let Some((_, to)) = filled.iter_mut().find(|(_, f)| {
+            f.free
+                .as_ref()
+                .is_some_and(|free| free.iter().zip(req).all(|(f, r)| f >= r))
+                && self.admits(f, j)
+        }) else {
             return false;
         };
         self.occupy(to, rj, j);
@@ -513,8 +770,21 @@ impl<'a> Lifting<'a> {
 
     /// A member of `rj` other than `j` (whose pod is back among those left) taken off an earlier
     /// node, which takes `j`'s pod in its place, and put on `fill`; None if no earlier node can.
-    fn swap_in(&mut self, filled: &mut [(usize, Fill)], fill: &mut Fill, rj: usize, j: usize) -> Option<usize> {
-        let others: Vec<usize> = self.members.get(&rj).into_iter().flatten().copied().filter(|&o| o != j).collect();
+    fn swap_in(
+        &mut self,
+        filled: &mut [(usize, Fill)],
+        fill: &mut Fill,
+        rj: usize,
+        j: usize,
+    ) -> Option<usize> {
+        let others: Vec<usize> = self
+            .members
+            .get(&rj)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&o| o != j)
+            .collect();
         for (_, earlier) in filled.iter_mut() {
             for &o in &others {
                 if !earlier.here.contains_key(&o) {
@@ -525,7 +795,11 @@ impl<'a> Lifting<'a> {
                     self.occupy(earlier, rj, j);
                     if self.admits(fill, o) {
                         self.occupy(fill, rj, o);
-                        let slot = earlier.taken.iter().position(|&t| t == (rj, o)).expect("a counted pod has a slot");
+                        let slot = earlier
+                            .taken
+                            .iter()
+                            .position(|&t| t == (rj, o))
+                            .expect("a counted pod has a slot");
                         earlier.taken[slot] = (rj, j);
                         return Some(o);
                     }
@@ -544,27 +818,55 @@ mod tests {
 
     #[test]
     fn a_slot_goes_to_the_spread_group_the_zone_program_put_there() {
-        let p = Problem::build(&crate::workload::diverse(1000, 3), &crate::optimizer::fixtures::two_zone_catalog());
+        let p = Problem::build(
+            &crate::workload::diverse(1000, 3),
+            &crate::optimizer::fixtures::two_zone_catalog(),
+        );
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let (relaxed, of_class) = relax::relax(&p, true);
         let (_, group_of) = zonal::spread_groups(&p);
         // two classes of different spread groups merged into one relaxed class; `planned` is the one
         // the old order (most pods left, then the lower index) would not have picked
-        let spread: Vec<usize> = (0..p.classes.len()).filter(|&k| group_of[k].is_some()).collect();
+        let spread: Vec<usize> = (0..p.classes.len())
+            .filter(|&k| group_of[k].is_some())
+            .collect();
         let (other, planned) = spread
             .iter()
             .flat_map(|&a| spread.iter().map(move |&b| (a, b)))
-            .find(|&(a, b)| of_class[a] == of_class[b] && group_of[a] != group_of[b] && (demand[a], std::cmp::Reverse(a)) > (demand[b], std::cmp::Reverse(b)))
+            .find(|&(a, b)| {
+                of_class[a] == of_class[b]
+                    && group_of[a] != group_of[b]
+                    && (demand[a], std::cmp::Reverse(a)) > (demand[b], std::cmp::Reverse(b))
+            })
             .expect("1,000 pods of the mix have two spread groups with a request in common");
         let r = of_class[planned];
-        let &(shape, offering) = relaxed.classes[r].offerings.iter().find(|&&(s, o)| relaxed.offering(s, o).zone == "z2").expect("an offering in z2");
+        let &(shape, offering) = relaxed.classes[r]
+            .offerings
+            .iter()
+            .find(|&&(s, o)| relaxed.offering(s, o).zone == "z2")
+            .expect("an offering in z2");
         let bin = Bin::New { shape, offering };
-        let col = Column { bin, counts: vec![(r, 1)], cost: relaxed.offering(shape, offering).cost };
-        let signature_of: Vec<usize> = (0..p.classes.len()).map(|k| group_of[k].map_or(0, |g| g + 1)).collect();
+        let col = Column {
+            bin,
+            counts: vec![(r, 1)],
+            cost: relaxed.offering(shape, offering).cost,
+        };
+        let signature_of: Vec<usize> = (0..p.classes.len())
+            .map(|k| group_of[k].map_or(0, |g| g + 1))
+            .collect();
         let zoned = Zoned {
-            nodes: vec![zonal::Node { bin, pattern: 0, copies: 1, cost: col.cost }],
+            nodes: vec![zonal::Node {
+                bin,
+                pattern: 0,
+                copies: 1,
+                cost: col.cost,
+            }],
             allowed: vec![None; p.classes.len()],
-            quota: [group_of[other], group_of[planned]].into_iter().flatten().map(|g| ((g, "z2".to_string()), 1)).collect(),
+            quota: [group_of[other], group_of[planned]]
+                .into_iter()
+                .flatten()
+                .map(|g| ((g, "z2".to_string()), 1))
+                .collect(),
             group_of,
             planned: [("z2".to_string(), [((signature_of[planned], r), 1.0)].into())].into(),
             signature_of,
@@ -572,7 +874,11 @@ mod tests {
         };
         // (the lifting's later pass fills the node's room with pods left over: the slot is asked here)
         let lifting = Lifting::new(&p, &of_class, &demand, &zoned);
-        assert_eq!(lifting.best(&lifting.empty(bin, "z2"), r), Some(planned), "class {other} has more pods left but was not planned in z2");
+        assert_eq!(
+            lifting.best(&lifting.empty(bin, "z2"), r),
+            Some(planned),
+            "class {other} has more pods left but was not planned in z2"
+        );
     }
 
     /// `fixtures::host_spread_deployments(pods)`, its demand, its relaxation's map of classes, and the
@@ -582,7 +888,12 @@ mod tests {
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let (_, of_class) = relax::relax(&p, true);
         let class = |&(app, cpu, _): &(&str, i64, usize)| {
-            (0..p.classes.len()).find(|&k| p.classes[k].constraints.labels["app"] == app && p.classes[k].constraints.requests.get("cpu").milli() == cpu).expect("a class per app and request")
+            (0..p.classes.len())
+                .find(|&k| {
+                    p.classes[k].constraints.labels["app"] == app
+                        && p.classes[k].constraints.requests.get("cpu").milli() == cpu
+                })
+                .expect("a class per app and request")
         };
         let classes = pods.iter().map(class).collect();
         (p, demand, of_class, classes)
@@ -591,34 +902,62 @@ mod tests {
     #[test]
     fn a_slot_blocked_by_its_deployments_other_request_is_traded_with_an_earlier_node() {
         // a: two pods of 1 cpu and one of 500m, b: one of 1 cpu; each Deployment one pod per node
-        let (mut p, demand, of_class, classes) = deployments(&[("a", 1000, 2), ("a", 500, 1), ("b", 1000, 1)]);
+        let (mut p, demand, of_class, classes) =
+            deployments(&[("a", 1000, 2), ("a", 500, 1), ("b", 1000, 1)]);
         // no rule here reads the zone, so the menus keep one of the two alike offerings: both zones
         // are put back, as a zone rule would keep them
-        let every: Vec<(usize, usize)> = (0..p.shapes.len()).flat_map(|s| (0..p.shapes[s].offerings.len()).map(move |o| (s, o))).collect();
+        let every: Vec<(usize, usize)> = (0..p.shapes.len())
+            .flat_map(|s| (0..p.shapes[s].offerings.len()).map(move |o| (s, o)))
+            .collect();
         for class in &mut p.classes {
             class.offerings = every.clone();
         }
-        let [a1, a2, b1] = classes[..] else { unreachable!() };
+        let [a1, a2, b1] = classes[..] else {
+            unreachable!()
+        };
         assert_eq!(of_class[a1], of_class[b1], "one request, one relaxed class");
         let (r1, r2) = (of_class[a1], of_class[a2]);
         let in_zone = |zone: &str| {
-            let (shape, offering) = (0..p.shapes.len()).flat_map(|s| (0..p.shapes[s].offerings.len()).map(move |o| (s, o))).find(|&(s, o)| p.offering(s, o).zone == zone).expect("an offering in each zone");
-            (Bin::New { shape, offering }, p.offering(shape, offering).cost)
+            let (shape, offering) = (0..p.shapes.len())
+                .flat_map(|s| (0..p.shapes[s].offerings.len()).map(move |o| (s, o)))
+                .find(|&(s, o)| p.offering(s, o).zone == zone)
+                .expect("an offering in each zone");
+            (
+                Bin::New { shape, offering },
+                p.offering(shape, offering).cost,
+            )
         };
         let ((z1, cost), (z2, _)) = (in_zone("z1"), in_zone("z2"));
-        let one = Column { bin: z1, counts: vec![(r1, 1)], cost };
-        let both = Column { bin: z2, counts: vec![(r1, 1), (r2, 1)], cost };
+        let one = Column {
+            bin: z1,
+            counts: vec![(r1, 1)],
+            cost,
+        };
+        let both = Column {
+            bin: z2,
+            counts: vec![(r1, 1), (r2, 1)],
+            cost,
+        };
         // the program's plan puts b's 1 cpu pod in z1 and a's in z2: the z1 node takes b's, then the
         // z2 node's 1 cpu slot takes a's, and a's 500m pod may not join it
         let signature_of: Vec<usize> = (0..p.classes.len()).map(|k| usize::from(k == b1)).collect();
-        let node = |bin, pattern| zonal::Node { bin, pattern, copies: 1, cost };
+        let node = |bin, pattern| zonal::Node {
+            bin,
+            pattern,
+            copies: 1,
+            cost,
+        };
         let zoned = Zoned {
             nodes: vec![node(z1, 0), node(z2, 1), node(z1, 0)],
             allowed: vec![None; p.classes.len()],
             group_of: vec![None; p.classes.len()],
             quota: BTreeMap::new(),
             signature_of,
-            planned: [("z1".to_string(), [((1, r1), 1.0)].into()), ("z2".to_string(), [((0, r1), 1.0)].into())].into(),
+            planned: [
+                ("z1".to_string(), [((1, r1), 1.0)].into()),
+                ("z2".to_string(), [((0, r1), 1.0)].into()),
+            ]
+            .into(),
             proven: true,
         };
         let lifted = lift(&p, &of_class, &demand, &zoned, &[(&one, 1.0), (&both, 1.0)]);
@@ -627,23 +966,51 @@ mod tests {
         // the first node gives b's pod to the second for one of a's 1 cpu pods, and the second holds
         // b's and a's 500m pods
         assert_eq!(placed, demand, "{lifted:?}");
-        assert!(lifted.iter().any(|(c, _)| c.bin == z2 && c.counts.len() == 2 && c.counts.iter().any(|&(k, _)| k == b1)), "{lifted:?}");
+        assert!(
+            lifted.iter().any(|(c, _)| c.bin == z2
+                && c.counts.len() == 2
+                && c.counts.iter().any(|&(k, _)| k == b1)),
+            "{lifted:?}"
+        );
     }
 
     #[test]
     fn a_blocking_pod_no_slot_can_take_moves_to_an_earlier_node_with_room() {
         // a: one pod of 1 cpu and one of 500m, one per node; b: one pod of 250m
-        let (p, demand, of_class, classes) = deployments(&[("a", 1000, 1), ("a", 500, 1), ("b", 250, 1)]);
-        let [a1, a2, b] = classes[..] else { unreachable!() };
-        let bin = Bin::New { shape: 0, offering: 0 };
+        let (p, demand, of_class, classes) =
+            deployments(&[("a", 1000, 1), ("a", 500, 1), ("b", 250, 1)]);
+        let [a1, a2, b] = classes[..] else {
+            unreachable!()
+        };
+        let bin = Bin::New {
+            shape: 0,
+            offering: 0,
+        };
         let cost = p.offering(0, 0).cost;
         // the first node holds b's pod and has room for more; the second's two slots are a's requests
-        let first = Column { bin, counts: vec![(of_class[b], 1)], cost };
-        let second = Column { bin, counts: [of_class[a1], of_class[a2]].into_iter().map(|r| (r, 1)).collect(), cost };
+        let first = Column {
+            bin,
+            counts: vec![(of_class[b], 1)],
+            cost,
+        };
+        let second = Column {
+            bin,
+            counts: [of_class[a1], of_class[a2]]
+                .into_iter()
+                .map(|r| (r, 1))
+                .collect(),
+            cost,
+        };
         let chosen = [(&first, 1.0), (&second, 1.0)];
         let lifted = lift(&p, &of_class, &demand, &Zoned::bought(&p, &chosen), &chosen);
         // a's 1 cpu pod joins b's, and the second node keeps a's 500m pod
-        let mut nodes: Vec<Vec<(usize, u32)>> = lifted.iter().map(|(c, copies)| { assert_eq!(*copies, 1); c.counts.clone() }).collect();
+        let mut nodes: Vec<Vec<(usize, u32)>> = lifted
+            .iter()
+            .map(|(c, copies)| {
+                assert_eq!(*copies, 1);
+                c.counts.clone()
+            })
+            .collect();
         nodes.sort();
         let mut want = vec![vec![(a1.min(b), 1), (a1.max(b), 1)], vec![(a2, 1)]];
         want.sort();
@@ -653,30 +1020,59 @@ mod tests {
     #[test]
     fn a_slot_given_up_in_a_trade_is_counted_for_the_member_that_takes_it() {
         // a: one pod of 1 cpu and two of 500m, b: one of 500m; each Deployment one pod per node
-        let (p, demand, of_class, classes) = deployments(&[("a", 1000, 1), ("a", 500, 2), ("b", 500, 1)]);
-        let [a1, a2, b2] = classes[..] else { unreachable!() };
+        let (p, demand, of_class, classes) =
+            deployments(&[("a", 1000, 1), ("a", 500, 2), ("b", 500, 1)]);
+        let [a1, a2, b2] = classes[..] else {
+            unreachable!()
+        };
         assert_eq!(of_class[a2], of_class[b2], "one request, one relaxed class");
         let (r1, r2) = (of_class[a1], of_class[a2]);
-        let bin = Bin::New { shape: 0, offering: 0 };
+        let bin = Bin::New {
+            shape: 0,
+            offering: 0,
+        };
         let cost = p.offering(0, 0).cost;
         // the first node's 500m slot goes to a (most pods left), which blocks a's 1 cpu pod from its
         // 1 cpu slot: a's 500m pod gives way and b's takes its slot; two more nodes of one 500m slot
-        let first = Column { bin, counts: vec![(r2, 1), (r1, 1)], cost };
-        let small = Column { bin, counts: vec![(r2, 1)], cost };
+        let first = Column {
+            bin,
+            counts: vec![(r2, 1), (r1, 1)],
+            cost,
+        };
+        let small = Column {
+            bin,
+            counts: vec![(r2, 1)],
+            cost,
+        };
         let chosen = [(&first, 1.0), (&small, 2.0)];
         let lifted = lift(&p, &of_class, &demand, &Zoned::bought(&p, &chosen), &chosen);
         let (placed, _) = placed_and_doubled(&p, &lifted, &[]);
         // b's pod is on the first node with a's 1 cpu pod, and a's 500m pods on the other two
         assert_eq!(placed, demand, "{lifted:?}");
-        assert!(lifted.iter().any(|(c, _)| c.counts.len() == 2 && c.counts.iter().any(|&(k, _)| k == b2) && c.counts.iter().any(|&(k, _)| k == a1)), "{lifted:?}");
+        assert!(
+            lifted.iter().any(|(c, _)| c.counts.len() == 2
+                && c.counts.iter().any(|&(k, _)| k == b2)
+                && c.counts.iter().any(|&(k, _)| k == a1)),
+            "{lifted:?}"
+        );
     }
 
     /// Pods placed per class by `lifted`, and whether any node holds two pods of `app`'s classes.
-    fn placed_and_doubled(p: &Problem, lifted: &[(Column, u32)], app: &[usize]) -> (Vec<u32>, bool) {
+    fn placed_and_doubled(
+        p: &Problem,
+        lifted: &[(Column, u32)],
+        app: &[usize],
+    ) -> (Vec<u32>, bool) {
         let mut placed = vec![0u32; p.classes.len()];
         let mut doubled = false;
         for (c, copies) in lifted {
-            doubled |= c.counts.iter().filter(|(k, _)| app.contains(k)).map(|&(_, n)| n).sum::<u32>() > 1;
+            doubled |= c
+                .counts
+                .iter()
+                .filter(|(k, _)| app.contains(k))
+                .map(|&(_, n)| n)
+                .sum::<u32>()
+                > 1;
             for &(k, n) in &c.counts {
                 placed[k] += n * copies;
             }
@@ -687,13 +1083,30 @@ mod tests {
     #[test]
     fn a_pod_left_over_is_placed_by_displacing_pods_along_a_path() {
         // a: 1 cpu, 500m and 250m, one per node; b: 200m; c: the rest of a node but 410m
-        let alloc = crate::optimizer::fixtures::host_spread_deployments(&[("x", 100, 1)]).offering(0, 0).alloc[0];
+        let alloc = crate::optimizer::fixtures::host_spread_deployments(&[("x", 100, 1)])
+            .offering(0, 0)
+            .alloc[0];
         let big = alloc - 610;
-        let (p, demand, of_class, classes) = deployments(&[("a", 1000, 1), ("a", 500, 1), ("a", 250, 1), ("b", 200, 1), ("c", big, 1)]);
-        let [a1, a2, a3, b, c] = classes[..] else { unreachable!() };
-        let bin = Bin::New { shape: 0, offering: 0 };
+        let (p, demand, of_class, classes) = deployments(&[
+            ("a", 1000, 1),
+            ("a", 500, 1),
+            ("a", 250, 1),
+            ("b", 200, 1),
+            ("c", big, 1),
+        ]);
+        let [a1, a2, a3, b, c] = classes[..] else {
+            unreachable!()
+        };
+        let bin = Bin::New {
+            shape: 0,
+            offering: 0,
+        };
         let cost = p.offering(0, 0).cost;
-        let col = |ks: &[usize]| Column { bin, counts: ks.iter().map(|&k| (of_class[k], 1)).collect(), cost };
+        let col = |ks: &[usize]| Column {
+            bin,
+            counts: ks.iter().map(|&k| (of_class[k], 1)).collect(),
+            cost,
+        };
         // the first node's 500m slot stays empty (a's 1 cpu pod is there, and no earlier node takes
         // it); the third has 410m free, too little for a's 500m pod, enough for its 250m one
         let (first, second, third) = (col(&[a1, a2]), col(&[a3]), col(&[c, b]));
@@ -703,30 +1116,61 @@ mod tests {
         // 500m takes 1 cpu's place, 1 cpu takes 250m's, and 250m goes to the third node's room
         assert_eq!(placed, demand, "{lifted:?}");
         assert!(!doubled, "{lifted:?}");
-        assert!(lifted.iter().any(|(col, _)| col.counts.len() == 3 && col.counts.iter().any(|&(k, _)| k == a3)), "{lifted:?}");
+        assert!(
+            lifted
+                .iter()
+                .any(|(col, _)| col.counts.len() == 3 && col.counts.iter().any(|&(k, _)| k == a3)),
+            "{lifted:?}"
+        );
     }
 
     #[test]
     fn a_pod_left_over_goes_only_to_a_node_its_offerings_allow() {
         // as above, but a's 500m pod may only run in z2 and every node is in z1
-        let alloc = crate::optimizer::fixtures::host_spread_deployments(&[("x", 100, 1)]).offering(0, 0).alloc[0];
-        let (mut p, demand, of_class, classes) = deployments(&[("a", 1000, 1), ("a", 500, 1), ("a", 250, 1), ("b", 200, 1), ("c", alloc - 610, 1)]);
-        let [a1, a2, a3, b, c] = classes[..] else { unreachable!() };
-        let z1 = (0..p.shapes[0].offerings.len()).find(|&o| p.offering(0, o).zone == "z1").expect("an offering in z1");
+        let alloc = crate::optimizer::fixtures::host_spread_deployments(&[("x", 100, 1)])
+            .offering(0, 0)
+            .alloc[0];
+        let (mut p, demand, of_class, classes) = deployments(&[
+            ("a", 1000, 1),
+            ("a", 500, 1),
+            ("a", 250, 1),
+            ("b", 200, 1),
+            ("c", alloc - 610, 1),
+        ]);
+        let [a1, a2, a3, b, c] = classes[..] else {
+            unreachable!()
+        };
+        let z1 = (0..p.shapes[0].offerings.len())
+            .find(|&o| p.offering(0, o).zone == "z1")
+            .expect("an offering in z1");
         // (its menu might have kept only z1's offering of the alike two: z2's are set outright)
-        let in_z2: Vec<(usize, usize)> = (0..p.shapes.len()).flat_map(|s| (0..p.shapes[s].offerings.len()).map(move |o| (s, o))).filter(|&(s, o)| p.offering(s, o).zone == "z2").collect();
+        let in_z2: Vec<(usize, usize)> = (0..p.shapes.len())
+            .flat_map(|s| (0..p.shapes[s].offerings.len()).map(move |o| (s, o)))
+            .filter(|&(s, o)| p.offering(s, o).zone == "z2")
+            .collect();
         assert!(!in_z2.is_empty());
         p.classes[a2].offerings = in_z2;
-        let bin = Bin::New { shape: 0, offering: z1 };
+        let bin = Bin::New {
+            shape: 0,
+            offering: z1,
+        };
         let cost = p.offering(0, z1).cost;
-        let col = |ks: &[usize]| Column { bin, counts: ks.iter().map(|&k| (of_class[k], 1)).collect(), cost };
+        let col = |ks: &[usize]| Column {
+            bin,
+            counts: ks.iter().map(|&k| (of_class[k], 1)).collect(),
+            cost,
+        };
         let (first, second, third) = (col(&[a1]), col(&[a3]), col(&[c, b]));
         let chosen = [(&first, 1.0), (&second, 1.0), (&third, 1.0)];
         let lifted = lift(&p, &of_class, &demand, &Zoned::bought(&p, &chosen), &chosen);
         let (placed, _) = placed_and_doubled(&p, &lifted, &[a1, a2, a3]);
         // the first node has room for it and no other pod of a: only its offerings keep it out
         assert_eq!(placed[a2], 0, "{lifted:?}");
-        assert_eq!(placed.iter().sum::<u32>(), demand.iter().sum::<u32>() - 1, "{lifted:?}");
+        assert_eq!(
+            placed.iter().sum::<u32>(),
+            demand.iter().sum::<u32>() - 1,
+            "{lifted:?}"
+        );
     }
 
     #[test]
@@ -734,34 +1178,65 @@ mod tests {
         let catalog = crate::optimizer::fixtures::tiny_catalog();
         let p = Problem::build(&crate::workload::diverse(120, 4), &catalog);
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-        let lifted = candidates(&p, &demand, &SolveSettings::default(), 2.0).and_then(|c| c.zones).expect("the relaxation merges the mix's classes");
+        let lifted = candidates(&p, &demand, &SolveSettings::default(), 2.0)
+            .and_then(|c| c.zones)
+            .expect("the relaxation merges the mix's classes");
         let rules = NodeRules::build(&p);
         let mut placed = vec![0u32; p.classes.len()];
         for (c, copies) in &lifted {
-            let Bin::New { shape, offering } = c.bin else { panic!("no existing nodes here") };
+            let Bin::New { shape, offering } = c.bin else {
+                panic!("no existing nodes here")
+            };
             let room = &p.offering(shape, offering).alloc;
             for (d, &r) in room.iter().enumerate() {
-                let used: i64 = c.counts.iter().map(|&(k, n)| p.classes[k].req[d] * i64::from(n)).sum();
+                let used: i64 = c
+                    .counts
+                    .iter()
+                    .map(|&(k, n)| p.classes[k].req[d] * i64::from(n))
+                    .sum();
                 assert!(used <= r, "{c:?} overfills dimension {d}");
             }
             for &(k, n) in &c.counts {
-                assert!(n <= rules.per_node_cap[k] && p.classes[k].offerings.contains(&(shape, offering)), "{c:?}: class {k}");
-                assert!(rules.conflicts_of[k].iter().all(|j| c.counts.iter().all(|&(o, _)| o != *j)), "{c:?}: class {k} with a conflicting one");
+                assert!(
+                    n <= rules.per_node_cap[k]
+                        && p.classes[k].offerings.contains(&(shape, offering)),
+                    "{c:?}: class {k}"
+                );
+                assert!(
+                    rules.conflicts_of[k]
+                        .iter()
+                        .all(|j| c.counts.iter().all(|&(o, _)| o != *j)),
+                    "{c:?}: class {k} with a conflicting one"
+                );
                 placed[k] += n * copies;
             }
             for (members, cap, _) in &rules.host_caps {
-                let here: i64 = c.counts.iter().filter(|(k, _)| members.contains(k)).map(|&(_, n)| i64::from(n)).sum();
+                let here: i64 = c
+                    .counts
+                    .iter()
+                    .filter(|(k, _)| members.contains(k))
+                    .map(|&(_, n)| i64::from(n))
+                    .sum();
                 assert!(here <= *cap, "{c:?}: hostname spread over its cap");
             }
         }
         assert!(placed.iter().zip(&demand).all(|(got, want)| got <= want));
         let total: u32 = demand.iter().sum();
-        assert!(placed.iter().sum::<u32>() * 2 >= total, "only {} of {total} pods lifted", placed.iter().sum::<u32>());
+        assert!(
+            placed.iter().sum::<u32>() * 2 >= total,
+            "only {} of {total} pods lifted",
+            placed.iter().sum::<u32>()
+        );
         // what the rounding left out, and what the replay refuses, the repair places
         let (state, rejected) = super::super::replay(&p, &lifted);
         let (state, left) = crate::optimizer::greedy::repair(&p, state, &rejected);
         assert!(left.is_empty(), "{left:?}");
-        assert_eq!((0..p.classes.len()).map(|k| state.placed_of(k) as u32).sum::<u32>(), total);
+        assert_eq!(
+            (0..p.classes.len())
+                .map(|k| state.placed_of(k) as u32)
+                .sum::<u32>(),
+            total
+        );
     }
 
     #[test]
@@ -772,14 +1247,34 @@ mod tests {
         assert!(zonal::zoneless(&p));
         // (its classes differ only in their Deployment's label, so `Relaxed::of` would not bother)
         let relaxed = relax::Relaxed::new(relax::relax(&p, true), &demand);
-        let settings = SolveSettings { time_limit: std::time::Duration::from_secs(2), lower_bound: false, ..Default::default() };
-        let generated = super::super::columns_and_bound(&relaxed.problem, &settings, &relaxed.seed(), &relaxed.demand, super::super::Unproven::Large).expect("the lp solves");
+        let settings = SolveSettings {
+            time_limit: std::time::Duration::from_secs(2),
+            lower_bound: false,
+            ..Default::default()
+        };
+        let generated = super::super::columns_and_bound(
+            &relaxed.problem,
+            &settings,
+            &relaxed.seed(),
+            &relaxed.demand,
+            super::super::Unproven::Large,
+        )
+        .expect("the lp solves");
         let cover = covered(&p, &relaxed, &demand, &generated);
         let mut placed = vec![0u32; p.classes.len()];
         for (c, copies) in &cover {
-            let Bin::New { shape, offering } = c.bin else { panic!("no existing nodes here") };
+            let Bin::New { shape, offering } = c.bin else {
+                panic!("no existing nodes here")
+            };
             for (d, &r) in p.offering(shape, offering).alloc.iter().enumerate() {
-                assert!(c.counts.iter().map(|&(k, n)| p.classes[k].req[d] * i64::from(n)).sum::<i64>() <= r, "{c:?} overfills dimension {d}");
+                assert!(
+                    c.counts
+                        .iter()
+                        .map(|&(k, n)| p.classes[k].req[d] * i64::from(n))
+                        .sum::<i64>()
+                        <= r,
+                    "{c:?} overfills dimension {d}"
+                );
             }
             for &(k, n) in &c.counts {
                 placed[k] += n * copies;

@@ -109,7 +109,14 @@ impl Master {
         for (k, &d) in demand.iter().enumerate() {
             let r = m.row(RowKind::Demand(k), f64::from(d), f64::INFINITY);
             m.demand_row.push(r);
-            m.aux.push(AuxVar { kind: AuxKind::Unplaced(k), cost: p.weights.unschedulable_pod, lower: 0.0, upper: f64::INFINITY, integer: false, rows: vec![(r, 1.0)] });
+            m.aux.push(AuxVar {
+                kind: AuxKind::Unplaced(k),
+                cost: p.weights.unschedulable_pod,
+                lower: 0.0,
+                upper: f64::INFINITY,
+                integer: false,
+                rows: vec![(r, 1.0)],
+            });
         }
         for b in bins {
             if let Bin::Existing(e) = b.bin {
@@ -119,8 +126,18 @@ impl Master {
         }
         for (pi, pool) in p.pools.iter().enumerate() {
             for (name, left) in pool.remaining.iter().flat_map(|r| r.iter()) {
-                let r = m.row(RowKind::Limit { pool: pi, resource: name.to_string() }, f64::NEG_INFINITY, left.as_f64().max(0.0));
-                m.limit_rows.entry(pi).or_default().push((r, name.to_string()));
+                let r = m.row(
+                    RowKind::Limit {
+                        pool: pi,
+                        resource: name.to_string(),
+                    },
+                    f64::NEG_INFINITY,
+                    left.as_f64().max(0.0),
+                );
+                m.limit_rows
+                    .entry(pi)
+                    .or_default()
+                    .push((r, name.to_string()));
             }
         }
         m.spread_rows(p);
@@ -141,12 +158,44 @@ impl Master {
                 let alone = f
                     .members
                     .iter()
-                    .filter_map(|&k| bins.iter().filter(|b| b.labels(p).get(&f.key) == Some(domain) && b.classes.iter().any(|&(j, _)| j == k)).map(|b| b.cost).min_by(f64::total_cmp))
+                    .filter_map(|&k| {
+                        bins.iter()
+                            .filter(|b| {
+                                b.labels(p).get(&f.key) == Some(domain)
+                                    && b.classes.iter().any(|&(j, _)| j == k)
+                            })
+                            .map(|b| b.cost)
+                            .min_by(f64::total_cmp)
+                    })
                     .max_by(f64::total_cmp);
-                let (Some(cost), true) = (alone, least > 0) else { continue };
-                let row = self.row(RowKind::Floor { floor: fi, domain: domain.clone() }, f64::from(least), f64::INFINITY);
-                self.aux.push(AuxVar { kind: AuxKind::FloorShort { floor: fi, domain: domain.clone() }, cost, lower: 0.0, upper: f64::INFINITY, integer: false, rows: vec![(row, 1.0)] });
-                self.domain_rows.entry(f.key.clone()).or_default().entry(domain.clone()).or_default().push((row, f.members.clone()));
+                let (Some(cost), true) = (alone, least > 0) else {
+                    continue;
+                };
+                let row = self.row(
+                    RowKind::Floor {
+                        floor: fi,
+                        domain: domain.clone(),
+                    },
+                    f64::from(least),
+                    f64::INFINITY,
+                );
+                self.aux.push(AuxVar {
+                    kind: AuxKind::FloorShort {
+                        floor: fi,
+                        domain: domain.clone(),
+                    },
+                    cost,
+                    lower: 0.0,
+                    upper: f64::INFINITY,
+                    integer: false,
+                    rows: vec![(row, 1.0)],
+                });
+                self.domain_rows
+                    .entry(f.key.clone())
+                    .or_default()
+                    .entry(domain.clone())
+                    .or_default()
+                    .push((row, f.members.clone()));
             }
         }
     }
@@ -167,20 +216,58 @@ impl Master {
             // Its row is relaxed to "no more pods than the minimum rises" (count - min <= -m0),
             // which every placement kube-scheduler allows satisfies; the plain row would make the
             // LP infeasible after an uneven scale-in.
-            let m0 = g.eligible.iter().map(|d| g.existing.get(d).copied().unwrap_or(0) as f64).fold(f64::INFINITY, f64::min);
+            let m0 = g
+                .eligible
+                .iter()
+                .map(|d| g.existing.get(d).copied().unwrap_or(0) as f64)
+                .fold(f64::INFINITY, f64::min);
             let min_var = self.aux.len();
-            self.aux.push(AuxVar { kind: AuxKind::SpreadMin(gi), cost: 0.0, lower: 0.0, upper: if fixed_zero { 0.0 } else { f64::INFINITY }, integer: false, rows: vec![] });
+            self.aux.push(AuxVar {
+                kind: AuxKind::SpreadMin(gi),
+                cost: 0.0,
+                lower: 0.0,
+                upper: if fixed_zero { 0.0 } else { f64::INFINITY },
+                integer: false,
+                rows: vec![],
+            });
             for d in &g.eligible {
                 let e = g.existing.get(d).copied().unwrap_or(0) as f64;
-                let low = self.row(RowKind::SpreadLow { group: gi, domain: d.clone() }, -e, f64::INFINITY);
+                let low = self.row(
+                    RowKind::SpreadLow {
+                        group: gi,
+                        domain: d.clone(),
+                    },
+                    -e,
+                    f64::INFINITY,
+                );
                 self.aux[min_var].rows.push((low, -1.0));
-                self.domain_rows.entry(g.key.clone()).or_default().entry(d.clone()).or_default().push((low, g.members.clone()));
-                let high = self.row(RowKind::SpreadHigh { group: gi, domain: d.clone() }, f64::NEG_INFINITY, (g.max_skew as f64 - e).max(-m0));
+                self.domain_rows
+                    .entry(g.key.clone())
+                    .or_default()
+                    .entry(d.clone())
+                    .or_default()
+                    .push((low, g.members.clone()));
+                let high = self.row(
+                    RowKind::SpreadHigh {
+                        group: gi,
+                        domain: d.clone(),
+                    },
+                    f64::NEG_INFINITY,
+                    (g.max_skew as f64 - e).max(-m0),
+                );
                 self.aux[min_var].rows.push((high, -1.0));
-                self.domain_rows.entry(g.key.clone()).or_default().entry(d.clone()).or_default().push((high, g.members.clone()));
+                self.domain_rows
+                    .entry(g.key.clone())
+                    .or_default()
+                    .entry(d.clone())
+                    .or_default()
+                    .push((high, g.members.clone()));
                 if !g.hard {
                     self.aux.push(AuxVar {
-                        kind: AuxKind::SpreadSlack { group: gi, domain: d.clone() },
+                        kind: AuxKind::SpreadSlack {
+                            group: gi,
+                            domain: d.clone(),
+                        },
                         cost: p.weights.schedule_anyway_skew,
                         lower: 0.0,
                         upper: f64::INFINITY,
@@ -205,43 +292,103 @@ impl Master {
             if r.anti {
                 for d in domains {
                     let cap = if r.running.contains_key(&d) { 0.0 } else { 1.0 };
-                    let row = self.row(RowKind::AntiZone { rule: ri, domain: d.clone() }, f64::NEG_INFINITY, cap);
-                    self.domain_rows.entry(r.key.clone()).or_default().entry(d).or_default().push((row, r.members.clone()));
+                    let row = self.row(
+                        RowKind::AntiZone {
+                            rule: ri,
+                            domain: d.clone(),
+                        },
+                        f64::NEG_INFINITY,
+                        cap,
+                    );
+                    self.domain_rows
+                        .entry(r.key.clone())
+                        .or_default()
+                        .entry(d)
+                        .or_default()
+                        .push((row, r.members.clone()));
                 }
             } else if r.running.is_empty() {
-                let total: f64 = r.members.iter().map(|&k| p.classes[k].demand() as f64).sum();
+                let total: f64 = r
+                    .members
+                    .iter()
+                    .map(|&k| p.classes[k].demand() as f64)
+                    .sum();
                 let one = self.row(RowKind::AffinityOne { rule: ri }, f64::NEG_INFINITY, 1.0);
                 for d in domains {
-                    let row = self.row(RowKind::AffinityZone { rule: ri, domain: d.clone() }, f64::NEG_INFINITY, 0.0);
-                    self.domain_rows.entry(r.key.clone()).or_default().entry(d.clone()).or_default().push((row, r.members.clone()));
-                    self.aux.push(AuxVar { kind: AuxKind::AffinityUse { rule: ri, domain: d }, cost: 0.0, lower: 0.0, upper: 1.0, integer: true, rows: vec![(row, -total), (one, 1.0)] });
+                    let row = self.row(
+                        RowKind::AffinityZone {
+                            rule: ri,
+                            domain: d.clone(),
+                        },
+                        f64::NEG_INFINITY,
+                        0.0,
+                    );
+                    self.domain_rows
+                        .entry(r.key.clone())
+                        .or_default()
+                        .entry(d.clone())
+                        .or_default()
+                        .push((row, r.members.clone()));
+                    self.aux.push(AuxVar {
+                        kind: AuxKind::AffinityUse {
+                            rule: ri,
+                            domain: d,
+                        },
+                        cost: 0.0,
+                        lower: 0.0,
+                        upper: 1.0,
+                        integer: true,
+                        rows: vec![(row, -total), (one, 1.0)],
+                    });
                 }
             }
         }
     }
 
     /// The zone-like rows of the domains this bin's labels fall in.
-    fn rows_of<'a>(&'a self, p: &'a Problem, bin: &'a BinInfo) -> impl Iterator<Item = &'a Vec<(usize, Vec<usize>)>> + 'a {
+    fn rows_of<'a>(
+        &'a self,
+        p: &'a Problem,
+        bin: &'a BinInfo,
+    ) -> impl Iterator<Item = &'a Vec<(usize, Vec<usize>)>> + 'a {
         let labels = bin.labels(p);
-        self.domain_rows.iter().filter_map(move |(key, domains)| labels.get(key).and_then(|d| domains.get(d)))
+        self.domain_rows
+            .iter()
+            .filter_map(move |(key, domains)| labels.get(key).and_then(|d| domains.get(d)))
     }
 
     /// The rows a pattern touches, with coefficients.
-    pub fn coefficients(&self, p: &Problem, bin: &BinInfo, counts: &[(usize, u32)]) -> Vec<(usize, f64)> {
-        let mut out: Vec<(usize, f64)> = counts.iter().map(|&(k, n)| (self.demand_row[k], f64::from(n))).collect();
+    pub fn coefficients(
+        &self,
+        p: &Problem,
+        bin: &BinInfo,
+        counts: &[(usize, u32)],
+    ) -> Vec<(usize, f64)> {
+        let mut out: Vec<(usize, f64)> = counts
+            .iter()
+            .map(|&(k, n)| (self.demand_row[k], f64::from(n)))
+            .collect();
         match bin.bin {
             Bin::Existing(e) => out.extend(self.convexity_row.get(&e).map(|&r| (r, 1.0))),
             Bin::New { shape, .. } => {
                 let s = &p.shapes[shape];
                 for (r, name) in self.limit_rows.get(&s.pool).into_iter().flatten() {
-                    let amount = if name == "nodes" { 1.0 } else { s.capacity.get(name).as_f64() };
+                    let amount = if name == "nodes" {
+                        1.0
+                    } else {
+                        s.capacity.get(name).as_f64()
+                    };
                     out.push((*r, amount));
                 }
             }
         }
         for rows in self.rows_of(p, bin) {
             for (row, members) in rows {
-                let n: u32 = counts.iter().filter(|(k, _)| members.binary_search(k).is_ok()).map(|(_, n)| n).sum();
+                let n: u32 = counts
+                    .iter()
+                    .filter(|(k, _)| members.binary_search(k).is_ok())
+                    .map(|(_, n)| n)
+                    .sum();
                 if n > 0 {
                     out.push((*row, f64::from(n)));
                 }
@@ -278,7 +425,14 @@ impl Master {
                     .get(&s.pool)
                     .into_iter()
                     .flatten()
-                    .map(|(r, name)| duals[*r] * if name == "nodes" { 1.0 } else { s.capacity.get(name).as_f64() })
+                    .map(|(r, name)| {
+                        duals[*r]
+                            * if name == "nodes" {
+                                1.0
+                            } else {
+                                s.capacity.get(name).as_f64()
+                            }
+                    })
                     .sum()
             }
         }

@@ -14,8 +14,8 @@ pub mod floors;
 mod lagrange;
 pub mod lift;
 pub mod master;
-pub mod primal;
 mod pricing;
+pub mod primal;
 mod prove;
 pub mod relax;
 mod replay;
@@ -23,11 +23,11 @@ mod restricted;
 mod zonal;
 mod zonefix;
 
-pub use bins::{bins, bins_across_zones, bins_for};
 pub(crate) use bins::serves_superset;
-pub use replay::replay;
+pub use bins::{bins, bins_across_zones, bins_for};
 pub use pricing::Unproven;
 use pricing::{price, price_all, Pricing};
+pub use replay::replay;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -64,7 +64,9 @@ pub enum MilpError {
 impl std::fmt::Display for MilpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            MilpError::OutOfTime => f.write_str("time limit reached before the first lp was solved"),
+            MilpError::OutOfTime => {
+                f.write_str("time limit reached before the first lp was solved")
+            }
             MilpError::Solver(e) => f.write_str(e),
         }
     }
@@ -106,7 +108,12 @@ pub struct Model_ {
 }
 
 /// Seed patterns: the greedy plan's nodes.
-fn seed_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], greedy: &State<'_>) -> Vec<Column> {
+fn seed_columns(
+    p: &Problem,
+    rules: &NodeRules,
+    bins: &[BinInfo],
+    greedy: &State<'_>,
+) -> Vec<Column> {
     let mut out = Vec::new();
     for n in greedy.nodes.iter().filter(|n| !n.placed.is_empty()) {
         let bin = match n.kind {
@@ -115,10 +122,17 @@ fn seed_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], greedy: &State
         };
         let counts: Vec<(usize, u32)> = n.placed.iter().map(|(&k, &c)| (k, c as u32)).collect();
         // a pruned greedy offering maps onto a dominating bin of the same group when one holds the pods
-        let info = bins.iter().find(|b| b.bin == bin).or_else(|| bins.iter().find(|b| valid(p, rules, b, &counts) && same_group(p, &b.bin, &bin)));
+        let info = bins.iter().find(|b| b.bin == bin).or_else(|| {
+            bins.iter()
+                .find(|b| valid(p, rules, b, &counts) && same_group(p, &b.bin, &bin))
+        });
         if let Some(b) = info.filter(|b| b.preload.is_empty()) {
             if valid(p, rules, b, &counts) {
-                out.push(Column { bin: b.bin, cost: column_cost(p, b, &counts), counts });
+                out.push(Column {
+                    bin: b.bin,
+                    cost: column_cost(p, b, &counts),
+                    counts,
+                });
             }
         }
     }
@@ -127,24 +141,50 @@ fn seed_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], greedy: &State
 
 fn same_group(p: &Problem, a: &Bin, b: &Bin) -> bool {
     match (a, b) {
-        (Bin::New { shape: s1, offering: o1 }, Bin::New { shape: s2, offering: o2 }) => {
+        (
+            Bin::New {
+                shape: s1,
+                offering: o1,
+            },
+            Bin::New {
+                shape: s2,
+                offering: o2,
+            },
+        ) => {
             let (x, y) = (p.offering(*s1, *o1), p.offering(*s2, *o2));
-            p.shapes[*s1].pool == p.shapes[*s2].pool && x.zone == y.zone && x.capacity_type == y.capacity_type
+            p.shapes[*s1].pool == p.shapes[*s2].pool
+                && x.zone == y.zone
+                && x.capacity_type == y.capacity_type
         }
         _ => false,
     }
 }
 
-pub(crate) fn build_lp(p: &Problem, master: &Master, bins: &[BinInfo], bin_index: &BTreeMap<Bin, usize>, columns: &[Column], integer: bool) -> ColProblem {
+pub(crate) fn build_lp(
+    p: &Problem,
+    master: &Master,
+    bins: &[BinInfo],
+    bin_index: &BTreeMap<Bin, usize>,
+    columns: &[Column],
+    integer: bool,
+) -> ColProblem {
     let mut pb = ColProblem::default();
-    let rows: Vec<highs::Row> = master.rows.iter().map(|r| pb.add_row(r.lower..=r.upper)).collect();
+    let rows: Vec<highs::Row> = master
+        .rows
+        .iter()
+        .map(|r| pb.add_row(r.lower..=r.upper))
+        .collect();
     for a in &master.aux {
         let f: Vec<(highs::Row, f64)> = a.rows.iter().map(|&(r, c)| (rows[r], c)).collect();
         pb.add_column_with_integrality(a.cost, a.lower..=a.upper, f, integer && a.integer);
     }
     for c in columns {
         let b = &bins[bin_index[&c.bin]];
-        let f: Vec<(highs::Row, f64)> = master.coefficients(p, b, &c.counts).into_iter().map(|(r, v)| (rows[r], v)).collect();
+        let f: Vec<(highs::Row, f64)> = master
+            .coefficients(p, b, &c.counts)
+            .into_iter()
+            .map(|(r, v)| (rows[r], v))
+            .collect();
         let (lo, hi) = Master::column_bounds(&c.bin);
         pb.add_column_with_integrality(c.cost, lo..=hi, f, integer);
     }
@@ -156,7 +196,11 @@ pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f6
     model.set_option("threads", settings.threads.max(1) as i32);
     model.set_option("random_seed", 0);
     // an injected time limit fault gives the model no time at all (see `SolverFault::TimeLimit`)
-    let least = if settings.fault == Some(SolverFault::TimeLimit) { 0.0 } else { 0.05 };
+    let least = if settings.fault == Some(SolverFault::TimeLimit) {
+        0.0
+    } else {
+        0.05
+    };
     model.set_option("time_limit", seconds.max(least));
     if settings.fault == Some(SolverFault::Infeasible) {
         model.add_row(1.0..=1.0, std::iter::empty());
@@ -165,7 +209,11 @@ pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f6
 
 /// Solves a configured model; `what` names it in the error. An injected `Error` fault fails here,
 /// where HiGHS's own error status would surface.
-pub(crate) fn run(model: Model, settings: &SolveSettings, what: &str) -> Result<highs::SolvedModel, String> {
+pub(crate) fn run(
+    model: Model,
+    settings: &SolveSettings,
+    what: &str,
+) -> Result<highs::SolvedModel, String> {
     if settings.fault == Some(SolverFault::Error) {
         return Err(format!("{what}: highs error (injected)"));
     }
@@ -196,23 +244,54 @@ struct Setup {
 }
 
 /// `extra`: more seed patterns (those whose bin is not priced or that do not fit are left out).
-fn setup(p: &Problem, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>, extra: &[Column]) -> Setup {
+fn setup(
+    p: &Problem,
+    greedy: &State<'_>,
+    demand: &[u32],
+    bins: Vec<BinInfo>,
+    extra: &[Column],
+) -> Setup {
     let rules = NodeRules::build(p);
-    let bin_index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
+    let bin_index: BTreeMap<Bin, usize> =
+        bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
     let master = Master::build(p, demand, &bins);
     let mut columns = seed_columns(p, &rules, &bins, greedy);
     // a bin with a preload starts with the pattern "its own pods and nothing else"
-    columns.extend(bins.iter().filter(|b| !b.preload.is_empty()).map(|b| Column { bin: b.bin, counts: b.preload.clone(), cost: column_cost(p, b, &b.preload) }));
+    columns.extend(
+        bins.iter()
+            .filter(|b| !b.preload.is_empty())
+            .map(|b| Column {
+                bin: b.bin,
+                counts: b.preload.clone(),
+                cost: column_cost(p, b, &b.preload),
+            }),
+    );
     let extra = extra.iter().filter_map(|c| {
         let b = &bins[*bin_index.get(&c.bin)?];
-        (b.preload.is_empty() && valid(p, &rules, b, &c.counts)).then(|| Column { bin: c.bin, counts: c.counts.clone(), cost: column_cost(p, b, &c.counts) })
+        (b.preload.is_empty() && valid(p, &rules, b, &c.counts)).then(|| Column {
+            bin: c.bin,
+            counts: c.counts.clone(),
+            cost: column_cost(p, b, &c.counts),
+        })
     });
-    for c in pure_columns(p, &rules, &bins, demand).into_iter().chain(extra) {
-        if !columns.iter().any(|d| d.bin == c.bin && d.counts == c.counts) {
+    for c in pure_columns(p, &rules, &bins, demand)
+        .into_iter()
+        .chain(extra)
+    {
+        if !columns
+            .iter()
+            .any(|d| d.bin == c.bin && d.counts == c.counts)
+        {
             columns.push(c);
         }
     }
-    Setup { rules, bins, bin_index, master, columns }
+    Setup {
+        rules,
+        bins,
+        bin_index,
+        master,
+        columns,
+    }
 }
 
 /// What column generation alone leaves: the patterns, each one's value in the last LP, and the LP's
@@ -233,92 +312,289 @@ pub struct Generation {
 /// Column generation alone, for callers that only want the patterns and the LP (the disruption
 /// model, the disruption bound, the relaxation's bound and candidate). `unproven`: the exact
 /// pricer's best pattern on a bin it did not settle may enter too (see [`Unproven`]).
-pub fn columns_and_bound(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven) -> Result<Generation, String> {
+pub fn columns_and_bound(
+    p: &Problem,
+    settings: &SolveSettings,
+    greedy: &State<'_>,
+    demand: &[u32],
+    unproven: Unproven,
+) -> Result<Generation, String> {
     columns_and_bound_on(p, settings, greedy, demand, unproven, bins(p))
 }
 
 /// [`columns_and_bound`] over the given bins (every offering a pattern may use).
-pub fn columns_and_bound_on(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], unproven: Unproven, all_bins: Vec<BinInfo>) -> Result<Generation, String> {
+pub fn columns_and_bound_on(
+    p: &Problem,
+    settings: &SolveSettings,
+    greedy: &State<'_>,
+    demand: &[u32],
+    unproven: Unproven,
+    all_bins: Vec<BinInfo>,
+) -> Result<Generation, String> {
     columns_and_bound_seeded(p, settings, greedy, demand, (unproven, 1), all_bins, &[])
 }
 
 /// [`columns_and_bound_on`] with `extra` seed patterns beside greedy's, the exact pass and HiGHS's
 /// proof pass pricing bins on `threads` threads.
-pub fn columns_and_bound_seeded(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], (unproven, threads): (Unproven, usize), all_bins: Vec<BinInfo>, extra: &[Column]) -> Result<Generation, String> {
+pub fn columns_and_bound_seeded(
+    p: &Problem,
+    settings: &SolveSettings,
+    greedy: &State<'_>,
+    demand: &[u32],
+    (unproven, threads): (Unproven, usize),
+    all_bins: Vec<BinInfo>,
+    extra: &[Column],
+) -> Result<Generation, String> {
     if demand.iter().all(|&d| d == 0) {
-        return Ok(Generation { columns: vec![], lp_values: vec![], pod_prices: vec![0.0; demand.len()], bound: Some(0.0), timed_out: false, size: (0, 0) });
+        return Ok(Generation {
+            columns: vec![],
+            lp_values: vec![],
+            pod_prices: vec![0.0; demand.len()],
+            bound: Some(0.0),
+            timed_out: false,
+            size: (0, 0),
+        });
     }
     let start = Instant::now();
-    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, all_bins, extra);
+    let Setup {
+        rules,
+        bins,
+        bin_index,
+        master,
+        mut columns,
+    } = setup(p, greedy, demand, all_bins, extra);
     let mut notes = Vec::new();
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven, threads };
-    let (cg, _) = generate(&ctx, &mut columns, settings.time_limit.as_secs_f64(), start, &mut notes).map_err(|e| e.to_string())?;
+    let ctx = Context {
+        p,
+        settings,
+        rules: &rules,
+        master: &master,
+        bins: &bins,
+        bin_index: &bin_index,
+        demand,
+        unproven,
+        threads,
+    };
+    let (cg, _) = generate(
+        &ctx,
+        &mut columns,
+        settings.time_limit.as_secs_f64(),
+        start,
+        &mut notes,
+    )
+    .map_err(|e| e.to_string())?;
     let offset = master.aux.len();
-    let lp_values = (0..columns.len()).map(|j| cg.values.get(offset + j).copied().unwrap_or(0.0)).collect();
-    let pod_prices = (0..p.classes.len()).map(|k| if cg.duals.is_empty() { 0.0 } else { master.demand_dual(&cg.duals, k) }).collect();
+    let lp_values = (0..columns.len())
+        .map(|j| cg.values.get(offset + j).copied().unwrap_or(0.0))
+        .collect();
+    let pod_prices = (0..p.classes.len())
+        .map(|k| {
+            if cg.duals.is_empty() {
+                0.0
+            } else {
+                master.demand_dual(&cg.duals, k)
+            }
+        })
+        .collect();
     let size = (master.aux.len() + columns.len(), master.rows.len());
-    Ok(Generation { columns, lp_values, pod_prices, bound: cg.bound, timed_out: cg.timed_out, size })
+    Ok(Generation {
+        columns,
+        lp_values,
+        pod_prices,
+        bound: cg.bound,
+        timed_out: cg.timed_out,
+        size,
+    })
 }
 
 /// Column generation then, when `integer` allows it, the integer solve, over `bins` (this problem's
 /// [`bins`], or a narrowing of them).
-pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: &[u32], bins: Vec<BinInfo>, integer: bool) -> Result<(MilpAnswer, Model_), MilpError> {
-    let no_time = SolveSettings { time_limit: std::time::Duration::ZERO, ..settings.clone() };
-    let settings = if settings.fault == Some(SolverFault::TimeLimit) { &no_time } else { settings };
+pub fn solve(
+    p: &Problem,
+    settings: &SolveSettings,
+    greedy: &State<'_>,
+    demand: &[u32],
+    bins: Vec<BinInfo>,
+    integer: bool,
+) -> Result<(MilpAnswer, Model_), MilpError> {
+    let no_time = SolveSettings {
+        time_limit: std::time::Duration::ZERO,
+        ..settings.clone()
+    };
+    let settings = if settings.fault == Some(SolverFault::TimeLimit) {
+        &no_time
+    } else {
+        settings
+    };
     let start = Instant::now();
     let budget = settings.time_limit.as_secs_f64();
-    let Setup { rules, bins, bin_index, master, mut columns } = setup(p, greedy, demand, bins, &[]);
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), bins = bins.len(), seeds = columns.len(), "master built");
+    let Setup {
+        rules,
+        bins,
+        bin_index,
+        master,
+        mut columns,
+    } = setup(p, greedy, demand, bins, &[]);
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        bins = bins.len(),
+        seeds = columns.len(),
+        "master built"
+    );
     let mut notes = Vec::new();
     // HiGHS never found an integer answer over the patterns of a few hundred classes within seconds in
     // our runs; there the time goes to column generation and the dive instead
-    let integer_solve = integer && demand.iter().filter(|&&d| d > 0).count() <= MAX_CLASSES_FOR_INTEGER_SOLVE;
-    let (cg_share, dive_share) = if integer_solve { (CG_SHARE_WITH_MIP, 0.8) } else { (0.9, 1.0) };
+    let integer_solve =
+        integer && demand.iter().filter(|&&d| d > 0).count() <= MAX_CLASSES_FOR_INTEGER_SOLVE;
+    let (cg_share, dive_share) = if integer_solve {
+        (CG_SHARE_WITH_MIP, 0.8)
+    } else {
+        (0.9, 1.0)
+    };
     let seeds = columns.len();
     // without an integer solve, rounding scatters a zone-affinity group over the zones the LP
     // spread it across, and the replay then sends most of it to the greedy repair: the last part
     // of column generation runs with each such group held to the zone the LP favours
-    let fixable = !integer_solve && master.aux.iter().any(|a| matches!(a.kind, AuxKind::AffinityUse { .. }));
-    let first_share = if fixable { cg_share * ZONE_FIX_FROM } else { cg_share };
-    let ctx = Context { p, settings, rules: &rules, master: &master, bins: &bins, bin_index: &bin_index, demand, unproven: Unproven::Large, threads: 1 };
+    let fixable = !integer_solve
+        && master
+            .aux
+            .iter()
+            .any(|a| matches!(a.kind, AuxKind::AffinityUse { .. }));
+    let first_share = if fixable {
+        cg_share * ZONE_FIX_FROM
+    } else {
+        cg_share
+    };
+    let ctx = Context {
+        p,
+        settings,
+        rules: &rules,
+        master: &master,
+        bins: &bins,
+        bin_index: &bin_index,
+        demand,
+        unproven: Unproven::Large,
+        threads: 1,
+    };
     let (cg, lp) = generate(&ctx, &mut columns, budget * first_share, start, &mut notes)?;
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), iterations = cg.iterations, columns = columns.len(), lp = cg.objective, "column generation done");
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        iterations = cg.iterations,
+        columns = columns.len(),
+        lp = cg.objective,
+        "column generation done"
+    );
     let offset = master.aux.len();
     let alone = single_pod_costs(p, &bins);
     // primal candidates: the LP rounded down (the replay's greedy repair places the rest) and its
     // residual covered by whole patterns; then the dive, and HiGHS's integer answer over the
     // generated patterns when it finds one in the time left
-    let mut candidates = rounded(p, &master, &columns, &cg.values, &cg.duals, demand, &alone, "lp");
+    let mut candidates = rounded(
+        p, &master, &columns, &cg.values, &cg.duals, demand, &alone, "lp",
+    );
     // the first solve after the fixing restarts from a basis no longer feasible: it took 0.75-1.9
     // times the slowest solve before it in our runs (10,000 and 1,000 pods)
     let left = budget * cg_share - start.elapsed().as_secs_f64();
     let (cg, lp) = if fixable && left > 1.5 * cg.slowest_lp {
         let mut lp = lp;
-        let fixed = zonefix::fix_zone_affinity(p, &master, &bins, &bin_index, &columns, &cg.values, &mut lp.model);
-        match rounds(&ctx, lp, &mut columns, budget * cg_share, start, false, &mut notes) {
+        let fixed = zonefix::fix_zone_affinity(
+            p,
+            &master,
+            &bins,
+            &bin_index,
+            &columns,
+            &cg.values,
+            &mut lp.model,
+        );
+        match rounds(
+            &ctx,
+            lp,
+            &mut columns,
+            budget * cg_share,
+            start,
+            false,
+            &mut notes,
+        ) {
             Ok((after, lp)) => {
-                notes.push(format!("zone affinity: {} groups held to one zone for the last {} rounds", fixed.len(), after.iterations));
-                tracing::debug!(seconds = start.elapsed().as_secs_f64(), fixed = fixed.len(), iterations = after.iterations, lp = after.objective, "zone-fixed column generation done");
+                notes.push(format!(
+                    "zone affinity: {} groups held to one zone for the last {} rounds",
+                    fixed.len(),
+                    after.iterations
+                ));
+                tracing::debug!(
+                    seconds = start.elapsed().as_secs_f64(),
+                    fixed = fixed.len(),
+                    iterations = after.iterations,
+                    lp = after.objective,
+                    "zone-fixed column generation done"
+                );
                 // the cover must not undo the fixing with patterns from before it
-                let allowed: Vec<Column> = columns.iter().map(|c| if fixed.allows(p, &bins[bin_index[&c.bin]], &c.counts) { c.clone() } else { Column { cost: f64::INFINITY, ..c.clone() } }).collect();
-                let mut fixed_candidates = rounded(p, &master, &allowed, &after.values, &after.duals, demand, &alone, "zone-fixed-lp");
+                let allowed: Vec<Column> = columns
+                    .iter()
+                    .map(|c| {
+                        if fixed.allows(p, &bins[bin_index[&c.bin]], &c.counts) {
+                            c.clone()
+                        } else {
+                            Column {
+                                cost: f64::INFINITY,
+                                ..c.clone()
+                            }
+                        }
+                    })
+                    .collect();
+                let mut fixed_candidates = rounded(
+                    p,
+                    &master,
+                    &allowed,
+                    &after.values,
+                    &after.duals,
+                    demand,
+                    &alone,
+                    "zone-fixed-lp",
+                );
                 fixed_candidates.append(&mut candidates);
                 candidates = fixed_candidates;
                 // the bound and the convergence proof are those of the unrestricted LP
                 let (bound, timed_out) = (cg.bound, cg.timed_out);
                 let both = cg.continued_by(after);
-                (Generated { bound, timed_out: timed_out || both.timed_out, ..both }, Some(lp))
+                (
+                    Generated {
+                        bound,
+                        timed_out: timed_out || both.timed_out,
+                        ..both
+                    },
+                    Some(lp),
+                )
             }
             // the free LP's candidates stand; its model went with the failed solve, so no dive
             Err(e) => {
-                notes.push(format!("zone affinity: the lp with zones held failed ({e}); the free lp is rounded"));
+                notes.push(format!(
+                    "zone affinity: the lp with zones held failed ({e}); the free lp is rounded"
+                ));
                 (cg, None)
             }
         }
     } else if fixable && cg.timed_out && left > 0.0 {
         // too little time for the fixed LP: the free one goes on instead
-        let (more, lp) = rounds(&ctx, lp, &mut columns, budget * cg_share, start, true, &mut notes)?;
-        candidates = rounded(p, &master, &columns, &more.values, &more.duals, demand, &alone, "lp");
+        let (more, lp) = rounds(
+            &ctx,
+            lp,
+            &mut columns,
+            budget * cg_share,
+            start,
+            true,
+            &mut notes,
+        )?;
+        candidates = rounded(
+            p,
+            &master,
+            &columns,
+            &more.values,
+            &more.duals,
+            demand,
+            &alone,
+            "lp",
+        );
         (cg.continued_by(more), Some(lp))
     } else {
         (cg, Some(lp))
@@ -328,24 +604,48 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             for (i, a) in master.aux.iter().enumerate() {
                 if matches!(a.kind, AuxKind::Unplaced(_)) {
                     // SAFETY: live model, `i` is one of its columns
-                    unsafe { highs_sys::Highs_changeColCost(lp.model.as_mut_ptr(), i as i32, a.cost) };
+                    unsafe {
+                        highs_sys::Highs_changeColCost(lp.model.as_mut_ptr(), i as i32, a.cost)
+                    };
                 }
             }
             // a dive step re-solves with the real unplaced costs, far slower than a pricing round;
             // start only when the time left for it is clearly enough
-            let dive_until = if budget * dive_share - start.elapsed().as_secs_f64() > 4.0 * cg.slowest_lp { budget * dive_share } else { 0.0 };
-            let input = DiveInput { p, master: &master, bins: &bins, bin_index: &bin_index, columns: &columns, demand };
+            let dive_until =
+                if budget * dive_share - start.elapsed().as_secs_f64() > 4.0 * cg.slowest_lp {
+                    budget * dive_share
+                } else {
+                    0.0
+                };
+            let input = DiveInput {
+                p,
+                master: &master,
+                bins: &bins,
+                bin_index: &bin_index,
+                columns: &columns,
+                demand,
+            };
             Some(dive(lp.model, settings, &input, dive_until, start))
         }
         None => None,
     };
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), steps = dived.as_ref().map(|d| d.steps), "dive done");
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        steps = dived.as_ref().map(|d| d.steps),
+        "dive done"
+    );
     let dive_nodes = match dived.filter(|d| d.steps > 0 && !d.values.is_empty()) {
         // what the dive committed, and the rest of its last LP rounded down and covered
         Some(mut d) => {
             if d.residual.iter().any(|&r| r > 0) {
                 let pod_value = primal::pod_values(p, &master, &cg.duals, &alone);
-                d.nodes.extend(primal::round_and_cover(&columns, &d.values, offset, &d.residual, &pod_value));
+                d.nodes.extend(primal::round_and_cover(
+                    &columns,
+                    &d.values,
+                    offset,
+                    &d.residual,
+                    &pod_value,
+                ));
             }
             d.nodes
         }
@@ -359,14 +659,24 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
         // search after it (on the scale-in re-solve its answer was never the one kept, and its time
         // cost the search the steps that improve the plan): it then gets only what the dive left
         // of generation's share
-        let share = if cg.timed_out { CG_SHARE_WITH_MIP } else { MIP_SHARE };
+        let share = if cg.timed_out {
+            CG_SHARE_WITH_MIP
+        } else {
+            MIP_SHARE
+        };
         let seconds = budget * share - start.elapsed().as_secs_f64();
         let kept = mip_columns(p, &master, &bins, &bin_index, &columns, seeds, &cg);
         let subset: Vec<Column> = kept.iter().map(|&i| columns[i].clone()).collect();
         if subset.len() < columns.len() {
-            notes.push(format!("integer solve over {} of {} patterns", subset.len(), columns.len()));
+            notes.push(format!(
+                "integer solve over {} of {} patterns",
+                subset.len(),
+                columns.len()
+            ));
         }
-        let (status, objective, chosen) = integer_solve_over(p, settings, &master, &bins, &bin_index, &subset, seconds, &mut notes)?;
+        let (status, objective, chosen) = integer_solve_over(
+            p, settings, &master, &bins, &bin_index, &subset, seconds, &mut notes,
+        )?;
         let chosen = chosen.map(|values| {
             let mut all = values[..offset].to_vec();
             all.resize(offset + columns.len(), 0.0);
@@ -380,7 +690,13 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
             // on the scale-in re-solve), and replaying it first could use up the replay budget
             // before the dive's plan: it goes after the dive unless it is proven optimal
             let at = usize::from(status != "optimal");
-            candidates.insert(at, ("mip".to_string(), nodes_of(&columns, &values, offset, round_near)));
+            candidates.insert(
+                at,
+                (
+                    "mip".to_string(),
+                    nodes_of(&columns, &values, offset, round_near),
+                ),
+            );
         }
         (status, objective)
     } else {
@@ -389,7 +705,11 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
         }
         ("skipped", None)
     };
-    tracing::debug!(seconds = start.elapsed().as_secs_f64(), status, "integer solve done");
+    tracing::debug!(
+        seconds = start.elapsed().as_secs_f64(),
+        status,
+        "integer solve done"
+    );
     let answer = MilpAnswer {
         candidates,
         status: status.to_string(),
@@ -401,7 +721,16 @@ pub fn solve(p: &Problem, settings: &SolveSettings, greedy: &State<'_>, demand: 
         lp_bound: cg.bound,
         notes,
     };
-    Ok((answer, Model_ { bins, master, columns, mip_objective, mip_status: status.to_string() }))
+    Ok((
+        answer,
+        Model_ {
+            bins,
+            master,
+            columns,
+            mip_objective,
+            mip_status: status.to_string(),
+        },
+    ))
 }
 
 /// The share of column generation's time after which zone-affinity groups are held to one zone.
@@ -411,7 +740,15 @@ const ZONE_FIX_FROM: f64 = 0.65;
 /// uses or nearly prices in, and the seeds (greedy's plan, so an answer always exists). HiGHS's
 /// presolve and root cut rounds grow with the columns and do not watch the clock (5 s over a 2 s
 /// limit on 3,957 patterns at 100 pods).
-fn mip_columns(p: &Problem, master: &Master, bins: &[BinInfo], bin_index: &BTreeMap<Bin, usize>, columns: &[Column], seeds: usize, cg: &Generated) -> Vec<usize> {
+fn mip_columns(
+    p: &Problem,
+    master: &Master,
+    bins: &[BinInfo],
+    bin_index: &BTreeMap<Bin, usize>,
+    columns: &[Column],
+    seeds: usize,
+    cg: &Generated,
+) -> Vec<usize> {
     if columns.len() <= MIP_ALL_COLUMNS {
         return (0..columns.len()).collect();
     }
@@ -420,8 +757,14 @@ fn mip_columns(p: &Problem, master: &Master, bins: &[BinInfo], bin_index: &BTree
         .filter(|&i| {
             let c = &columns[i];
             let coefficients = master.coefficients(p, &bins[bin_index[&c.bin]], &c.counts);
-            let rc = c.cost - coefficients.iter().map(|&(r, v)| cg.duals[r] * v).sum::<f64>();
-            i < seeds || cg.values.get(offset + i).is_some_and(|&v| v > 1e-9) || rc <= MIP_REDUCED_COST * c.cost
+            let rc = c.cost
+                - coefficients
+                    .iter()
+                    .map(|&(r, v)| cg.duals[r] * v)
+                    .sum::<f64>();
+            i < seeds
+                || cg.values.get(offset + i).is_some_and(|&v| v > 1e-9)
+                || rc <= MIP_REDUCED_COST * c.cost
         })
         .collect()
 }
@@ -471,7 +814,11 @@ fn integer_solve_over(
         }
     };
     let values = has_solution.then(|| solved.get_solution().columns().to_vec());
-    Ok((status, has_solution.then(|| solved.objective_value()), values))
+    Ok((
+        status,
+        has_solution.then(|| solved.objective_value()),
+        values,
+    ))
 }
 
 /// Where column generation ended.
@@ -494,16 +841,36 @@ impl Generated {
     /// Where `later`, generation resumed on this one's model, ended, with the rounds and the
     /// slowest solve of both.
     fn continued_by(self, later: Generated) -> Generated {
-        Generated { iterations: self.iterations + later.iterations, slowest_lp: self.slowest_lp.max(later.slowest_lp), ..later }
+        Generated {
+            iterations: self.iterations + later.iterations,
+            slowest_lp: self.slowest_lp.max(later.slowest_lp),
+            ..later
+        }
     }
 }
 
 /// Column generation on one HiGHS model: solve the LP, price every bin under its duals, add the most
 /// improving patterns and re-solve from the previous basis, until nothing improves or time is up.
-fn generate(ctx: &Context<'_>, columns: &mut Vec<Column>, seconds: f64, start: Instant, notes: &mut Vec<String>) -> Result<(Generated, Lp), MilpError> {
-    let Context { p, master, bins, bin_index, .. } = *ctx;
+fn generate(
+    ctx: &Context<'_>,
+    columns: &mut Vec<Column>,
+    seconds: f64,
+    start: Instant,
+    notes: &mut Vec<String>,
+) -> Result<(Generated, Lp), MilpError> {
+    let Context {
+        p,
+        master,
+        bins,
+        bin_index,
+        ..
+    } = *ctx;
     let mut pb = ColProblem::default();
-    let rows: Vec<highs::Row> = master.rows.iter().map(|r| pb.add_row(r.lower..=r.upper)).collect();
+    let rows: Vec<highs::Row> = master
+        .rows
+        .iter()
+        .map(|r| pb.add_row(r.lower..=r.upper))
+        .collect();
     // An unplaced pod costs the user's weight (1000) in the integer program. In the LP that price
     // becomes the dual of every degenerate demand row, and the pricer chases it; a node of its own
     // is what a pod can always be given, so that is what leaving it out costs here.
@@ -513,14 +880,28 @@ fn generate(ctx: &Context<'_>, columns: &mut Vec<Column>, seconds: f64, start: I
             AuxKind::Unplaced(k) => alone[k].min(a.cost),
             _ => a.cost,
         };
-        pb.add_column(cost, a.lower..=a.upper, a.rows.iter().map(|&(r, c)| (rows[r], c)));
+        pb.add_column(
+            cost,
+            a.lower..=a.upper,
+            a.rows.iter().map(|&(r, c)| (rows[r], c)),
+        );
     }
     for c in columns.iter() {
         let b = &bins[bin_index[&c.bin]];
         let (lo, hi) = Master::column_bounds(&c.bin);
-        pb.add_column(c.cost, lo..=hi, master.coefficients(p, b, &c.counts).into_iter().map(|(r, v)| (rows[r], v)));
+        pb.add_column(
+            c.cost,
+            lo..=hi,
+            master
+                .coefficients(p, b, &c.counts)
+                .into_iter()
+                .map(|(r, v)| (rows[r], v)),
+        );
     }
-    let lp = Lp { model: pb.optimise(Sense::Minimise), rows };
+    let lp = Lp {
+        model: pb.optimise(Sense::Minimise),
+        rows,
+    };
     rounds(ctx, lp, columns, seconds, start, true, notes)
 }
 
@@ -555,9 +936,28 @@ struct Context<'a> {
 /// The rounds of column generation on `model`, whose columns are the aux variables then `columns`.
 /// `relaxation` says the model is the master's LP as built (no bound fixed since): only then does
 /// its value bound plans, certified or by Farley's ratio.
-fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, start: Instant, relaxation: bool, notes: &mut Vec<String>) -> Result<(Generated, Lp), MilpError> {
-    let Context { p, settings, rules, master, bins, bin_index, demand, unproven, threads } = *ctx;
-    let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> = columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
+fn rounds(
+    ctx: &Context<'_>,
+    lp: Lp,
+    columns: &mut Vec<Column>,
+    seconds: f64,
+    start: Instant,
+    relaxation: bool,
+    notes: &mut Vec<String>,
+) -> Result<(Generated, Lp), MilpError> {
+    let Context {
+        p,
+        settings,
+        rules,
+        master,
+        bins,
+        bin_index,
+        demand,
+        unproven,
+        threads,
+    } = *ctx;
+    let mut seen: std::collections::BTreeSet<(Bin, Vec<(usize, u32)>)> =
+        columns.iter().map(|c| (c.bin, c.counts.clone())).collect();
     let Lp { mut model, rows } = lp;
     let mut iterations = 0;
     let mut history: Vec<f64> = Vec::new();
@@ -566,7 +966,12 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
     let mut cursor = 0;
     // what HiGHS may still spend proving bins open (see PROOF_SHARE)
     let bound_only = unproven == Unproven::Any;
-    let mut proof_left = settings.time_limit.as_secs_f64() * if bound_only { PROOF_SHARE_BOUND_ONLY } else { PROOF_SHARE };
+    let mut proof_left = settings.time_limit.as_secs_f64()
+        * if bound_only {
+            PROOF_SHARE_BOUND_ONLY
+        } else {
+            PROOF_SHARE
+        };
     let per_round = columns_per_round(p.classes.len());
     loop {
         iterations += 1;
@@ -577,13 +982,28 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         // the previous basis stays valid when columns are added; presolve would throw it away
         model.set_option("presolve", "off");
         // after bounds were fixed the old basis is dual feasible only: the dual simplex restarts it
-        model.set_option("simplex_strategy", if iterations == 1 && !relaxation { 1 } else { 4 });
+        model.set_option(
+            "simplex_strategy",
+            if iterations == 1 && !relaxation { 1 } else { 4 },
+        );
         let lp_start = Instant::now();
         let solved = run(model, settings, "highs lp")?;
         if solved.status() != HighsModelStatus::Optimal {
             if let Some(last) = last.take() {
-                notes.push(format!("column generation stopped after {iterations} rounds: lp ended {:?}", solved.status()));
-                return Ok((Generated { timed_out: true, ..last }, Lp { model: solved.into(), rows }));
+                notes.push(format!(
+                    "column generation stopped after {iterations} rounds: lp ended {:?}",
+                    solved.status()
+                ));
+                return Ok((
+                    Generated {
+                        timed_out: true,
+                        ..last
+                    },
+                    Lp {
+                        model: solved.into(),
+                        rows,
+                    },
+                ));
             }
             if solved.status() == HighsModelStatus::ReachedTimeLimit {
                 return Err(MilpError::OutOfTime);
@@ -597,14 +1017,30 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         let values = solution.columns().to_vec();
         let objective = solved.objective_value();
         history.push(objective);
-        tracing::trace!(iterations, objective, lp_seconds, relaxation, simplex = solved.simplex_iteration_count(), "column generation round");
+        tracing::trace!(
+            iterations,
+            objective,
+            lp_seconds,
+            relaxation,
+            simplex = solved.simplex_iteration_count(),
+            "column generation round"
+        );
         // partial pricing: bins in rotating order until enough improving patterns are found; only a
         // full pass that finds none ends the generation
         let mut found: Vec<(f64, Column)> = Vec::new();
         let mut unsettled = false;
         for i in 0..bins.len() {
             let b = &bins[(cursor + i) % bins.len()];
-            for (rc, col) in price(p, rules, master, b, &duals, demand, Pricing::Greedy, &mut unsettled) {
+            for (rc, col) in price(
+                p,
+                rules,
+                master,
+                b,
+                &duals,
+                demand,
+                Pricing::Greedy,
+                &mut unsettled,
+            ) {
                 if !seen.contains(&(col.bin, col.counts.clone())) {
                     found.push((rc, col));
                 }
@@ -618,10 +1054,18 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         let mut certified = false;
         let mut unsettled_bins: Vec<&BinInfo> = Vec::new();
         if found.is_empty() {
-            for (b, (open, gains)) in bins.iter().zip(price_all((p, rules, master, demand), bins.iter().collect(), &duals, Pricing::Exact, threads)) {
+            for (b, (open, gains)) in bins.iter().zip(price_all(
+                (p, rules, master, demand),
+                bins.iter().collect(),
+                &duals,
+                Pricing::Exact,
+                threads,
+            )) {
                 for (rc, col) in gains {
                     let pods: u32 = col.counts.iter().map(|&(_, n)| n).sum();
-                    if (!open || unproven.admits(pods)) && !seen.contains(&(col.bin, col.counts.clone())) {
+                    if (!open || unproven.admits(pods))
+                        && !seen.contains(&(col.bin, col.counts.clone()))
+                    {
                         found.push((rc, col));
                     }
                 }
@@ -632,38 +1076,72 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
             // HiGHS on the bins the search left open: the first it cannot settle ends the pass, but
             // in the bound's own mode every open bin is asked, bound or not (a candidate's resumed
             // generation asks for patterns only, `lift::extend`)
-            if relaxation && (settings.lower_bound || bound_only) && lp_bounds_plans(p) && found.is_empty() && !unsettled_bins.is_empty() && proof_left > 0.0 {
+            if relaxation
+                && (settings.lower_bound || bound_only)
+                && lp_bounds_plans(p)
+                && found.is_empty()
+                && !unsettled_bins.is_empty()
+                && proof_left > 0.0
+            {
                 let pass_start = Instant::now();
                 let asked = unsettled_bins.len();
-                let until = (pass_start + std::time::Duration::from_secs_f64(proof_left)).min(start + std::time::Duration::from_secs_f64(seconds));
+                let until = (pass_start + std::time::Duration::from_secs_f64(proof_left))
+                    .min(start + std::time::Duration::from_secs_f64(seconds));
                 let mut improving = Vec::new();
                 let settled = if bound_only {
                     // every open bin is asked: the ones HiGHS settles without an improving pattern
                     // leave Farley's ratio, and every improving pattern it finds moves the LP
-                    let mut answers = price_all((p, rules, master, demand), unsettled_bins.clone(), &duals, Pricing::Proof(until), threads).into_iter();
+                    let mut answers = price_all(
+                        (p, rules, master, demand),
+                        unsettled_bins.clone(),
+                        &duals,
+                        Pricing::Proof(until),
+                        threads,
+                    )
+                    .into_iter();
                     unsettled_bins.retain(|_| {
                         let (open, gain) = answers.next().unwrap_or((true, vec![]));
                         let keep = open || !gain.is_empty();
                         improving.extend(gain);
                         keep
                     });
-                    tracing::debug!(open = asked, left = unsettled_bins.len(), improving = improving.len(), "highs proof pass");
+                    tracing::debug!(
+                        open = asked,
+                        left = unsettled_bins.len(),
+                        improving = improving.len(),
+                        "highs proof pass"
+                    );
                     unsettled_bins.is_empty()
                 } else {
                     unsettled_bins.iter().all(|b| {
                         let mut open = false;
-                        improving.extend(price(p, rules, master, b, &duals, demand, Pricing::Proof(until), &mut open));
+                        improving.extend(price(
+                            p,
+                            rules,
+                            master,
+                            b,
+                            &duals,
+                            demand,
+                            Pricing::Proof(until),
+                            &mut open,
+                        ));
                         !open
                     })
                 };
                 proof_left -= pass_start.elapsed().as_secs_f64();
                 if settled && improving.is_empty() {
-                    notes.push(format!("highs settled the {asked} bins the exact search left open"));
+                    notes.push(format!(
+                        "highs settled the {asked} bins the exact search left open"
+                    ));
                     unsettled_bins.clear();
                 } else if bound_only || (settled && unsettled_bins.len() <= PROOF_FEW_BINS) {
                     // proven improving patterns on a handful of bins (any number, when the LP only
                     // bounds): the LP goes on with them
-                    found.extend(improving.into_iter().filter(|(_, c)| !seen.contains(&(c.bin, c.counts.clone()))));
+                    found.extend(
+                        improving
+                            .into_iter()
+                            .filter(|(_, c)| !seen.contains(&(c.bin, c.counts.clone()))),
+                    );
                 }
             }
             // no bin has an improving pattern, proven: the LP is the optimum over all patterns
@@ -671,16 +1149,30 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
         }
         // the most improving patterns enter; the rest would mostly be priced out next round anyway
         found.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.bin.cmp(&b.1.bin)));
-        tracing::trace!(priced = found.len(), best = found.first().map(|f| f.0), "priced");
+        tracing::trace!(
+            priced = found.len(),
+            best = found.first().map(|f| f.0),
+            "priced"
+        );
         found.truncate(per_round);
-        let stalled = history.len() > STALL_ROUNDS && history[history.len() - 1 - STALL_ROUNDS] - objective <= STALL_TOLERANCE * objective.abs();
+        let stalled = history.len() > STALL_ROUNDS
+            && history[history.len() - 1 - STALL_ROUNDS] - objective
+                <= STALL_TOLERANCE * objective.abs();
         // a round costs about what the last one did: stop when the next would end past the share
         // an LP that bounds in the bound's own mode keeps Farley's share for the ratio
-        let share = if bound_only && settings.lower_bound { seconds * (1.0 - FARLEY_SHARE) } else { seconds };
-        let out_of_time = start.elapsed().as_secs_f64() + round_start.elapsed().as_secs_f64() > share;
+        let share = if bound_only && settings.lower_bound {
+            seconds * (1.0 - FARLEY_SHARE)
+        } else {
+            seconds
+        };
+        let out_of_time =
+            start.elapsed().as_secs_f64() + round_start.elapsed().as_secs_f64() > share;
         if found.is_empty() || stalled || out_of_time {
             if !found.is_empty() {
-                notes.push(format!("column generation stopped after {iterations} rounds ({})", if stalled { "lp stalled" } else { "time" }));
+                notes.push(format!(
+                    "column generation stopped after {iterations} rounds ({})",
+                    if stalled { "lp stalled" } else { "time" }
+                ));
             }
             // without a proof of convergence, Farley's ratio still certifies a (weaker) bound. It
             // may price bins exactly (0.56 s of a 1 s solve at 1,000 pods once), so it only runs
@@ -689,8 +1181,13 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
             // took), and it gets a tenth of the time limit
             let limit = settings.time_limit.as_secs_f64();
             let cut_short = out_of_time && !found.is_empty() && !bound_only;
-            let farley = relaxation && settings.lower_bound && lp_bounds_plans(p) && !cut_short && start.elapsed().as_secs_f64() < limit * (1.0 - FARLEY_SHARE);
-            let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit * FARLEY_SHARE);
+            let farley = relaxation
+                && settings.lower_bound
+                && lp_bounds_plans(p)
+                && !cut_short
+                && start.elapsed().as_secs_f64() < limit * (1.0 - FARLEY_SHARE);
+            let deadline =
+                Instant::now() + std::time::Duration::from_secs_f64(limit * FARLEY_SHARE);
             let open_bins = unsettled_bins.len();
             let bound = if certified {
                 Some(objective)
@@ -699,25 +1196,85 @@ fn rounds(ctx: &Context<'_>, lp: Lp, columns: &mut Vec<Column>, seconds: f64, st
                 // improving pattern (reduced cost at least -1e-7, a ratio of at most 1 + 1e-7 / cost):
                 // only the unsettled ones need Farley's relaxations
                 let (open, settled): (Vec<&BinInfo>, f64) = if found.is_empty() {
-                    (unsettled_bins, bins.iter().filter(|b| b.cost > 0.0).map(|b| 1.0 + 1e-7 / b.cost).fold(1.0, f64::max))
+                    (
+                        unsettled_bins,
+                        bins.iter()
+                            .filter(|b| b.cost > 0.0)
+                            .map(|b| 1.0 + 1e-7 / b.cost)
+                            .fold(1.0, f64::max),
+                    )
                 } else {
                     (bins.iter().collect(), 1.0)
                 };
                 // an LP that only bounds gives each open bin's knapsack a share of Farley's time
-                let bin_seconds = if bound_only { (limit * FARLEY_SHARE / open.len().max(1) as f64).clamp(prove::BIN_SECONDS, FARLEY_BIN_SECONDS) } else { prove::BIN_SECONDS };
-                farley::ratio(p, rules, master, open, &duals, demand, deadline, |b, values, floor| farley::exact_gain(p, rules, b, values, demand, floor, bin_seconds)).map(|r| objective / r.max(settled))
+                let bin_seconds = if bound_only {
+                    (limit * FARLEY_SHARE / open.len().max(1) as f64)
+                        .clamp(prove::BIN_SECONDS, FARLEY_BIN_SECONDS)
+                } else {
+                    prove::BIN_SECONDS
+                };
+                farley::ratio(
+                    p,
+                    rules,
+                    master,
+                    open,
+                    &duals,
+                    demand,
+                    deadline,
+                    |b, values, floor| {
+                        farley::exact_gain(p, rules, b, values, demand, floor, bin_seconds)
+                    },
+                )
+                .map(|r| objective / r.max(settled))
             } else {
                 None
             };
-            tracing::debug!(certified, objective, bound, open_bins, found = found.len(), out_of_time, "column generation bound");
-            return Ok((Generated { slowest_lp, duals, iterations, values, objective, bound, timed_out: out_of_time && !found.is_empty() }, Lp { model: solved.into(), rows }));
+            tracing::debug!(
+                certified,
+                objective,
+                bound,
+                open_bins,
+                found = found.len(),
+                out_of_time,
+                "column generation bound"
+            );
+            return Ok((
+                Generated {
+                    slowest_lp,
+                    duals,
+                    iterations,
+                    values,
+                    objective,
+                    bound,
+                    timed_out: out_of_time && !found.is_empty(),
+                },
+                Lp {
+                    model: solved.into(),
+                    rows,
+                },
+            ));
         }
-        last = Some(Generated { slowest_lp, duals: duals.clone(), iterations, values, objective, bound: None, timed_out: true });
+        last = Some(Generated {
+            slowest_lp,
+            duals: duals.clone(),
+            iterations,
+            values,
+            objective,
+            bound: None,
+            timed_out: true,
+        });
         let mut unsolved: highs::Model = solved.into();
         for (_, c) in found {
             let b = &bins[bin_index[&c.bin]];
             let (lo, hi) = Master::column_bounds(&c.bin);
-            unsolved.add_col(c.cost, lo..=hi, master.coefficients(p, b, &c.counts).into_iter().map(|(r, v)| (rows[r], v)));
+            unsolved.add_col(
+                c.cost,
+                lo..=hi,
+                master
+                    .coefficients(p, b, &c.counts)
+                    .into_iter()
+                    .map(|(r, v)| (rows[r], v)),
+            );
             seen.insert((c.bin, c.counts.clone()));
             columns.push(c);
         }
@@ -736,7 +1293,15 @@ fn single_pod_costs(p: &Problem, bins: &[BinInfo]) -> Vec<f64> {
             best[k] = best[k].min(b.cost + pen);
         }
     }
-    best.into_iter().map(|c| if c.is_finite() { c * 1.01 + 1e-4 } else { f64::INFINITY }).collect()
+    best.into_iter()
+        .map(|c| {
+            if c.is_finite() {
+                c * 1.01 + 1e-4
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect()
 }
 
 /// One pattern per class: as many of its pods as fit on the bin with the lowest cost per pod.
@@ -760,7 +1325,14 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
             let cost = column_cost(p, b, &[(k, n)]);
             let per_pod = cost / f64::from(n);
             if best[k].as_ref().is_none_or(|(c, _)| per_pod < *c) {
-                best[k] = Some((per_pod, Column { bin: b.bin, counts: vec![(k, n)], cost }));
+                best[k] = Some((
+                    per_pod,
+                    Column {
+                        bin: b.bin,
+                        counts: vec![(k, n)],
+                        cost,
+                    },
+                ));
             }
         }
     }
@@ -769,14 +1341,26 @@ fn pure_columns(p: &Problem, rules: &NodeRules, bins: &[BinInfo], demand: &[u32]
 
 pub(super) fn existing_host(p: &Problem, rules: &NodeRules, b: &BinInfo) -> Vec<(usize, i64)> {
     match b.bin {
-        Bin::Existing(e) => rules.host_caps.iter().map(|(_, _, gi)| (*gi, p.topology.spreads[*gi].existing.get(&p.existing[e].name).copied().unwrap_or(0))).collect(),
+        Bin::Existing(e) => rules
+            .host_caps
+            .iter()
+            .map(|(_, _, gi)| {
+                (
+                    *gi,
+                    p.topology.spreads[*gi]
+                        .existing
+                        .get(&p.existing[e].name)
+                        .copied()
+                        .unwrap_or(0),
+                )
+            })
+            .collect(),
         Bin::New { .. } => vec![],
     }
 }
 
 /// The share of the time limit Farley's ratio may take.
 const FARLEY_SHARE: f64 = 0.1;
-
 
 /// The share of the time limit HiGHS may spend, over one column generation, proving the bins the
 /// exact search left open (see docs/optimizer.md, section 3).

@@ -28,7 +28,16 @@ pub(super) enum Pricing {
 /// The improving patterns the pricer finds for one bin, with their reduced costs, most improving
 /// first: the best it finds, and with [`Pricing::Exact`] up to [`RUNNERS_UP`] more.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo, duals: &[f64], limit: &[u32], pricing: Pricing, unsettled: &mut bool) -> Vec<(f64, Column)> {
+pub(super) fn price(
+    p: &Problem,
+    rules: &NodeRules,
+    master: &Master,
+    b: &BinInfo,
+    duals: &[f64],
+    limit: &[u32],
+    pricing: Pricing,
+    unsettled: &mut bool,
+) -> Vec<(f64, Column)> {
     let values = master.pod_values(p, b, duals);
     let existing_host = existing_host(p, rules, b);
     let bin_dual = master.bin_dual(p, b, duals);
@@ -36,34 +45,63 @@ pub(super) fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo
         if counts.is_empty() && b.preload.is_empty() {
             return None;
         }
-        let counts = if b.preload.is_empty() { counts } else { b.with_preload(&counts) };
+        let counts = if b.preload.is_empty() {
+            counts
+        } else {
+            b.with_preload(&counts)
+        };
         let cost = column_cost(p, b, &counts);
         let gain: f64 = counts.iter().map(|&(k, n)| values[k] * f64::from(n)).sum();
         let rc = cost - bin_dual - gain;
-        (rc < -1e-7).then_some((rc, Column { bin: b.bin, counts, cost }))
+        (rc < -1e-7).then_some((
+            rc,
+            Column {
+                bin: b.bin,
+                counts,
+                cost,
+            },
+        ))
     };
     let mut fill = |limit: &[u32]| -> Vec<(f64, Column)> {
         let (best, runners_up) = if let Pricing::Greedy = pricing {
             (pack(p, rules, b, &values, limit, &existing_host), vec![])
         } else {
             // only patterns that would price in matter: at least the bin's cost less its dual
-            let floor = if b.preload.is_empty() { b.cost - bin_dual } else { 0.0 };
+            let floor = if b.preload.is_empty() {
+                b.cost - bin_dual
+            } else {
+                0.0
+            };
             // a preload's value is outside the knapsack HiGHS is given
             let (best, settled, runners_up) = match pricing {
-                Pricing::Proof(until) if b.preload.is_empty() => match prove::until(p, rules, b, &values, limit, &existing_host, until) {
-                    Some(k) if k.upper <= floor + 1e-7 => (vec![], true, vec![]),
-                    Some(k) => (k.best, k.proven, vec![]),
-                    None => (vec![], false, vec![]),
-                },
+                Pricing::Proof(until) if b.preload.is_empty() => {
+                    match prove::until(p, rules, b, &values, limit, &existing_host, until) {
+                        Some(k) if k.upper <= floor + 1e-7 => (vec![], true, vec![]),
+                        Some(k) => (k.best, k.proven, vec![]),
+                        None => (vec![], false, vec![]),
+                    }
+                }
                 _ => {
-                    let packed = exact::pack_ranked(p, rules, b, &values, limit, &existing_host, (floor, EXACT_PRICING_NODES), RUNNERS_UP);
+                    let packed = exact::pack_ranked(
+                        p,
+                        rules,
+                        b,
+                        &values,
+                        limit,
+                        &existing_host,
+                        (floor, EXACT_PRICING_NODES),
+                        RUNNERS_UP,
+                    );
                     (packed.best, packed.settled, packed.runners_up)
                 }
             };
             *unsettled |= !settled;
             (best, runners_up)
         };
-        let mut out: Vec<(f64, Column)> = std::iter::once(best).chain(runners_up).filter_map(improving).collect();
+        let mut out: Vec<(f64, Column)> = std::iter::once(best)
+            .chain(runners_up)
+            .filter_map(improving)
+            .collect();
         // the knapsack ranks by value; the true cost (preferred pod terms) may rank otherwise
         out.sort_by(|a, b| a.0.total_cmp(&b.0));
         out
@@ -71,10 +109,18 @@ pub(super) fn price(p: &Problem, rules: &NodeRules, master: &Master, b: &BinInfo
     let mut found = fill(limit);
     // the knapsack does not see preferred anti-affinity: also offer the pattern that keeps each
     // such class to one pod, and take whichever best prices better under the true cost
-    if !b.classes.iter().any(|&(k, _)| rules.prefers_alone[k] && limit[k] > 1) {
+    if !b
+        .classes
+        .iter()
+        .any(|&(k, _)| rules.prefers_alone[k] && limit[k] > 1)
+    {
         return found;
     }
-    let single: Vec<u32> = limit.iter().enumerate().map(|(k, &l)| if rules.prefers_alone[k] { l.min(1) } else { l }).collect();
+    let single: Vec<u32> = limit
+        .iter()
+        .enumerate()
+        .map(|(k, &l)| if rules.prefers_alone[k] { l.min(1) } else { l })
+        .collect();
     if let Some(capped) = fill(&single).into_iter().next() {
         match found.first_mut() {
             Some(plain) if plain.0 <= capped.0 => {}
@@ -95,7 +141,13 @@ const RUNNERS_UP: usize = 2;
 /// Each of `bins` priced under `duals` by `pricing` ([`price`]), the bins split into `threads` runs
 /// of consecutive bins: per bin, whether the pricer left it unsettled and the improving pattern it
 /// found there. A run whose thread panicked counts its bins unsettled with nothing found.
-pub(super) fn price_all((p, rules, master, limit): (&Problem, &NodeRules, &Master, &[u32]), bins: Vec<&BinInfo>, duals: &[f64], pricing: Pricing, threads: usize) -> Vec<(bool, Vec<(f64, Column)>)> {
+pub(super) fn price_all(
+    (p, rules, master, limit): (&Problem, &NodeRules, &Master, &[u32]),
+    bins: Vec<&BinInfo>,
+    duals: &[f64],
+    pricing: Pricing,
+    threads: usize,
+) -> Vec<(bool, Vec<(f64, Column)>)> {
     let ask = |b: &BinInfo| {
         let mut unsettled = false;
         let gain = price(p, rules, master, b, duals, limit, pricing, &mut unsettled);
@@ -105,8 +157,18 @@ pub(super) fn price_all((p, rules, master, limit): (&Problem, &NodeRules, &Maste
         return bins.into_iter().map(ask).collect();
     }
     std::thread::scope(|scope| {
-        let runs: Vec<_> = bins.chunks(bins.len().div_ceil(threads)).map(|run| (run.len(), scope.spawn(move || run.iter().map(|b| ask(b)).collect::<Vec<_>>()))).collect();
-        runs.into_iter().flat_map(|(n, h)| h.join().unwrap_or_else(|_| vec![(true, vec![]); n])).collect()
+        let runs: Vec<_> = bins
+            .chunks(bins.len().div_ceil(threads))
+            .map(|run| {
+                (
+                    run.len(),
+                    scope.spawn(move || run.iter().map(|b| ask(b)).collect::<Vec<_>>()),
+                )
+            })
+            .collect();
+        runs.into_iter()
+            .flat_map(|(n, h)| h.join().unwrap_or_else(|_| vec![(true, vec![]); n]))
+            .collect()
     })
 }
 
@@ -147,23 +209,55 @@ mod tests {
 
     #[test]
     fn pricing_bins_on_two_threads_answers_each_bin_as_one_thread_does_in_the_same_order() {
-        let p = Problem::build(&crate::workload::diverse(120, 4), &crate::optimizer::fixtures::tiny_catalog());
+        let p = Problem::build(
+            &crate::workload::diverse(120, 4),
+            &crate::optimizer::fixtures::tiny_catalog(),
+        );
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let all = bins(&p);
         let (rules, master) = (NodeRules::build(&p), Master::build(&p, &demand, &all));
         // duals that make pods worth more than the nodes that hold them, so most bins price in
         let mut duals = vec![0.0; master.rows.len()];
-        for a in master.aux.iter().filter(|a| matches!(a.kind, AuxKind::Unplaced(_))) {
+        for a in master
+            .aux
+            .iter()
+            .filter(|a| matches!(a.kind, AuxKind::Unplaced(_)))
+        {
             for &(r, _) in &a.rows {
                 duals[r] = 0.1 * (r % 7 + 1) as f64;
             }
         }
-        let ask = |threads| price_all((&p, &rules, &master, &demand), all.iter().collect(), &duals, Pricing::Exact, threads);
+        let ask = |threads| {
+            price_all(
+                (&p, &rules, &master, &demand),
+                all.iter().collect(),
+                &duals,
+                Pricing::Exact,
+                threads,
+            )
+        };
         let (one, two) = (ask(1), ask(2));
         assert_eq!(one.len(), all.len());
         let priced = one.iter().filter(|(_, gains)| !gains.is_empty()).count();
-        assert!(priced > all.len() / 2, "{priced} of {} bins price in: too few to tell the runs apart", all.len());
-        let key = |answers: &[(bool, Vec<(f64, Column)>)]| answers.iter().map(|(open, gains)| (*open, gains.iter().map(|(rc, c)| (rc.to_bits(), c.bin, c.counts.clone())).collect::<Vec<_>>())).collect::<Vec<_>>();
+        assert!(
+            priced > all.len() / 2,
+            "{priced} of {} bins price in: too few to tell the runs apart",
+            all.len()
+        );
+        let key = |answers: &[(bool, Vec<(f64, Column)>)]| {
+            answers
+                .iter()
+                .map(|(open, gains)| {
+                    (
+                        *open,
+                        gains
+                            .iter()
+                            .map(|(rc, c)| (rc.to_bits(), c.bin, c.counts.clone()))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
         assert_eq!(key(&one), key(&two));
     }
 }

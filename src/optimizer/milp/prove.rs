@@ -37,44 +37,113 @@ pub struct Knapsack {
 /// Solves the bin's knapsack: maximise Σ n_k (value[k] − penalty_k) over patterns of at most
 /// `limit[k]` pods per class that obey the node's rules. `existing_host` holds the pods of each
 /// hostname spread group already on the node. None when HiGHS fails or gives no usable bound.
-pub fn solve(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], time: Duration) -> Option<Knapsack> {
+pub fn solve(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+    existing_host: &[(usize, i64)],
+    time: Duration,
+) -> Option<Knapsack> {
     solve_within(p, rules, bin, value, limit, existing_host, time, None)
 }
 
 /// [`solve`] within what is left before `until`, and at most [`BIN_SECONDS`]; None when no time is
 /// left or HiGHS gives no answer.
-pub fn until(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], until: Instant) -> Option<Knapsack> {
-    let left = until.saturating_duration_since(Instant::now()).as_secs_f64().min(BIN_SECONDS);
-    (left > 1e-3).then(|| solve(p, rules, bin, value, limit, existing_host, Duration::from_secs_f64(left))).flatten()
+pub fn until(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+    existing_host: &[(usize, i64)],
+    until: Instant,
+) -> Option<Knapsack> {
+    let left = until
+        .saturating_duration_since(Instant::now())
+        .as_secs_f64()
+        .min(BIN_SECONDS);
+    (left > 1e-3)
+        .then(|| {
+            solve(
+                p,
+                rules,
+                bin,
+                value,
+                limit,
+                existing_host,
+                Duration::from_secs_f64(left),
+            )
+        })
+        .flatten()
 }
 
 /// [`solve`], stopped after `max_nodes` branch-and-bound nodes when given (tests stop it short).
 #[allow(clippy::too_many_arguments)]
-fn solve_within(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], existing_host: &[(usize, i64)], time: Duration, max_nodes: Option<i32>) -> Option<Knapsack> {
-    let host_left: Vec<i64> = rules.host_caps.iter().zip(host_counts(rules, existing_host)).map(|((_, cap, _), used)| cap - used).collect();
+fn solve_within(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+    existing_host: &[(usize, i64)],
+    time: Duration,
+    max_nodes: Option<i32>,
+) -> Option<Knapsack> {
+    let host_left: Vec<i64> = rules
+        .host_caps
+        .iter()
+        .zip(host_counts(rules, existing_host))
+        .map(|((_, cap, _), used)| cap - used)
+        .collect();
     let items = items(p, rules, bin, value, limit, &host_left);
     if items.is_empty() {
-        return Some(Knapsack { upper: 0.0, best: vec![], best_value: 0.0, proven: true });
+        return Some(Knapsack {
+            upper: 0.0,
+            best: vec![],
+            best_value: 0.0,
+            proven: true,
+        });
     }
     let mut pb = RowProblem::default();
-    let cols: Vec<highs::Col> = items.iter().map(|&(_, w, ub)| pb.add_integer_column(w, 0.0..=f64::from(ub))).collect();
+    let cols: Vec<highs::Col> = items
+        .iter()
+        .map(|&(_, w, ub)| pb.add_integer_column(w, 0.0..=f64::from(ub)))
+        .collect();
     for (d, &room) in bin.room.iter().enumerate() {
-        let row: Vec<(highs::Col, f64)> = items.iter().zip(&cols).filter(|((k, _, _), _)| p.classes[*k].req[d] > 0).map(|((k, _, _), &c)| (c, p.classes[*k].req[d] as f64)).collect();
+        let row: Vec<(highs::Col, f64)> = items
+            .iter()
+            .zip(&cols)
+            .filter(|((k, _, _), _)| p.classes[*k].req[d] > 0)
+            .map(|((k, _, _), &c)| (c, p.classes[*k].req[d] as f64))
+            .collect();
         if !row.is_empty() {
             pb.add_row(..=room.max(0) as f64, row);
         }
     }
     for (hi, (members, _, _)) in rules.host_caps.iter().enumerate() {
-        let row: Vec<(highs::Col, f64)> = items.iter().zip(&cols).filter(|((k, _, _), _)| members.contains(k)).map(|(_, &c)| (c, 1.0)).collect();
+        let row: Vec<(highs::Col, f64)> = items
+            .iter()
+            .zip(&cols)
+            .filter(|((k, _, _), _)| members.contains(k))
+            .map(|(_, &c)| (c, 1.0))
+            .collect();
         if row.len() > 1 {
             pb.add_row(..=host_left[hi].max(0) as f64, row);
         }
     }
     // classes that may not share a node: an indicator per class that has a conflict among the items
-    let position: BTreeMap<usize, usize> = items.iter().enumerate().map(|(i, &(k, _, _))| (k, i)).collect();
+    let position: BTreeMap<usize, usize> = items
+        .iter()
+        .enumerate()
+        .map(|(i, &(k, _, _))| (k, i))
+        .collect();
     let mut used: BTreeMap<usize, highs::Col> = BTreeMap::new();
     for &(a, b) in &rules.conflicts {
-        let (Some(&ia), Some(&ib)) = (position.get(&a), position.get(&b)) else { continue };
+        let (Some(&ia), Some(&ib)) = (position.get(&a), position.get(&b)) else {
+            continue;
+        };
         let mut indicator = |i: usize| {
             *used.entry(i).or_insert_with(|| {
                 let z = pb.add_integer_column(0.0, 0.0..=1.0);
@@ -98,8 +167,22 @@ fn solve_within(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], li
     let solved = model.try_solve().ok()?;
     let status = solved.status();
     let has_point = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
-    let dual = solved.double_info_value(c"mip_dual_bound").ok().filter(|d| d.is_finite());
-    let (best, best_value) = if has_point { pattern(p, rules, bin, &items, solved.get_solution().columns(), &host_left) } else { (vec![], 0.0) };
+    let dual = solved
+        .double_info_value(c"mip_dual_bound")
+        .ok()
+        .filter(|d| d.is_finite());
+    let (best, best_value) = if has_point {
+        pattern(
+            p,
+            rules,
+            bin,
+            &items,
+            solved.get_solution().columns(),
+            &host_left,
+        )
+    } else {
+        (vec![], 0.0)
+    };
     let proven = status == HighsModelStatus::Optimal;
     // the solve's tolerances (feasibility 1e-7 per row) could let its bound sit a hair low
     let slack = |u: f64| u + 1e-9 * u.abs() + 1e-9;
@@ -108,11 +191,23 @@ fn solve_within(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], li
         (false, Some(d)) if d >= best_value => slack(d),
         _ => return None,
     };
-    Some(Knapsack { upper, proven: proven && best_value >= upper - 1e-6 * upper.abs() - 1e-8, best, best_value })
+    Some(Knapsack {
+        upper,
+        proven: proven && best_value >= upper - 1e-6 * upper.abs() - 1e-8,
+        best,
+        best_value,
+    })
 }
 
 /// The classes worth packing: (class, value less penalty, most pods of it the node may hold).
-fn items(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[u32], host_left: &[i64]) -> Vec<(usize, f64, u32)> {
+fn items(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    value: &[f64],
+    limit: &[u32],
+    host_left: &[i64],
+) -> Vec<(usize, f64, u32)> {
     let mut out = Vec::new();
     for &(k, pen) in &bin.classes {
         let w = value[k] - pen;
@@ -133,13 +228,39 @@ fn items(p: &Problem, rules: &NodeRules, bin: &BinInfo, value: &[f64], limit: &[
 }
 
 /// HiGHS's point rounded to whole pods, and what it collects; empty when rounding broke a rule.
-fn pattern(p: &Problem, rules: &NodeRules, bin: &BinInfo, items: &[(usize, f64, u32)], x: &[f64], host_left: &[i64]) -> (Vec<(usize, u32)>, f64) {
-    let counts: Vec<(usize, u32)> = items.iter().zip(x).map(|(&(k, _, _), &v)| (k, v.round().max(0.0) as u32)).filter(|&(_, n)| n > 0).collect();
-    let host_ok = rules.host_caps.iter().enumerate().all(|(hi, (members, _, _))| counts.iter().filter(|(k, _)| members.contains(k)).map(|&(_, n)| i64::from(n)).sum::<i64>() <= host_left[hi]);
+fn pattern(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    items: &[(usize, f64, u32)],
+    x: &[f64],
+    host_left: &[i64],
+) -> (Vec<(usize, u32)>, f64) {
+    let counts: Vec<(usize, u32)> = items
+        .iter()
+        .zip(x)
+        .map(|(&(k, _, _), &v)| (k, v.round().max(0.0) as u32))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    let host_ok = rules
+        .host_caps
+        .iter()
+        .enumerate()
+        .all(|(hi, (members, _, _))| {
+            counts
+                .iter()
+                .filter(|(k, _)| members.contains(k))
+                .map(|&(_, n)| i64::from(n))
+                .sum::<i64>()
+                <= host_left[hi]
+        });
     if !host_ok || !valid(p, rules, bin, &counts) {
         return (vec![], 0.0);
     }
-    let worth = counts.iter().map(|&(k, n)| items.iter().find(|i| i.0 == k).map_or(0.0, |i| i.1) * f64::from(n)).sum();
+    let worth = counts
+        .iter()
+        .map(|&(k, n)| items.iter().find(|i| i.0 == k).map_or(0.0, |i| i.1) * f64::from(n))
+        .sum();
     (counts, worth)
 }
 
@@ -150,7 +271,13 @@ mod tests {
     use crate::optimizer::milp::{bins, exact};
 
     fn worth(bin: &BinInfo, value: &[f64], counts: &[(usize, u32)]) -> f64 {
-        counts.iter().map(|&(k, n)| (value[k] - bin.classes.iter().find(|c| c.0 == k).map_or(0.0, |c| c.1)) * f64::from(n)).sum()
+        counts
+            .iter()
+            .map(|&(k, n)| {
+                (value[k] - bin.classes.iter().find(|c| c.0 == k).map_or(0.0, |c| c.1))
+                    * f64::from(n)
+            })
+            .sum()
     }
 
     #[test]
@@ -164,22 +291,49 @@ mod tests {
             let limit: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
             let mut rng = crate::workload::Rng(seed);
             for bin in bins(&p) {
-                let value: Vec<f64> = (0..p.classes.len()).map(|_| rng.unit() * 0.04 - 0.005).collect();
-                let want = exact::pack_exact(&p, &rules, &bin, &value, &limit, &[], 0.0, 1_000_000).expect("settles");
-                let got = solve(&p, &rules, &bin, &value, &limit, &[], Duration::from_secs(5)).expect("highs answers");
+                let value: Vec<f64> = (0..p.classes.len())
+                    .map(|_| rng.unit() * 0.04 - 0.005)
+                    .collect();
+                let want = exact::pack_exact(&p, &rules, &bin, &value, &limit, &[], 0.0, 1_000_000)
+                    .expect("settles");
+                let got = solve(
+                    &p,
+                    &rules,
+                    &bin,
+                    &value,
+                    &limit,
+                    &[],
+                    Duration::from_secs(5),
+                )
+                .expect("highs answers");
                 assert!(got.proven, "seed {seed}: not proven");
-                assert!((got.best_value - worth(&bin, &value, &want)).abs() < 1e-9, "seed {seed}: highs {got:?} vs search {want:?}");
-                assert!((got.best_value - worth(&bin, &value, &got.best)).abs() < 1e-12 && got.upper >= got.best_value);
+                assert!(
+                    (got.best_value - worth(&bin, &value, &want)).abs() < 1e-9,
+                    "seed {seed}: highs {got:?} vs search {want:?}"
+                );
+                assert!(
+                    (got.best_value - worth(&bin, &value, &got.best)).abs() < 1e-12
+                        && got.upper >= got.best_value
+                );
                 checked += usize::from(got.best_value > 0.0 && got.best.len() > 1);
             }
         }
-        assert!(checked >= 10, "only {checked} bins with a mixed pattern worth something");
+        assert!(
+            checked >= 10,
+            "only {checked} bins with a mixed pattern worth something"
+        );
     }
 
     /// A diverse 200-pod problem, values roughly in proportion to size as duals are (on large
     /// nodes many patterns come close), and the first bins the depth-first search leaves open, with
     /// the best pattern it found in each.
-    type Open = (Problem, NodeRules, Vec<u32>, Vec<f64>, Vec<(BinInfo, Vec<(usize, u32)>)>);
+    type Open = (
+        Problem,
+        NodeRules,
+        Vec<u32>,
+        Vec<f64>,
+        Vec<(BinInfo, Vec<(usize, u32)>)>,
+    );
 
     fn open_bins() -> Open {
         let catalog = Catalog::bundled("us-east-1").expect("bundled catalog");
@@ -187,11 +341,16 @@ mod tests {
         let rules = NodeRules::build(&p);
         let limit: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let mut rng = crate::workload::Rng(7);
-        let value: Vec<f64> = p.classes.iter().map(|c| (c.req[0] as f64 * 1e-5 + c.req[1] as f64 * 2e-12) * (0.8 + 0.4 * rng.unit())).collect();
+        let value: Vec<f64> = p
+            .classes
+            .iter()
+            .map(|c| (c.req[0] as f64 * 1e-5 + c.req[1] as f64 * 2e-12) * (0.8 + 0.4 * rng.unit()))
+            .collect();
         let open = bins(&p)
             .into_iter()
             .filter_map(|bin| {
-                let (found, settled) = exact::pack_best(&p, &rules, &bin, &value, &limit, &[], 0.0, 20_000);
+                let (found, settled) =
+                    exact::pack_best(&p, &rules, &bin, &value, &limit, &[], 0.0, 20_000);
                 (!settled).then_some((bin, found))
             })
             .take(4)
@@ -204,9 +363,16 @@ mod tests {
         let (p, rules, limit, value, open) = open_bins();
         assert!(!open.is_empty(), "the search settled every bin");
         for (bin, found) in &open {
-            let got = solve(&p, &rules, bin, &value, &limit, &[], Duration::from_secs(5)).expect("highs answers");
+            let got = solve(&p, &rules, bin, &value, &limit, &[], Duration::from_secs(5))
+                .expect("highs answers");
             assert!(got.proven, "{:?}: not proven: {got:?}", bin.bin);
-            assert!(got.best_value >= worth(bin, &value, found) - 1e-9, "{:?}: highs {} below the search's {}", bin.bin, got.best_value, worth(bin, &value, found));
+            assert!(
+                got.best_value >= worth(bin, &value, found) - 1e-9,
+                "{:?}: highs {} below the search's {}",
+                bin.bin,
+                got.best_value,
+                worth(bin, &value, found)
+            );
             assert!(valid(&p, &rules, bin, &got.best) && got.upper >= got.best_value);
         }
     }
@@ -216,13 +382,32 @@ mod tests {
         let (p, rules, limit, value, open) = open_bins();
         let mut cut_short = 0;
         for (bin, _) in &open {
-            let full = solve(&p, &rules, bin, &value, &limit, &[], Duration::from_secs(5)).expect("highs answers");
+            let full = solve(&p, &rules, bin, &value, &limit, &[], Duration::from_secs(5))
+                .expect("highs answers");
             // a bound from a solve stopped after its first node is no lower than the optimum
-            if let Some(short) = solve_within(&p, &rules, bin, &value, &limit, &[], Duration::from_secs(5), Some(1)) {
-                assert!(short.upper >= full.best_value - 1e-9, "{:?}: {} below {}", bin.bin, short.upper, full.best_value);
+            if let Some(short) = solve_within(
+                &p,
+                &rules,
+                bin,
+                &value,
+                &limit,
+                &[],
+                Duration::from_secs(5),
+                Some(1),
+            ) {
+                assert!(
+                    short.upper >= full.best_value - 1e-9,
+                    "{:?}: {} below {}",
+                    bin.bin,
+                    short.upper,
+                    full.best_value
+                );
                 cut_short += usize::from(!short.proven);
             }
         }
-        assert!(cut_short > 0, "every short solve was proven or gave nothing");
+        assert!(
+            cut_short > 0,
+            "every short solve was proven or gave nothing"
+        );
     }
 }

@@ -41,7 +41,13 @@ pub fn relax(p: &Problem, host_caps: bool) -> (Problem, Vec<usize>) {
 
 /// [`relax`], where two classes merge only when their `tags` (per class of `p`; empty: none) agree.
 pub fn relax_tagged(p: &Problem, host_caps: bool, tags: &[Vec<usize>]) -> (Problem, Vec<usize>) {
-    let kept: Vec<_> = p.topology.affinities.iter().filter(|r| r.anti && r.key == HOSTNAME).cloned().collect();
+    let kept: Vec<_> = p
+        .topology
+        .affinities
+        .iter()
+        .filter(|r| r.anti && r.key == HOSTNAME)
+        .cloned()
+        .collect();
     let mut pinned = vec![false; p.classes.len()];
     for r in &kept {
         pinned[r.owner] = true;
@@ -49,7 +55,11 @@ pub fn relax_tagged(p: &Problem, host_caps: bool, tags: &[Vec<usize>]) -> (Probl
             pinned[m] = true;
         }
     }
-    let host = if host_caps { host_spreads(p) } else { Vec::new() };
+    let host = if host_caps {
+        host_spreads(p)
+    } else {
+        Vec::new()
+    };
     let mut classes: Vec<PodClass> = Vec::new();
     let mut by_key: BTreeMap<MergeKey, usize> = BTreeMap::new();
     let mut of_class = Vec::with_capacity(p.classes.len());
@@ -58,7 +68,11 @@ pub fn relax_tagged(p: &Problem, host_caps: bool, tags: &[Vec<usize>]) -> (Probl
             classes.push(c.clone());
             classes.len() - 1
         } else {
-            match by_key.entry(merge_key(c, host.iter().any(|(members, _)| members.contains(&k)), tags.get(k).cloned().unwrap_or_default())) {
+            match by_key.entry(merge_key(
+                c,
+                host.iter().any(|(members, _)| members.contains(&k)),
+                tags.get(k).cloned().unwrap_or_default(),
+            )) {
                 std::collections::btree_map::Entry::Occupied(e) => {
                     classes[*e.get()].pods.extend(c.pods.iter().cloned());
                     *e.get()
@@ -118,20 +132,35 @@ pub fn worth_it(p: &Problem, relaxed: &Problem) -> bool {
 
 /// The relaxed pattern LP's certified value for placing `demand[k]` pods of each class of `p`,
 /// within `seconds`: `Ok(None)` when column generation neither converged nor got Farley's ratio.
-pub fn lower_bound(p: &Problem, demand: &[u32], settings: &SolveSettings, seconds: f64) -> Result<Option<f64>, String> {
+pub fn lower_bound(
+    p: &Problem,
+    demand: &[u32],
+    settings: &SolveSettings,
+    seconds: f64,
+) -> Result<Option<f64>, String> {
     let start = std::time::Instant::now();
-    let Some(relaxed) = Relaxed::of(p, demand, false) else { return Ok(None) };
-    let (generated, plain) = relaxed.certify(super::bins_across_zones(&relaxed.problem), &[], settings, seconds)?;
+    let Some(relaxed) = Relaxed::of(p, demand, false) else {
+        return Ok(None);
+    };
+    let (generated, plain) = relaxed.certify(
+        super::bins_across_zones(&relaxed.problem),
+        &[],
+        settings,
+        seconds,
+    )?;
     // what is left goes to the relaxation with the zone spreads' floors, seeded by this LP. It
     // took 1.2-1.6 times as long as this one (5,000 and 1,000 pods of the diverse mix); with less
     // left it would not finish and only hold the solve at its join
     let took = start.elapsed().as_secs_f64();
     let left = seconds - took;
     let floored = match plain {
-        Some(_) if left > took.max(MIN_FLOORED_SECONDS) => super::floors::lower_bound(p, demand, (&relaxed, &generated), settings, left).unwrap_or_else(|e| {
-            tracing::debug!(error = e, "no floored bound");
-            None
-        }),
+        Some(_) if left > took.max(MIN_FLOORED_SECONDS) => {
+            super::floors::lower_bound(p, demand, (&relaxed, &generated), settings, left)
+                .unwrap_or_else(|e| {
+                    tracing::debug!(error = e, "no floored bound");
+                    None
+                })
+        }
         _ => None,
     };
     Ok(plain.into_iter().chain(floored).reduce(f64::max))
@@ -169,37 +198,92 @@ impl Relaxed {
         for (k, &d) in demand.iter().enumerate() {
             merged[of_class[k]] += d;
         }
-        Relaxed { problem, of_class, demand: merged }
+        Relaxed {
+            problem,
+            of_class,
+            demand: merged,
+        }
     }
 
     /// Column generation over `bins` in the bound's own mode ([`super::Unproven::Any`]), `seeds`
     /// among the first patterns, within `seconds`: the LP and its certified value made safe to
     /// report, if any (see the module's notes).
-    pub fn certify(&self, bins: Vec<super::columns::BinInfo>, seeds: &[super::columns::Column], settings: &SolveSettings, seconds: f64) -> Result<(super::Generation, Option<f64>), String> {
-        let settings = SolveSettings { time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)), lower_bound: true, ..settings.clone() };
-        let generated = super::columns_and_bound_seeded(&self.problem, &settings, &self.seed(), &self.demand, (super::Unproven::Any, 1), bins, seeds)?;
+    pub fn certify(
+        &self,
+        bins: Vec<super::columns::BinInfo>,
+        seeds: &[super::columns::Column],
+        settings: &SolveSettings,
+        seconds: f64,
+    ) -> Result<(super::Generation, Option<f64>), String> {
+        let settings = SolveSettings {
+            time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)),
+            lower_bound: true,
+            ..settings.clone()
+        };
+        let generated = super::columns_and_bound_seeded(
+            &self.problem,
+            &settings,
+            &self.seed(),
+            &self.demand,
+            (super::Unproven::Any, 1),
+            bins,
+            seeds,
+        )?;
         let pods: u32 = self.demand.iter().sum();
-        let bound = generated.bound.map(|b| super::safe_pattern_bound(b, f64::from(pods)));
+        let bound = generated
+            .bound
+            .map(|b| super::safe_pattern_bound(b, f64::from(pods)));
         Ok((generated, bound))
     }
 
     /// The greedy start column generation seeds its patterns from.
     pub fn seed(&self) -> State<'_> {
-        let todo: Vec<(usize, usize)> = self.demand.iter().enumerate().filter(|(_, &d)| d > 0).map(|(k, &d)| (k, d as usize)).collect();
+        let todo: Vec<(usize, usize)> = self
+            .demand
+            .iter()
+            .enumerate()
+            .filter(|(_, &d)| d > 0)
+            .map(|(k, &d)| (k, d as usize))
+            .collect();
         greedy::seed(&self.problem, State::new(&self.problem), &todo).0
     }
 }
 
 /// What makes two classes alike once the rules between nodes are gone.
-type MergeKey = (Vec<i64>, Vec<(usize, usize)>, Vec<usize>, usize, String, bool, Vec<usize>);
+type MergeKey = (
+    Vec<i64>,
+    Vec<(usize, usize)>,
+    Vec<usize>,
+    usize,
+    String,
+    bool,
+    Vec<usize>,
+);
 
 /// `host_capped`: a hard hostname spread counts the class; such classes merge only among themselves.
 /// `tag`: what else must agree (see [`relax_tagged`]).
 fn merge_key(c: &PodClass, host_capped: bool, tag: Vec<usize>) -> MergeKey {
     let k = &c.constraints;
     // the node-level terms decide fit and penalties; pod labels and rules between pods no longer matter
-    let terms = format!("{:?}", (&k.node_selector, &k.node_affinity, &k.preferred_node_affinity, &k.tolerations, &k.host_ports));
-    (c.req.clone(), c.offerings.clone(), c.existing.clone(), c.group, terms, host_capped, tag)
+    let terms = format!(
+        "{:?}",
+        (
+            &k.node_selector,
+            &k.node_affinity,
+            &k.preferred_node_affinity,
+            &k.tolerations,
+            &k.host_ports
+        )
+    );
+    (
+        c.req.clone(),
+        c.offerings.clone(),
+        c.existing.clone(),
+        c.group,
+        terms,
+        host_capped,
+        tag,
+    )
 }
 
 /// The hard hostname spreads of `p` as (members, max skew), one per set of members: every owner of a
@@ -221,12 +305,16 @@ fn host_spreads(p: &Problem) -> Vec<(Vec<usize>, i64)> {
 fn capped_spreads(host: &[(Vec<usize>, i64)], of_class: &[usize]) -> Vec<SpreadGroup> {
     let mut caps: BTreeMap<usize, i64> = BTreeMap::new();
     for (members, skew) in host {
-        let merged: std::collections::BTreeSet<usize> = members.iter().map(|&m| of_class[m]).collect();
+        let merged: std::collections::BTreeSet<usize> =
+            members.iter().map(|&m| of_class[m]).collect();
         for r in merged {
             *caps.entry(r).or_default() += skew;
         }
     }
-    let mut out: Vec<SpreadGroup> = caps.iter().map(|(&r, &cap)| host_cap(vec![r], cap)).collect();
+    let mut out: Vec<SpreadGroup> = caps
+        .iter()
+        .map(|(&r, &cap)| host_cap(vec![r], cap))
+        .collect();
     out.extend(family_caps(host, of_class, &caps));
     out
 }
@@ -251,7 +339,11 @@ fn host_cap(members: Vec<usize>, cap: i64) -> SpreadGroup {
 /// its spreads, so at most their sum of the family. The per-class caps alone let a node hold the
 /// sum over classes, which a spread whose pods differ in requests (several relaxed classes) never
 /// allows.
-fn family_caps(host: &[(Vec<usize>, i64)], of_class: &[usize], caps: &BTreeMap<usize, i64>) -> Vec<SpreadGroup> {
+fn family_caps(
+    host: &[(Vec<usize>, i64)],
+    of_class: &[usize],
+    caps: &BTreeMap<usize, i64>,
+) -> Vec<SpreadGroup> {
     let mut sets = DisjointSets::new(of_class.iter().max().map_or(0, |&m| m + 1));
     for (members, _) in host {
         if let Some((&first, rest)) = members.split_first() {
@@ -267,11 +359,18 @@ fn family_caps(host: &[(Vec<usize>, i64)], of_class: &[usize], caps: &BTreeMap<u
         f.2 += cap;
     }
     for (members, skew) in host {
-        if let Some(f) = members.first().and_then(|&m| families.get_mut(&sets.root(of_class[m]))) {
+        if let Some(f) = members
+            .first()
+            .and_then(|&m| families.get_mut(&sets.root(of_class[m])))
+        {
             f.1 += skew;
         }
     }
-    families.into_values().filter(|(classes, cap, sum)| classes.len() > 1 && cap < sum).map(|(classes, cap, _)| host_cap(classes, cap)).collect()
+    families
+        .into_values()
+        .filter(|(classes, cap, sum)| classes.len() > 1 && cap < sum)
+        .map(|(classes, cap, _)| host_cap(classes, cap))
+        .collect()
 }
 
 /// `c` with the rules between pods cleared (only the topology reads them; cleared for clarity in dumps).
@@ -296,14 +395,31 @@ mod tests {
     fn classes_tied_only_by_rules_between_nodes_merge_and_anti_affinity_cliques_stay() {
         let p = Problem::build(&crate::workload::diverse(200, 3), &two_zones());
         let (r, of_class) = relax(&p, false);
-        assert!(r.classes.len() < p.classes.len() / 2, "{} of {} classes", r.classes.len(), p.classes.len());
+        assert!(
+            r.classes.len() < p.classes.len() / 2,
+            "{} of {} classes",
+            r.classes.len(),
+            p.classes.len()
+        );
         assert_eq!(r.total_pods(), p.total_pods());
-        assert!(r.topology.spreads.iter().all(|g| g.is_host() && g.members == [g.owner]) && r.topology.preferred.is_empty());
-        let anti: Vec<_> = p.topology.affinities.iter().filter(|a| a.anti && a.key == HOSTNAME).collect();
+        assert!(
+            r.topology
+                .spreads
+                .iter()
+                .all(|g| g.is_host() && g.members == [g.owner])
+                && r.topology.preferred.is_empty()
+        );
+        let anti: Vec<_> = p
+            .topology
+            .affinities
+            .iter()
+            .filter(|a| a.anti && a.key == HOSTNAME)
+            .collect();
         assert_eq!(r.topology.affinities.len(), anti.len());
         for a in anti {
             // the clique's classes keep their own index in the relaxation, one class each
-            let mapped: std::collections::BTreeSet<usize> = a.members.iter().map(|&m| of_class[m]).collect();
+            let mapped: std::collections::BTreeSet<usize> =
+                a.members.iter().map(|&m| of_class[m]).collect();
             assert_eq!(mapped.len(), a.members.len());
         }
         for (k, c) in p.classes.iter().enumerate() {
@@ -323,15 +439,31 @@ mod tests {
         for (k, c) in p.classes.iter().enumerate() {
             assert_eq!(r.classes[of_class[k]].req, c.req);
             // a capped class never shares its relaxed class with an uncapped one
-            assert!((0..p.classes.len()).filter(|&j| of_class[j] == of_class[k]).all(|j| capped(j) == capped(k)));
+            assert!((0..p.classes.len())
+                .filter(|&j| of_class[j] == of_class[k])
+                .all(|j| capped(j) == capped(k)));
         }
         for g in r.topology.spreads.iter().filter(|g| g.members.len() == 1) {
             // one pod per node of each Deployment whose pods the class merges (the mix's skew is 1)
-            let deployments = host.iter().filter(|(m, _)| m.iter().any(|&k| of_class[k] == g.owner)).count();
+            let deployments = host
+                .iter()
+                .filter(|(m, _)| m.iter().any(|&k| of_class[k] == g.owner))
+                .count();
             assert_eq!(g.max_skew, deployments as i64, "relaxed class {}", g.owner);
             assert!(g.hard && g.is_host() && g.members == [g.owner]);
         }
-        assert_eq!(r.topology.spreads.iter().filter(|g| g.members.len() == 1).count(), (0..p.classes.len()).filter(|&k| capped(k)).map(|k| of_class[k]).collect::<std::collections::BTreeSet<_>>().len());
+        assert_eq!(
+            r.topology
+                .spreads
+                .iter()
+                .filter(|g| g.members.len() == 1)
+                .count(),
+            (0..p.classes.len())
+                .filter(|&k| capped(k))
+                .map(|k| of_class[k])
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        );
         // the knapsack's rules see the cap
         let rules = super::super::columns::NodeRules::build(&r);
         for g in r.topology.spreads.iter().filter(|g| g.members.len() == 1) {
@@ -340,23 +472,48 @@ mod tests {
     }
 
     #[test]
-    fn a_family_of_classes_tied_by_hostname_spreads_gets_the_sum_of_their_skews_and_every_plan_keeps_it() {
+    fn a_family_of_classes_tied_by_hostname_spreads_gets_the_sum_of_their_skews_and_every_plan_keeps_it(
+    ) {
         let p = Problem::build(&crate::workload::diverse(300, 5), &two_zones());
         let (r, of_class) = relax(&p, true);
         let host = host_spreads(&p);
-        let single: BTreeMap<usize, i64> = r.topology.spreads.iter().filter(|g| g.members.len() == 1).map(|g| (g.owner, g.max_skew)).collect();
-        let families: Vec<&SpreadGroup> = r.topology.spreads.iter().filter(|g| g.members.len() > 1).collect();
-        assert!(!families.is_empty(), "the mix's Deployments have pods of several requests");
+        let single: BTreeMap<usize, i64> = r
+            .topology
+            .spreads
+            .iter()
+            .filter(|g| g.members.len() == 1)
+            .map(|g| (g.owner, g.max_skew))
+            .collect();
+        let families: Vec<&SpreadGroup> = r
+            .topology
+            .spreads
+            .iter()
+            .filter(|g| g.members.len() > 1)
+            .collect();
+        assert!(
+            !families.is_empty(),
+            "the mix's Deployments have pods of several requests"
+        );
         for f in &families {
             // every spread lies wholly in or out of the family, and the cap is its spreads' skews
             let mut skews = 0;
             for (members, skew) in &host {
-                let inside = members.iter().filter(|&&k| f.members.contains(&of_class[k])).count();
-                assert!(inside == 0 || inside == members.len(), "a spread straddles family {:?}", f.members);
+                let inside = members
+                    .iter()
+                    .filter(|&&k| f.members.contains(&of_class[k]))
+                    .count();
+                assert!(
+                    inside == 0 || inside == members.len(),
+                    "a spread straddles family {:?}",
+                    f.members
+                );
                 skews += if inside > 0 { *skew } else { 0 };
             }
             assert_eq!(f.max_skew, skews);
-            assert!(f.max_skew < f.members.iter().map(|m| single[m]).sum::<i64>(), "a family cap no tighter than its classes' is left out");
+            assert!(
+                f.max_skew < f.members.iter().map(|m| single[m]).sum::<i64>(),
+                "a family cap no tighter than its classes' is left out"
+            );
             assert!(f.hard && f.is_host());
         }
         // a plan of the full problem, which keeps each spread's cap, keeps the family's
@@ -364,8 +521,18 @@ mod tests {
         assert!(left.is_empty());
         for node in &state.nodes {
             for f in &families {
-                let held: usize = node.placed.iter().filter(|(&k, _)| f.members.contains(&of_class[k])).map(|(_, &n)| n).sum();
-                assert!(held as i64 <= f.max_skew, "{held} pods of family {:?} on {}", f.members, node.hostname());
+                let held: usize = node
+                    .placed
+                    .iter()
+                    .filter(|(&k, _)| f.members.contains(&of_class[k]))
+                    .map(|(_, &n)| n)
+                    .sum();
+                assert!(
+                    held as i64 <= f.max_skew,
+                    "{held} pods of family {:?} on {}",
+                    f.members,
+                    node.hostname()
+                );
             }
         }
     }
@@ -378,14 +545,27 @@ mod tests {
         let catalog = two_zones();
         let p = Problem::build(&snapshot, &catalog);
         let demand: Vec<u32> = p.classes.iter().map(|c| c.pods.len() as u32).collect();
-        let bound = lower_bound(&p, &demand, &SolveSettings::default(), 5.0).expect("solves").expect("certified");
+        let bound = lower_bound(&p, &demand, &SolveSettings::default(), 5.0)
+            .expect("solves")
+            .expect("certified");
         // (less the tolerance the certified value gives up for the LP's own)
         assert!(bound >= 12.0 * 0.3 * (1.0 - 1e-5), "{bound}");
-        for strategy in [crate::optimizer::Strategy::Milp, crate::optimizer::Strategy::Greedy] {
-            let settings = SolveSettings { strategy, time_limit: std::time::Duration::from_secs(5), ..Default::default() };
+        for strategy in [
+            crate::optimizer::Strategy::Milp,
+            crate::optimizer::Strategy::Greedy,
+        ] {
+            let settings = SolveSettings {
+                strategy,
+                time_limit: std::time::Duration::from_secs(5),
+                ..Default::default()
+            };
             let plan = crate::optimizer::solve(&snapshot, &catalog, &settings).expect("plans");
             assert!(plan.unschedulable.is_empty());
-            assert!(bound <= plan.objective + 1e-6, "{strategy:?}: bound {bound} above the plan's {}", plan.objective);
+            assert!(
+                bound <= plan.objective + 1e-6,
+                "{strategy:?}: bound {bound} above the plan's {}",
+                plan.objective
+            );
         }
     }
 }

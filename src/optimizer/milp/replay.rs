@@ -42,10 +42,24 @@ pub fn replay<'p>(p: &'p Problem, chosen: &[(Column, u32)]) -> (State<'p>, Vec<(
             let pick = component
                 .iter()
                 .filter(|&&k| placed[k] < p.classes[k].demand())
-                .flat_map(|&k| targets[k].iter().enumerate().filter(|(_, t)| t.1 > 0).map(move |(i, t)| (k, i, t.0)))
+                .flat_map(|&k| {
+                    targets[k]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, t)| t.1 > 0)
+                        .map(move |(i, t)| (k, i, t.0))
+                })
                 .min_by_key(|&(k, i, node)| {
-                    let off_domain = links.affinity[k].iter().any(|&ri| preferred[ri].as_ref().is_some_and(|d| state.node_domain(node, &p.topology.affinities[ri].key) != Some(d.as_str())));
-                    let crowd: i64 = links.spreads[k].iter().map(|&g| state.domain_count(g, node)).sum();
+                    let off_domain = links.affinity[k].iter().any(|&ri| {
+                        preferred[ri].as_ref().is_some_and(|d| {
+                            state.node_domain(node, &p.topology.affinities[ri].key)
+                                != Some(d.as_str())
+                        })
+                    });
+                    let crowd: i64 = links.spreads[k]
+                        .iter()
+                        .map(|&g| state.domain_count(g, node))
+                        .sum();
                     (off_domain, crowd, k, i)
                 });
             let Some((k, i, node)) = pick else { break };
@@ -93,7 +107,11 @@ impl Links {
                 affinity[r.owner].push(ri);
             }
         }
-        Links { spreads, affinity, n }
+        Links {
+            spreads,
+            affinity,
+            n,
+        }
     }
 
     /// Classes joined by a shared spread group or affinity rule, each list ascending, in order of
@@ -102,7 +120,10 @@ impl Links {
         let mut sets = DisjointSets::new(self.n);
         let mut first_of: BTreeMap<(bool, usize), usize> = BTreeMap::new();
         for k in 0..self.n {
-            let keys = self.spreads[k].iter().map(|&g| (false, g)).chain(self.affinity[k].iter().map(|&r| (true, r)));
+            let keys = self.spreads[k]
+                .iter()
+                .map(|&g| (false, g))
+                .chain(self.affinity[k].iter().map(|&r| (true, r)));
             for key in keys {
                 sets.join(k, *first_of.entry(key).or_insert(k));
             }
@@ -117,7 +138,11 @@ impl Links {
 
 /// Per affinity rule: the domain a self-affinity group should start in when no member runs yet,
 /// the one most of its members' targets lie in (ties to the smaller name).
-fn preferred_domains(p: &Problem, state: &State<'_>, targets: &[Vec<(usize, u32)>]) -> Vec<Option<String>> {
+fn preferred_domains(
+    p: &Problem,
+    state: &State<'_>,
+    targets: &[Vec<(usize, u32)>],
+) -> Vec<Option<String>> {
     p.topology
         .affinities
         .iter()
@@ -133,7 +158,10 @@ fn preferred_domains(p: &Problem, state: &State<'_>, targets: &[Vec<(usize, u32)
                     }
                 }
             }
-            votes.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0))).map(|(d, _)| d.to_string())
+            votes
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+                .map(|(d, _)| d.to_string())
         })
         .collect()
 }

@@ -81,15 +81,34 @@ pub struct Zoned {
 impl Zoned {
     /// Whether a pod of class `k` may go to `zone` (its allowed zones, its group's quota there).
     pub fn admits(&self, k: usize, zone: &str, quota: &BTreeMap<(usize, String), u32>) -> bool {
-        self.allowed[k].as_ref().is_none_or(|a| a.contains(zone)) && self.group_of[k].is_none_or(|g| quota.get(&(g, zone.to_string())).is_some_and(|&q| q > 0))
+        self.allowed[k].as_ref().is_none_or(|a| a.contains(zone))
+            && self.group_of[k]
+                .is_none_or(|g| quota.get(&(g, zone.to_string())).is_some_and(|&q| q > 0))
     }
 
     /// Copies of patterns bought where no zone rule is left to settle (`chosen` with whole copies):
     /// each in its own offering's zone, every class free to go anywhere its offerings allow.
     pub fn bought(p: &Problem, chosen: &[(&Column, f64)]) -> Zoned {
-        let nodes = chosen.iter().enumerate().map(|(i, (c, n))| Node { bin: c.bin, pattern: i, copies: n.round() as u32, cost: c.cost }).collect();
+        let nodes = chosen
+            .iter()
+            .enumerate()
+            .map(|(i, (c, n))| Node {
+                bin: c.bin,
+                pattern: i,
+                copies: n.round() as u32,
+                cost: c.cost,
+            })
+            .collect();
         let n = p.classes.len();
-        Zoned { nodes, allowed: vec![None; n], group_of: vec![None; n], quota: BTreeMap::new(), signature_of: vec![0; n], planned: BTreeMap::new(), proven: false }
+        Zoned {
+            nodes,
+            allowed: vec![None; n],
+            group_of: vec![None; n],
+            quota: BTreeMap::new(),
+            signature_of: vec![0; n],
+            planned: BTreeMap::new(),
+            proven: false,
+        }
     }
 
     /// Whether the class is bound by a zone rule (the lifting serves those first).
@@ -101,16 +120,34 @@ impl Zoned {
 /// Whether `p` has no rule the zone program settles (hard zone spread, required zone affinity), as
 /// when its zones were pinned first (`pin.rs`).
 pub fn zoneless(p: &Problem) -> bool {
-    spread_groups(p).0.is_empty() && !p.topology.affinities.iter().any(|r| !r.anti && !r.is_host())
+    spread_groups(p).0.is_empty()
+        && !p
+            .topology
+            .affinities
+            .iter()
+            .any(|r| !r.anti && !r.is_host())
 }
 
 /// Copies and zones for the patterns `chosen` of `relaxed` with their LP values (see the module
 /// doc), where `of_class` maps the classes of `p` to the relaxation's, `demand` counts the pods of
 /// each class of `p` and `duals` prices one pod of each relaxed class. None when HiGHS finds no
 /// answer within `seconds`.
-pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32], chosen: &[(&Column, f64)], duals: &[f64], seconds: f64) -> Option<Zoned> {
-    let options: Vec<Vec<(Bin, String, f64)>> = chosen.iter().map(|(c, _)| moves(relaxed, c)).collect();
-    let zones: BTreeSet<&str> = options.iter().flatten().map(|(_, z, _)| z.as_str()).collect();
+pub fn assign(
+    p: &Problem,
+    relaxed: &Problem,
+    of_class: &[usize],
+    demand: &[u32],
+    chosen: &[(&Column, f64)],
+    duals: &[f64],
+    seconds: f64,
+) -> Option<Zoned> {
+    let options: Vec<Vec<(Bin, String, f64)>> =
+        chosen.iter().map(|(c, _)| moves(relaxed, c)).collect();
+    let zones: BTreeSet<&str> = options
+        .iter()
+        .flatten()
+        .map(|(_, z, _)| z.as_str())
+        .collect();
     let allowed = allowed_zones(p, relaxed, of_class, chosen, &zones);
     let (groups, group_of) = spread_groups(p);
     let mut pb = Program::default();
@@ -120,7 +157,9 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
     for (((col, _), opts), cols) in chosen.iter().zip(&options).zip(&w) {
         for ((_, zone, _), &c) in opts.iter().zip(cols) {
             for &(r, n) in &col.counts {
-                room.entry((r, zone.as_str())).or_default().push((c, f64::from(n)));
+                room.entry((r, zone.as_str()))
+                    .or_default()
+                    .push((c, f64::from(n)));
             }
         }
     }
@@ -128,19 +167,28 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
     let mut pods: BTreeMap<(Signature, usize), (u32, f64)> = BTreeMap::new();
     for (k, &d) in demand.iter().enumerate().filter(|(_, &d)| d > 0) {
         let r = of_class[k];
-        pods.entry(((group_of[k], allowed[k].as_ref()), r)).or_insert((0, (REWARD_PER_DUAL * duals[r]).max(MIN_REWARD))).0 += d;
+        pods.entry(((group_of[k], allowed[k].as_ref()), r))
+            .or_insert((0, (REWARD_PER_DUAL * duals[r]).max(MIN_REWARD)))
+            .0 += d;
     }
     let mut signatures: BTreeMap<Signature, usize> = BTreeMap::new();
-    let signature_of: Vec<usize> = (0..p.classes.len()).map(|k| {
-        let next = signatures.len();
-        *signatures.entry((group_of[k], allowed[k].as_ref())).or_insert(next)
-    }).collect();
+    let signature_of: Vec<usize> = (0..p.classes.len())
+        .map(|k| {
+            let next = signatures.len();
+            *signatures
+                .entry((group_of[k], allowed[k].as_ref()))
+                .or_insert(next)
+        })
+        .collect();
     let mut by_signature: Vec<(String, (usize, usize), Col)> = Vec::new();
     let mut takes: BTreeMap<(usize, &str), Vec<Col>> = BTreeMap::new(); // (relaxed class, zone)
     let mut in_group: BTreeMap<(usize, &str), Vec<Col>> = BTreeMap::new(); // (group, zone)
     for (&((group, zones_ok), r), &(d, reward)) in &pods {
         let mut row = Vec::new();
-        for &z in zones.iter().filter(|&&z| room.contains_key(&(r, z)) && zones_ok.is_none_or(|a| a.contains(z))) {
+        for &z in zones
+            .iter()
+            .filter(|&&z| room.contains_key(&(r, z)) && zones_ok.is_none_or(|a| a.contains(z)))
+        {
             let c = pb.continuous(-reward, f64::from(d));
             row.push((c, 1.0));
             takes.entry((r, z)).or_default().push(c);
@@ -152,10 +200,21 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
         pb.row(f64::NEG_INFINITY, f64::from(d), row);
     }
     for (key, cols) in &takes {
-        pb.row(f64::NEG_INFINITY, 0.0, cols.iter().map(|&c| (c, 1.0)).chain(room[key].iter().map(|&(c, n)| (c, -n))));
+        pb.row(
+            f64::NEG_INFINITY,
+            0.0,
+            cols.iter()
+                .map(|&c| (c, 1.0))
+                .chain(room[key].iter().map(|&(c, n)| (c, -n))),
+        );
     }
     for (g, group) in groups.iter().enumerate() {
-        spread_rows(group, &zones, |z| in_group.get(&(g, z)).cloned().unwrap_or_default(), &mut pb);
+        spread_rows(
+            group,
+            &zones,
+            |z| in_group.get(&(g, z)).cloned().unwrap_or_default(),
+            &mut pb,
+        );
     }
     let (values, proven) = pb.solve(seconds)?;
     let mut nodes = Vec::new();
@@ -163,17 +222,42 @@ pub fn assign(p: &Problem, relaxed: &Problem, of_class: &[usize], demand: &[u32]
         for (&(bin, _, cost), &c) in opts.iter().zip(cols) {
             let copies = (values[c] + 1e-6).floor().max(0.0) as u32;
             if copies > 0 {
-                nodes.push(Node { bin, pattern: j, copies, cost });
+                nodes.push(Node {
+                    bin,
+                    pattern: j,
+                    copies,
+                    cost,
+                });
             }
         }
     }
     // a group's quota in a zone: its pods there over all relaxed classes, rounded
-    let quota = in_group.iter().map(|(&(g, z), cols)| ((g, z.to_string()), cols.iter().map(|&c| values[c]).sum::<f64>().round().max(0.0) as u32)).collect();
+    let quota = in_group
+        .iter()
+        .map(|(&(g, z), cols)| {
+            (
+                (g, z.to_string()),
+                cols.iter()
+                    .map(|&c| values[c])
+                    .sum::<f64>()
+                    .round()
+                    .max(0.0) as u32,
+            )
+        })
+        .collect();
     let mut planned: BTreeMap<String, BTreeMap<(usize, usize), f64>> = BTreeMap::new();
     for (z, key, c) in by_signature {
         *planned.entry(z).or_default().entry(key).or_default() += values[c];
     }
-    Some(Zoned { nodes, allowed, group_of, quota, signature_of, planned, proven })
+    Some(Zoned {
+        nodes,
+        allowed,
+        group_of,
+        quota,
+        signature_of,
+        planned,
+        proven,
+    })
 }
 
 /// What the program tells classes apart by: their zone spread group and their allowed zones.
@@ -181,12 +265,23 @@ type Signature<'a> = (Option<usize>, Option<&'a BTreeSet<String>>);
 
 /// Per pattern, a column per zone it may go to: its copies there, at most [`EXTRA_COPIES`] more in
 /// all than its LP value rounded up (an existing node: once, over all its patterns).
-fn copies(pb: &mut Program, chosen: &[(&Column, f64)], options: &[Vec<(Bin, String, f64)>]) -> Vec<Vec<Col>> {
+fn copies(
+    pb: &mut Program,
+    chosen: &[(&Column, f64)],
+    options: &[Vec<(Bin, String, f64)>],
+) -> Vec<Vec<Col>> {
     let mut w = Vec::with_capacity(chosen.len());
     let mut existing: BTreeMap<usize, Vec<Col>> = BTreeMap::new();
     for (&(col, v), opts) in chosen.iter().zip(options) {
-        let most = if matches!(col.bin, Bin::Existing(_)) { 1.0 } else { v.ceil() + EXTRA_COPIES };
-        let cols: Vec<Col> = opts.iter().map(|&(_, _, cost)| pb.integer(cost, most)).collect();
+        let most = if matches!(col.bin, Bin::Existing(_)) {
+            1.0
+        } else {
+            v.ceil() + EXTRA_COPIES
+        };
+        let cols: Vec<Col> = opts
+            .iter()
+            .map(|&(_, _, cost)| pb.integer(cost, most))
+            .collect();
         pb.row(0.0, most, cols.iter().map(|&c| (c, 1.0)));
         if let Bin::Existing(e) = col.bin {
             existing.entry(e).or_default().extend(&cols);
@@ -205,20 +300,49 @@ fn copies(pb: &mut Program, chosen: &[(&Column, f64)], options: &[Vec<(Bin, Stri
 /// mostly priced in one zone, and some instance types are not offered in every zone). An existing
 /// node stays where it is.
 fn moves(relaxed: &Problem, col: &Column) -> Vec<(Bin, String, f64)> {
-    let (Bin::New { shape, offering }, Some(&(first, _))) = (col.bin, col.counts.first()) else { return vec![(col.bin, zone_of(relaxed, &col.bin), col.cost)] };
+    let (Bin::New { shape, offering }, Some(&(first, _))) = (col.bin, col.counts.first()) else {
+        return vec![(col.bin, zone_of(relaxed, &col.bin), col.cost)];
+    };
     let extra = col.cost - relaxed.offering(shape, offering).cost;
-    let fits = |alloc: &[i64]| alloc.iter().enumerate().all(|(d, &room)| col.counts.iter().map(|&(r, n)| relaxed.classes[r].req[d] * i64::from(n)).sum::<i64>() <= room);
+    let fits = |alloc: &[i64]| {
+        alloc.iter().enumerate().all(|(d, &room)| {
+            col.counts
+                .iter()
+                .map(|&(r, n)| relaxed.classes[r].req[d] * i64::from(n))
+                .sum::<i64>()
+                <= room
+        })
+    };
     let mut best: BTreeMap<&str, (f64, Bin)> = BTreeMap::new();
     for &(s, o) in &relaxed.classes[first].offerings {
         let off = relaxed.offering(s, o);
-        if best.get(off.zone.as_str()).is_some_and(|(c, _)| *c <= off.cost + extra) {
+        if best
+            .get(off.zone.as_str())
+            .is_some_and(|(c, _)| *c <= off.cost + extra)
+        {
             continue;
         }
-        if fits(&off.alloc) && col.counts.iter().all(|&(r, _)| relaxed.classes[r].on_menu((s, o))) {
-            best.insert(off.zone.as_str(), (off.cost + extra, Bin::New { shape: s, offering: o }));
+        if fits(&off.alloc)
+            && col
+                .counts
+                .iter()
+                .all(|&(r, _)| relaxed.classes[r].on_menu((s, o)))
+        {
+            best.insert(
+                off.zone.as_str(),
+                (
+                    off.cost + extra,
+                    Bin::New {
+                        shape: s,
+                        offering: o,
+                    },
+                ),
+            );
         }
     }
-    best.into_iter().map(|(zone, (cost, bin))| (bin, zone.to_string(), cost)).collect()
+    best.into_iter()
+        .map(|(zone, (cost, bin))| (bin, zone.to_string(), cost))
+        .collect()
 }
 
 /// A node's zone; empty when it has none.
@@ -230,7 +354,13 @@ pub fn zone_of(p: &Problem, bin: &Bin) -> String {
 /// pods, the zones they run in; a self-affinity group with none running, the zone where the LP's
 /// patterns (copies rounded to the nearest) hold the most slots of its relaxed classes (ties to the
 /// smaller name).
-fn allowed_zones(p: &Problem, relaxed: &Problem, of_class: &[usize], chosen: &[(&Column, f64)], zones: &BTreeSet<&str>) -> Vec<Option<BTreeSet<String>>> {
+fn allowed_zones(
+    p: &Problem,
+    relaxed: &Problem,
+    of_class: &[usize],
+    chosen: &[(&Column, f64)],
+    zones: &BTreeSet<&str>,
+) -> Vec<Option<BTreeSet<String>>> {
     let mut slots: BTreeMap<(usize, String), u32> = BTreeMap::new();
     for &(col, copies) in chosen {
         let z = zone_of(relaxed, &col.bin);
@@ -240,17 +370,36 @@ fn allowed_zones(p: &Problem, relaxed: &Problem, of_class: &[usize], chosen: &[(
     }
     let mut out: Vec<Option<BTreeSet<String>>> = vec![None; p.classes.len()];
     let mut seen: BTreeSet<&[usize]> = BTreeSet::new();
-    for r in p.topology.affinities.iter().filter(|r| !r.anti && r.key == ZONE) {
+    for r in p
+        .topology
+        .affinities
+        .iter()
+        .filter(|r| !r.anti && r.key == ZONE)
+    {
         let here: BTreeSet<String> = if !r.running.is_empty() {
             r.running.keys().cloned().collect()
         } else if r.self_selecting() && seen.insert(r.members.as_slice()) {
             let classes: BTreeSet<usize> = r.members.iter().map(|&k| of_class[k]).collect();
-            let held = |z: &str| classes.iter().map(|&c| slots.get(&(c, z.to_string())).copied().unwrap_or(0)).sum::<u32>();
-            zones.iter().max_by_key(|&&z| (held(z), std::cmp::Reverse(z))).map(|z| z.to_string()).into_iter().collect()
+            let held = |z: &str| {
+                classes
+                    .iter()
+                    .map(|&c| slots.get(&(c, z.to_string())).copied().unwrap_or(0))
+                    .sum::<u32>()
+            };
+            zones
+                .iter()
+                .max_by_key(|&&z| (held(z), std::cmp::Reverse(z)))
+                .map(|z| z.to_string())
+                .into_iter()
+                .collect()
         } else {
             continue;
         };
-        let confined: &[usize] = if r.running.is_empty() { &r.members } else { std::slice::from_ref(&r.owner) };
+        let confined: &[usize] = if r.running.is_empty() {
+            &r.members
+        } else {
+            std::slice::from_ref(&r.owner)
+        };
         for &k in confined {
             out[k] = Some(match out[k].take() {
                 Some(before) => before.intersection(&here).cloned().collect(),
@@ -274,9 +423,19 @@ pub(super) fn spread_groups(p: &Problem) -> (Vec<Group>, Vec<Option<usize>>) {
     let mut index: BTreeMap<&[usize], usize> = BTreeMap::new();
     let mut groups = Vec::new();
     let mut group_of = vec![None; p.classes.len()];
-    for g in p.topology.spreads.iter().filter(|g| g.hard && g.key == ZONE) {
+    for g in p
+        .topology
+        .spreads
+        .iter()
+        .filter(|g| g.hard && g.key == ZONE)
+    {
         let gi = *index.entry(g.members.as_slice()).or_insert_with(|| {
-            groups.push(Group { max_skew: g.max_skew as f64, min_is_zero: g.min_is_zero(), eligible: g.eligible.iter().cloned().collect(), running: g.existing.clone() });
+            groups.push(Group {
+                max_skew: g.max_skew as f64,
+                min_is_zero: g.min_is_zero(),
+                eligible: g.eligible.iter().cloned().collect(),
+                running: g.existing.clone(),
+            });
             groups.len() - 1
         });
         for &m in &g.members {
@@ -288,13 +447,22 @@ pub(super) fn spread_groups(p: &Problem) -> (Vec<Group>, Vec<Option<usize>>) {
 
 /// A group's counts within its skew: between every two eligible zones, or of every zone when
 /// `minDomains` forces the minimum to zero.
-fn spread_rows<'z>(g: &Group, zones: &BTreeSet<&'z str>, cols: impl Fn(&'z str) -> Vec<Col>, pb: &mut Program) {
+fn spread_rows<'z>(
+    g: &Group,
+    zones: &BTreeSet<&'z str>,
+    cols: impl Fn(&'z str) -> Vec<Col>,
+    pb: &mut Program,
+) {
     let running = |z: &str| g.running.get(z).copied().unwrap_or(0) as f64;
     if g.min_is_zero {
         for &z in zones {
             let here = cols(z);
             if !here.is_empty() {
-                pb.row(f64::NEG_INFINITY, g.max_skew - running(z), here.into_iter().map(|c| (c, 1.0)));
+                pb.row(
+                    f64::NEG_INFINITY,
+                    g.max_skew - running(z),
+                    here.into_iter().map(|c| (c, 1.0)),
+                );
             }
         }
         return;
@@ -306,7 +474,10 @@ fn spread_rows<'z>(g: &Group, zones: &BTreeSet<&'z str>, cols: impl Fn(&'z str) 
             continue;
         }
         for b in g.eligible.iter().filter(|&b| b != a) {
-            let row = more.iter().map(|&c| (c, 1.0)).chain(of(b).into_iter().map(|c| (c, -1.0)));
+            let row = more
+                .iter()
+                .map(|&c| (c, 1.0))
+                .chain(of(b).into_iter().map(|c| (c, -1.0)));
             pb.row(f64::NEG_INFINITY, g.max_skew - running(a) + running(b), row);
         }
     }
@@ -324,7 +495,8 @@ struct Program {
 
 impl Program {
     fn integer(&mut self, cost: f64, upper: f64) -> Col {
-        self.cols.push(self.problem.add_integer_column(cost, 0.0..=upper));
+        self.cols
+            .push(self.problem.add_integer_column(cost, 0.0..=upper));
         self.cols.len() - 1
     }
 
@@ -352,7 +524,8 @@ impl Program {
         let feasible = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
         tracing::debug!(status = ?solved.status(), feasible, seconds = began.elapsed().as_secs_f64(), objective = solved.objective_value(), columns = self.cols.len(), "zones for the relaxed candidate");
         let proven = solved.status() == HighsModelStatus::Optimal;
-        (feasible && solved.status() != HighsModelStatus::Infeasible).then(|| (solved.get_solution().columns().to_vec(), proven))
+        (feasible && solved.status() != HighsModelStatus::Infeasible)
+            .then(|| (solved.get_solution().columns().to_vec(), proven))
     }
 }
 
@@ -366,14 +539,33 @@ mod tests {
     fn zone_spread_pods_get_nodes_in_every_zone_and_the_replay_keeps_them_all() {
         let p = Problem::build(&crate::workload::diverse(100, 3), &two_zones());
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
-        let found = super::super::lift::candidates(&p, &demand, &SolveSettings::default(), 2.0).expect("the relaxation merges the mix's classes");
+        let found = super::super::lift::candidates(&p, &demand, &SolveSettings::default(), 2.0)
+            .expect("the relaxation merges the mix's classes");
         // zone spread is left for the program to settle: no cover
         assert!(found.cover.is_none() && !zoneless(&p));
         let lifted = found.zones.expect("the zone program answers");
         let zones: BTreeSet<String> = lifted.iter().map(|(c, _)| zone_of(&p, &c.bin)).collect();
         assert_eq!(zones.len(), 2, "{zones:?}");
-        let spread: BTreeSet<usize> = p.topology.spreads.iter().filter(|g| g.hard && g.key == ZONE).flat_map(|g| g.members.iter().copied()).collect();
-        let lifted_of = |k: usize| lifted.iter().map(|(c, n)| c.counts.iter().filter(|x| x.0 == k).map(|x| x.1).sum::<u32>() * n).sum::<u32>();
+        let spread: BTreeSet<usize> = p
+            .topology
+            .spreads
+            .iter()
+            .filter(|g| g.hard && g.key == ZONE)
+            .flat_map(|g| g.members.iter().copied())
+            .collect();
+        let lifted_of = |k: usize| {
+            lifted
+                .iter()
+                .map(|(c, n)| {
+                    c.counts
+                        .iter()
+                        .filter(|x| x.0 == k)
+                        .map(|x| x.1)
+                        .sum::<u32>()
+                        * n
+                })
+                .sum::<u32>()
+        };
         let (state, _) = super::super::replay(&p, &lifted);
         let (mut asked, mut got) = (0, 0);
         for &k in &spread {

@@ -27,20 +27,36 @@ impl ZoneFix<'_> {
     /// Whether a pattern on `bin` keeps every held group in its zone.
     pub(super) fn allows(&self, p: &Problem, bin: &BinInfo, counts: &[(usize, u32)]) -> bool {
         let labels = bin.labels(p);
-        self.0.iter().all(|&(key, members, zone)| labels.get(key).is_some_and(|d| d == zone) || counts.iter().all(|(k, _)| members.binary_search(k).is_err()))
+        self.0.iter().all(|&(key, members, zone)| {
+            labels.get(key).is_some_and(|d| d == zone)
+                || counts
+                    .iter()
+                    .all(|(k, _)| members.binary_search(k).is_err())
+        })
     }
 }
 
 /// Fixes the zone choice of every zone-affinity group in `model` (aux variables first, then
 /// `columns`, valued by `values`) to the domain holding most of its pods.
-pub(super) fn fix_zone_affinity<'p>(p: &'p Problem, master: &'p Master, bins: &[BinInfo], bin_index: &BTreeMap<Bin, usize>, columns: &[Column], values: &[f64], model: &mut highs::Model) -> ZoneFix<'p> {
+pub(super) fn fix_zone_affinity<'p>(
+    p: &'p Problem,
+    master: &'p Master,
+    bins: &[BinInfo],
+    bin_index: &BTreeMap<Bin, usize>,
+    columns: &[Column],
+    values: &[f64],
+    model: &mut highs::Model,
+) -> ZoneFix<'p> {
     // every member of a deployment owns an identical rule: they share one choice, so the rules are
     // grouped by (key, members) and decided together
     let mut groups: BTreeMap<(&str, &[usize]), Choices<'_>> = BTreeMap::new();
     for (i, a) in master.aux.iter().enumerate() {
         if let AuxKind::AffinityUse { rule, domain } = &a.kind {
             let r = &p.topology.affinities[*rule];
-            groups.entry((r.key.as_str(), r.members.as_slice())).or_default().push((i, domain.as_str()));
+            groups
+                .entry((r.key.as_str(), r.members.as_slice()))
+                .or_default()
+                .push((i, domain.as_str()));
         }
     }
     let offset = master.aux.len();
@@ -52,7 +68,12 @@ pub(super) fn fix_zone_affinity<'p>(p: &'p Problem, master: &'p Master, bins: &[
             if x <= 1e-9 {
                 continue;
             }
-            let n: u32 = c.counts.iter().filter(|(k, _)| members.binary_search(k).is_ok()).map(|&(_, n)| n).sum();
+            let n: u32 = c
+                .counts
+                .iter()
+                .filter(|(k, _)| members.binary_search(k).is_ok())
+                .map(|&(_, n)| n)
+                .sum();
             if n == 0 {
                 continue;
             }
@@ -61,7 +82,12 @@ pub(super) fn fix_zone_affinity<'p>(p: &'p Problem, master: &'p Master, bins: &[
             }
         }
         // the LP placed none of the group (all left unplaced): nothing to follow
-        let Some((zone, _)) = pods.into_iter().max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(a.0))) else { continue };
+        let Some((zone, _)) = pods
+            .into_iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(a.0)))
+        else {
+            continue;
+        };
         for &(i, domain) in &choices {
             if domain != zone {
                 // SAFETY: the pointer comes from a live HiGHS model and `i` is one of its columns
@@ -81,8 +107,21 @@ mod tests {
     use highs::Sense;
 
     /// Zone-affinity members' pods per zone in an LP answer over single-pod patterns.
-    fn member_pods(p: &Problem, bins: &[BinInfo], index: &BTreeMap<Bin, usize>, columns: &[Column], values: &[f64], offset: usize) -> BTreeMap<String, f64> {
-        let members: Vec<usize> = p.topology.affinities.iter().filter(|r| !r.anti && !r.is_host()).flat_map(|r| r.members.clone()).collect();
+    fn member_pods(
+        p: &Problem,
+        bins: &[BinInfo],
+        index: &BTreeMap<Bin, usize>,
+        columns: &[Column],
+        values: &[f64],
+        offset: usize,
+    ) -> BTreeMap<String, f64> {
+        let members: Vec<usize> = p
+            .topology
+            .affinities
+            .iter()
+            .filter(|r| !r.anti && !r.is_host())
+            .flat_map(|r| r.members.clone())
+            .collect();
         let mut out = BTreeMap::new();
         for (j, c) in columns.iter().enumerate() {
             if c.counts.iter().any(|(k, _)| members.contains(k)) {
@@ -98,29 +137,68 @@ mod tests {
         let mut it = InstanceType::new("mid.xlarge", 4, 8192, Arch::Amd64);
         it.max_pods = Some(20);
         for (zone, price) in [("z1", 0.04), ("z2", 0.05)] {
-            it.offerings.push(Offering { zone: zone.into(), capacity_type: CapacityType::OnDemand, price, available: true, price_estimated: false, interruption_band: None });
+            it.offerings.push(Offering {
+                zone: zone.into(),
+                capacity_type: CapacityType::OnDemand,
+                price,
+                available: true,
+                price_estimated: false,
+                interruption_band: None,
+            });
         }
-        let catalog = Catalog { region: "test".into(), instance_types: vec![it], provenance: None };
+        let catalog = Catalog {
+            region: "test".into(),
+            instance_types: vec![it],
+            provenance: None,
+        };
         // 100 pods of the diverse mix: ten zone-affinity groups of two pods each
         let p = Problem::build(&crate::workload::diverse(100, 7), &catalog);
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let bins = bins(&p);
-        let index: BTreeMap<Bin, usize> = bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
+        let index: BTreeMap<Bin, usize> =
+            bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
         let master = Master::build(&p, &demand, &bins);
         let q = &p;
-        let columns: Vec<Column> = bins.iter().flat_map(|b| b.classes.iter().map(move |&(k, _)| Column { bin: b.bin, counts: vec![(k, 1)], cost: column_cost(q, b, &[(k, 1)]) })).collect();
+        let columns: Vec<Column> = bins
+            .iter()
+            .flat_map(|b| {
+                b.classes.iter().map(move |&(k, _)| Column {
+                    bin: b.bin,
+                    counts: vec![(k, 1)],
+                    cost: column_cost(q, b, &[(k, 1)]),
+                })
+            })
+            .collect();
         let offset = master.aux.len();
         // an LP answer that put every group's pods in z2
         let mut values = vec![0.0; offset + columns.len()];
         for (j, c) in columns.iter().enumerate() {
-            values[offset + j] = if bins[index[&c.bin]].labels(&p)[crate::domain::labels::ZONE] == "z2" { 0.6 } else { 0.4 };
+            values[offset + j] =
+                if bins[index[&c.bin]].labels(&p)[crate::domain::labels::ZONE] == "z2" {
+                    0.6
+                } else {
+                    0.4
+                };
         }
         let solve = |fix: bool| {
-            let mut model = build_lp(&p, &master, &bins, &index, &columns, false).optimise(Sense::Minimise);
+            let mut model =
+                build_lp(&p, &master, &bins, &index, &columns, false).optimise(Sense::Minimise);
             model.make_quiet();
-            let held = fix.then(|| fix_zone_affinity(&p, &master, &bins, &index, &columns, &values, &mut model).len());
+            let held = fix.then(|| {
+                fix_zone_affinity(&p, &master, &bins, &index, &columns, &values, &mut model).len()
+            });
             let solved = model.solve();
-            (held, member_pods(&p, &bins, &index, &columns, solved.get_solution().columns(), offset))
+            (
+                held,
+                member_pods(
+                    &p,
+                    &bins,
+                    &index,
+                    &columns,
+                    solved.get_solution().columns(),
+                    offset,
+                ),
+            )
         };
         // free, the groups go to the cheaper zone: the fixing below has something to undo
         let (_, free) = solve(false);
@@ -130,9 +208,30 @@ mod tests {
         assert!(pods.get("z1").copied().unwrap_or(0.0) < 1e-9, "{pods:?}");
         assert!((pods["z2"] - 20.0).abs() < 1e-6, "{pods:?}");
         // a held pattern elsewhere is refused; one without members is not
-        let fix = fix_zone_affinity(&p, &master, &bins, &index, &columns, &values, &mut build_lp(&p, &master, &bins, &index, &columns, false).optimise(Sense::Minimise));
-        let member = p.topology.affinities.iter().find(|r| !r.anti && !r.is_host()).unwrap().owner;
-        let other = (0..p.classes.len()).find(|k| p.topology.affinities.iter().all(|r| r.anti || r.is_host() || !r.members.contains(k))).unwrap();
+        let fix = fix_zone_affinity(
+            &p,
+            &master,
+            &bins,
+            &index,
+            &columns,
+            &values,
+            &mut build_lp(&p, &master, &bins, &index, &columns, false).optimise(Sense::Minimise),
+        );
+        let member = p
+            .topology
+            .affinities
+            .iter()
+            .find(|r| !r.anti && !r.is_host())
+            .unwrap()
+            .owner;
+        let other = (0..p.classes.len())
+            .find(|k| {
+                p.topology
+                    .affinities
+                    .iter()
+                    .all(|r| r.anti || r.is_host() || !r.members.contains(k))
+            })
+            .unwrap();
         for b in &bins {
             let in_z2 = b.labels(&p)[crate::domain::labels::ZONE] == "z2";
             assert_eq!(fix.allows(&p, b, &[(member, 1)]), in_z2);

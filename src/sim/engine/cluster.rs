@@ -32,8 +32,23 @@ pub struct SimCluster {
 
 impl SimCluster {
     pub fn new(snap: ClusterSnapshot, catalog: Catalog, origin: Timestamp) -> SimCluster {
-        let pending_since = snap.pods.iter().filter(|p| p.is_pending()).map(|p| (p.key(), 0.0)).collect();
-        let mut c = SimCluster { snap, catalog, origin, now: 0.0, booting: BTreeMap::new(), launched: vec![], pending_since, pending_times: vec![], started: BTreeSet::new() };
+        let pending_since = snap
+            .pods
+            .iter()
+            .filter(|p| p.is_pending())
+            .map(|p| (p.key(), 0.0))
+            .collect();
+        let mut c = SimCluster {
+            snap,
+            catalog,
+            origin,
+            now: 0.0,
+            booting: BTreeMap::new(),
+            launched: vec![],
+            pending_since,
+            pending_times: vec![],
+            started: BTreeSet::new(),
+        };
         c.refresh_pdb_status();
         c
     }
@@ -43,7 +58,8 @@ impl SimCluster {
     }
 
     fn stamp(&self) -> String {
-        (self.origin + chrono::Duration::milliseconds((self.now * 1000.0).round() as i64)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        (self.origin + chrono::Duration::milliseconds((self.now * 1000.0).round() as i64))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     }
 
     /// Claims launched since the last call.
@@ -53,7 +69,9 @@ impl SimCluster {
 
     /// The node of a launched claim registers, Ready, with its DaemonSet pods.
     pub fn register(&mut self, name: &str) -> bool {
-        let Some((node, instance)) = self.booting.remove(name) else { return false };
+        let Some((node, instance)) = self.booting.remove(name) else {
+            return false;
+        };
         let stamp = self.stamp();
         register(&mut self.snap, &self.catalog, &node, name, &stamp);
         if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == name) {
@@ -70,7 +88,14 @@ impl SimCluster {
     /// Binds a pending pod (kube-scheduler's job); returns whether it was pending.
     pub fn bind(&mut self, pod: &str, node: &str) -> bool {
         let stamp = self.stamp();
-        let Some(p) = self.snap.pods.iter_mut().find(|p| p.key() == pod && p.node_name.is_none()) else { return false };
+        let Some(p) = self
+            .snap
+            .pods
+            .iter_mut()
+            .find(|p| p.key() == pod && p.node_name.is_none())
+        else {
+            return false;
+        };
         let p = Arc::make_mut(p);
         p.node_name = Some(node.to_string());
         p.started = Some(stamp.clone());
@@ -84,7 +109,12 @@ impl SimCluster {
 
     /// Deletes a pod (scale-down, a finished Job).
     pub fn remove_pod(&mut self, key: &str) {
-        let node = self.snap.pods.iter().find(|p| p.key() == key).and_then(|p| p.node_name.clone());
+        let node = self
+            .snap
+            .pods
+            .iter()
+            .find(|p| p.key() == key)
+            .and_then(|p| p.node_name.clone());
         self.snap.pods.retain(|p| p.key() != key);
         self.pending_since.remove(key);
         let stamp = self.stamp();
@@ -93,7 +123,12 @@ impl SimCluster {
 
     /// A pod event on a node: consolidateAfter runs from here.
     fn touch(&mut self, node: Option<&str>, stamp: String) {
-        if let Some(c) = self.snap.node_claims.iter_mut().find(|c| node.is_some() && c.node_name.as_deref() == node) {
+        if let Some(c) = self
+            .snap
+            .node_claims
+            .iter_mut()
+            .find(|c| node.is_some() && c.node_name.as_deref() == node)
+        {
             c.last_pod_event = Some(stamp);
         }
     }
@@ -101,7 +136,14 @@ impl SimCluster {
     /// Makes a bound pod pending again, as its controller would recreate it.
     fn unbind(&mut self, key: &str) {
         let stamp = self.stamp();
-        let Some(p) = self.snap.pods.iter_mut().find(|p| p.key() == key && p.node_name.is_some()) else { return };
+        let Some(p) = self
+            .snap
+            .pods
+            .iter_mut()
+            .find(|p| p.key() == key && p.node_name.is_some())
+        else {
+            return;
+        };
         let p = Arc::make_mut(p);
         let node = p.node_name.take();
         p.created = Some(stamp.clone());
@@ -114,7 +156,15 @@ impl SimCluster {
     pub fn refresh_pdb_status(&mut self) {
         for i in 0..self.snap.pdbs.len() {
             let b = &self.snap.pdbs[i];
-            let selected: Vec<&Pod> = self.snap.pods.iter().map(|p| &**p).filter(|p| p.namespace == b.namespace && !p.terminal && b.selector.matches(&p.labels)).collect();
+            let selected: Vec<&Pod> = self
+                .snap
+                .pods
+                .iter()
+                .map(|p| &**p)
+                .filter(|p| {
+                    p.namespace == b.namespace && !p.terminal && b.selector.matches(&p.labels)
+                })
+                .collect();
             let expected = selected.len();
             let healthy = selected.iter().filter(|p| p.node_name.is_some()).count();
             let scaled = |v: &str| PodDisruptionBudget::count_of(v, expected);
@@ -134,11 +184,15 @@ impl Cluster for SimCluster {
     }
 
     fn in_flight(&self) -> Vec<(&str, &NewNode)> {
-        self.booting.iter().map(|(n, (node, _))| (n.as_str(), node)).collect()
+        self.booting
+            .iter()
+            .map(|(n, (node, _))| (n.as_str(), node))
+            .collect()
     }
 
     fn claim_launched(&mut self, name: &str, node: &NewNode, instance: &Instance) {
-        self.booting.insert(name.to_string(), (node.clone(), instance.id.clone()));
+        self.booting
+            .insert(name.to_string(), (node.clone(), instance.id.clone()));
         self.launched.push(name.to_string());
     }
 
@@ -150,11 +204,21 @@ impl Cluster for SimCluster {
 
     fn evict(&mut self, key: &str) -> Result<(), EvictionRefused> {
         let Some(pod) = self.snap.pods.iter().find(|p| p.key() == key) else {
-            return Err(EvictionRefused { pod: key.to_string(), reason: "no such pod".into() });
+            return Err(EvictionRefused {
+                pod: key.to_string(),
+                reason: "no such pod".into(),
+            });
         };
-        let blocking = self.snap.pdbs.iter().find(|b| b.namespace == pod.namespace && b.selector.matches(&pod.labels) && b.disruptions_allowed.unwrap_or(0) <= 0);
+        let blocking = self.snap.pdbs.iter().find(|b| {
+            b.namespace == pod.namespace
+                && b.selector.matches(&pod.labels)
+                && b.disruptions_allowed.unwrap_or(0) <= 0
+        });
         if let Some(b) = blocking {
-            return Err(EvictionRefused { pod: key.to_string(), reason: format!("pdb {}/{} allows no disruption", b.namespace, b.name) });
+            return Err(EvictionRefused {
+                pod: key.to_string(),
+                reason: format!("pdb {}/{} allows no disruption", b.namespace, b.name),
+            });
         }
         self.unbind(key);
         self.refresh_pdb_status();
@@ -165,7 +229,13 @@ impl Cluster for SimCluster {
         if self.booting.remove(name).is_some() {
             return 0;
         }
-        let pods: Vec<(String, bool)> = self.snap.pods.iter().filter(|p| p.node_name.as_deref() == Some(name)).map(|p| (p.key(), p.is_reschedulable())).collect();
+        let pods: Vec<(String, bool)> = self
+            .snap
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_deref() == Some(name))
+            .map(|p| (p.key(), p.is_reschedulable()))
+            .collect();
         let mut moved = 0;
         for (p, reschedulable) in pods {
             if reschedulable {
@@ -176,7 +246,9 @@ impl Cluster for SimCluster {
             }
         }
         self.snap.nodes.retain(|n| n.name != name);
-        self.snap.node_claims.retain(|c| c.node_name.as_deref() != Some(name));
+        self.snap
+            .node_claims
+            .retain(|c| c.node_name.as_deref() != Some(name));
         self.refresh_pdb_status();
         moved
     }

@@ -60,14 +60,25 @@ impl<'a> World<'a> {
             .events
             .iter()
             .filter_map(|e| match e {
-                Event::InsufficientCapacity { from, until, instance_type, zone, capacity_type } => {
-                    Some(IceWindow { from: *from, until: *until, instance_type: instance_type.clone(), zone: zone.clone(), capacity_type: *capacity_type })
-                }
+                Event::InsufficientCapacity {
+                    from,
+                    until,
+                    instance_type,
+                    zone,
+                    capacity_type,
+                } => Some(IceWindow {
+                    from: *from,
+                    until: *until,
+                    instance_type: instance_type.clone(),
+                    zone: zone.clone(),
+                    capacity_type: *capacity_type,
+                }),
                 Event::Interrupt { .. } => None,
             })
             .collect();
         let mut snap = sc.cluster.clone();
-        snap.pdbs.extend(sc.workloads.iter().filter_map(workload_pdb));
+        snap.pdbs
+            .extend(sc.workloads.iter().filter_map(workload_pdb));
         let settings = Settings {
             provisioning: strategy.provisioning(),
             disruption: strategy.disruption(),
@@ -88,11 +99,23 @@ impl<'a> World<'a> {
         // nodes present at the start are billed from t = 0 at their catalog price
         for n in &snap.nodes {
             let id = format!("initial-{}", n.name);
-            ctl.cloud.adopt(&id, crate::optimizer::problem::node_price(n, &sc.catalog));
+            ctl.cloud
+                .adopt(&id, crate::optimizer::problem::node_price(n, &sc.catalog));
             ctl.adopt(&n.name, &id);
         }
         let cluster = SimCluster::new(snap, sc.catalog.clone(), sc.start);
-        World { sc, strategy, seed, ctl, cluster, now_ms: 0, seq: 0, queue: BinaryHeap::new(), live: BTreeMap::new(), samples: vec![] }
+        World {
+            sc,
+            strategy,
+            seed,
+            ctl,
+            cluster,
+            now_ms: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            live: BTreeMap::new(),
+            samples: vec![],
+        }
     }
 
     fn now(&self) -> f64 {
@@ -151,13 +174,23 @@ impl<'a> World<'a> {
                     self.ctl.node_registered(&mut self.cluster, &name, now);
                 }
             }
-            Ev::Warning(instance) => self.ctl.interruption_warning(&mut self.cluster, &instance, now),
-            Ev::ScriptedInterrupt(instance_type) => self.scripted_interrupt(instance_type.as_deref()),
+            Ev::Warning(instance) => {
+                self.ctl
+                    .interruption_warning(&mut self.cluster, &instance, now)
+            }
+            Ev::ScriptedInterrupt(instance_type) => {
+                self.scripted_interrupt(instance_type.as_deref())
+            }
             Ev::DisruptionTick => {
-                self.ctl.disruption_tick(&mut self.cluster, now).map_err(decision)?;
+                self.ctl
+                    .disruption_tick(&mut self.cluster, now)
+                    .map_err(decision)?;
                 self.at(now + self.sc.timing.disruption_interval, Ev::DisruptionTick);
             }
-            Ev::Controller(Wake::BatchDue) => self.ctl.batch_due(&mut self.cluster, now).map_err(decision)?,
+            Ev::Controller(Wake::BatchDue) => self
+                .ctl
+                .batch_due(&mut self.cluster, now)
+                .map_err(decision)?,
             Ev::Controller(Wake::Retry) => {}
             Ev::Controller(Wake::Validate) => self.ctl.validate(&mut self.cluster, now),
             Ev::Controller(Wake::DrainStep) => self.ctl.drain_step(&mut self.cluster, now),
@@ -200,8 +233,15 @@ impl<'a> World<'a> {
     }
 
     fn job_runtime(&self, pod: &str) -> Option<f64> {
-        let p = self.cluster.snapshot().pods.iter().find(|p| p.key() == pod)?;
-        let w = self.sc.workloads.iter().find(|w| p.owner_name.as_deref() == Some(w.name.as_str()) && p.namespace == w.namespace)?;
+        let p = self
+            .cluster
+            .snapshot()
+            .pods
+            .iter()
+            .find(|p| p.key() == pod)?;
+        let w = self.sc.workloads.iter().find(|w| {
+            p.owner_name.as_deref() == Some(w.name.as_str()) && p.namespace == w.namespace
+        })?;
         match w.kind {
             WorkloadKind::Job { runtime, .. } => Some(runtime),
             WorkloadKind::Deployment { .. } => None,
@@ -223,14 +263,27 @@ impl<'a> World<'a> {
             .snapshot()
             .nodes
             .iter()
-            .filter(|n| !n.unschedulable && n.labels.get(CAPACITY_TYPE).map(String::as_str) == Some(CapacityType::Spot.as_str()))
-            .filter(|n| instance_type.is_none_or(|t| n.labels.get(INSTANCE_TYPE).map(String::as_str) == Some(t)))
+            .filter(|n| {
+                !n.unschedulable
+                    && n.labels.get(CAPACITY_TYPE).map(String::as_str)
+                        == Some(CapacityType::Spot.as_str())
+            })
+            .filter(|n| {
+                instance_type
+                    .is_none_or(|t| n.labels.get(INSTANCE_TYPE).map(String::as_str) == Some(t))
+            })
             .filter_map(|n| self.ctl.instance_of(&n.name))
-            .filter_map(|i| self.ctl.cloud.billed_since(i).map(|since| (since, i.to_string())))
+            .filter_map(|i| {
+                self.ctl
+                    .cloud
+                    .billed_since(i)
+                    .map(|since| (since, i.to_string()))
+            })
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         if let Some((_, instance)) = victim {
             let now = self.now();
-            self.ctl.interruption_warning(&mut self.cluster, &instance, now);
+            self.ctl
+                .interruption_warning(&mut self.cluster, &instance, now);
         }
     }
 
@@ -240,10 +293,17 @@ impl<'a> World<'a> {
         for w in &self.sc.workloads {
             let want = match &w.kind {
                 WorkloadKind::Deployment { replicas, bursts } => {
-                    replicas.at(now) + bursts.iter().filter(|b| (b.at..b.at + b.duration).contains(&now)).map(|b| b.extra).sum::<u32>()
+                    replicas.at(now)
+                        + bursts
+                            .iter()
+                            .filter(|b| (b.at..b.at + b.duration).contains(&now))
+                            .map(|b| b.extra)
+                            .sum::<u32>()
                 }
                 // a Job's pods are created once, in the step that reaches its start
-                WorkloadKind::Job { at, parallelism, .. } if *at <= now && now < at + step => *parallelism,
+                WorkloadKind::Job {
+                    at, parallelism, ..
+                } if *at <= now && now < at + step => *parallelism,
                 WorkloadKind::Job { .. } => continue,
             };
             let key = format!("{}/{}", w.namespace, w.name);
@@ -261,11 +321,17 @@ impl<'a> World<'a> {
     }
 
     fn create_pod(&mut self, w: &Workload, key: &str) {
-        let stamp = (self.sc.start + chrono::Duration::milliseconds(self.now_ms as i64)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let stamp = (self.sc.start + chrono::Duration::milliseconds(self.now_ms as i64))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let live = self.live.entry(key.to_string()).or_default();
         live.created += 1;
-        let kind = if matches!(w.kind, WorkloadKind::Job { .. }) { "Job" } else { "ReplicaSet" };
-        let mut pod = Pod::new(format!("{}-{:05}", w.name, live.created), w.pod.clone()).owned_by(kind, &w.name);
+        let kind = if matches!(w.kind, WorkloadKind::Job { .. }) {
+            "Job"
+        } else {
+            "ReplicaSet"
+        };
+        let mut pod = Pod::new(format!("{}-{:05}", w.name, live.created), w.pod.clone())
+            .owned_by(kind, &w.name);
         pod.created = Some(stamp);
         pod.uid = format!("{key}-{}", live.created);
         live.pods.push(pod.key());
@@ -274,9 +340,23 @@ impl<'a> World<'a> {
 
     /// A ReplicaSet scaling down deletes unbound pods first, then the newest.
     fn scale_down_one(&mut self, key: &str) {
-        let Some(live) = self.live.get(key) else { return };
-        let pending = |k: &String| self.cluster.snapshot().pods.iter().any(|p| &p.key() == k && p.node_name.is_none());
-        let victim = live.pods.iter().rev().find(|k| pending(k)).or_else(|| live.pods.last()).cloned();
+        let Some(live) = self.live.get(key) else {
+            return;
+        };
+        let pending = |k: &String| {
+            self.cluster
+                .snapshot()
+                .pods
+                .iter()
+                .any(|p| &p.key() == k && p.node_name.is_none())
+        };
+        let victim = live
+            .pods
+            .iter()
+            .rev()
+            .find(|k| pending(k))
+            .or_else(|| live.pods.last())
+            .cloned();
         if let Some(v) = victim {
             self.remove_pod(&v);
         }
@@ -284,7 +364,12 @@ impl<'a> World<'a> {
 
     fn sample(&mut self) {
         let (nodes, cost_per_hour) = self.ctl.cloud.billing();
-        let s = Sample { hours: self.now() / 3600.0, cost_per_hour, nodes, pending_pods: self.cluster.snapshot().pending_pods().count() };
+        let s = Sample {
+            hours: self.now() / 3600.0,
+            cost_per_hour,
+            nodes,
+            pending_pods: self.cluster.snapshot().pending_pods().count(),
+        };
         if self.samples.last().is_some_and(|l| l.hours == s.hours) {
             self.samples.pop();
         }
@@ -311,7 +396,9 @@ impl<'a> World<'a> {
             disruptions_executed: st.disruptions_executed,
             disruptions_abandoned: st.disruptions_abandoned,
             solves: st.solves.len(),
-            solver_seconds: Percentiles::of(&st.solves.iter().map(|s| s.seconds).collect::<Vec<_>>()),
+            solver_seconds: Percentiles::of(
+                &st.solves.iter().map(|s| s.seconds).collect::<Vec<_>>(),
+            ),
             time_limited_solves: st.time_limited,
             unschedulable_pods: unschedulable,
             pending_at_end,
@@ -334,8 +421,13 @@ impl<'a> World<'a> {
         if pending == 0 {
             return (0, 0);
         }
-        let settings = crate::optimizer::SolveSettings { strategy: crate::optimizer::Strategy::Greedy, lower_bound: false, ..Default::default() };
-        let never = crate::optimizer::solve(snap, &self.sc.catalog, &settings).map_or(0, |p| p.unschedulable.len());
+        let settings = crate::optimizer::SolveSettings {
+            strategy: crate::optimizer::Strategy::Greedy,
+            lower_bound: false,
+            ..Default::default()
+        };
+        let never = crate::optimizer::solve(snap, &self.sc.catalog, &settings)
+            .map_or(0, |p| p.unschedulable.len());
         (never, pending - never)
     }
 }
@@ -346,7 +438,10 @@ fn workload_pdb(w: &Workload) -> Option<PodDisruptionBudget> {
     Some(PodDisruptionBudget {
         namespace: w.namespace.clone(),
         name: w.name.clone(),
-        selector: LabelSelector { match_labels: w.pod.labels.clone(), match_expressions: vec![] },
+        selector: LabelSelector {
+            match_labels: w.pod.labels.clone(),
+            match_expressions: vec![],
+        },
         min_available: None,
         max_unavailable: Some(max),
         disruptions_allowed: None,

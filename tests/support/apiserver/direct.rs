@@ -24,7 +24,10 @@ fn lookup(name: &str) -> ApiResult<&'static ResourceInfo> {
 
 /// The resource of an object, from its apiVersion and kind.
 fn resource_of(obj: &Value) -> ApiResult<&'static ResourceInfo> {
-    let (v, k) = (obj["apiVersion"].as_str().unwrap_or_default(), obj["kind"].as_str().unwrap_or_default());
+    let (v, k) = (
+        obj["apiVersion"].as_str().unwrap_or_default(),
+        obj["kind"].as_str().unwrap_or_default(),
+    );
     by_kind(v, k).ok_or_else(ApiError::no_such_resource)
 }
 
@@ -47,7 +50,10 @@ fn scope(res: &ResourceInfo, ns: Option<&str>) -> String {
 
 fn typed_resource<K: kube::Resource<DynamicType = ()>>() -> ApiResult<&'static ResourceInfo> {
     let (g, p) = (K::group(&()), K::plural(&()));
-    RESOURCES.iter().find(|r| r.group == g && r.plural == p).ok_or_else(ApiError::no_such_resource)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == g && r.plural == p)
+        .ok_or_else(ApiError::no_such_resource)
 }
 
 fn to_value<K: Serialize>(obj: &K) -> ApiResult<Value> {
@@ -90,10 +96,17 @@ impl ApiServer {
     }
 
     /// Objects of a resource (all namespaces for `ns = None`) matching a label selector string.
-    pub fn list(&self, resource: &str, ns: Option<&str>, label_selector: &str) -> ApiResult<Vec<Value>> {
+    pub fn list(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        label_selector: &str,
+    ) -> ApiResult<Vec<Value>> {
         let res = lookup(resource)?;
         let labels = LabelSelector::parse(label_selector)?;
-        Ok(self.state().select(res, ns, &labels, &FieldSelector::default()))
+        Ok(self
+            .state()
+            .select(res, ns, &labels, &FieldSelector::default()))
     }
 
     /// Replaces an object (PUT): 409 if its resourceVersion is stale; status kept for kinds with
@@ -138,12 +151,24 @@ impl ApiServer {
     }
 
     /// JSON merge patch of the main resource.
-    pub fn merge_patch(&self, resource: &str, ns: Option<&str>, name: &str, patch: &Value) -> ApiResult<Value> {
+    pub fn merge_patch(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> ApiResult<Value> {
         self.patch(resource, ns, name, PatchKind::Merge, patch)
     }
 
     /// JSON merge patch of the status subresource.
-    pub fn merge_patch_status(&self, resource: &str, ns: Option<&str>, name: &str, patch: &Value) -> ApiResult<Value> {
+    pub fn merge_patch_status(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> ApiResult<Value> {
         self.patch_status(resource, ns, name, PatchKind::Merge, patch)
     }
 
@@ -165,7 +190,10 @@ impl ApiServer {
     /// it). Whether it is gone: `get` answers 404.
     pub fn delete(&self, resource: &str, ns: Option<&str>, name: &str) -> ApiResult<Value> {
         let res = lookup(resource)?;
-        match self.state().delete(res, &scope(res, ns), name, &Value::Null)? {
+        match self
+            .state()
+            .delete(res, &scope(res, ns), name, &Value::Null)?
+        {
             Deleted::Removed(o) | Deleted::Pending(o) => Ok(o),
         }
     }
@@ -198,7 +226,12 @@ impl ApiServer {
         K: kube::Resource<DynamicType = ()> + DeserializeOwned,
     {
         let res = typed_resource::<K>()?;
-        let all = self.state().select(res, ns, &LabelSelector::default(), &FieldSelector::default());
+        let all = self.state().select(
+            res,
+            ns,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        );
         all.into_iter().map(from_value).collect()
     }
 
@@ -224,7 +257,11 @@ impl ApiServer {
 
     /// Waits until `cond` holds, re-checking after every committed change, for at most
     /// `timeout`. Returns whether it held.
-    pub async fn wait_for(&self, timeout: Duration, mut cond: impl FnMut(&ApiServer) -> bool) -> bool {
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        mut cond: impl FnMut(&ApiServer) -> bool,
+    ) -> bool {
         let mut changes = self.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -241,14 +278,22 @@ impl ApiServer {
     /// Answers the next `times` requests matching `m` with `code` (409 Conflict, 500
     /// InternalError, 429, 503, ...) instead of serving them.
     pub fn fail_next(&self, m: RequestMatch, times: u32, code: u16) {
-        self.shared.faults.lock().expect("faults lock").add(m, times, code);
+        self.shared
+            .faults
+            .lock()
+            .expect("faults lock")
+            .add(m, times, code);
     }
 
     /// Answers the next `times` requests matching `m` late: kube-apiserver's request timeout (a
     /// 504 `Timeout` after `delay`; `committed`: the request took effect before its answer was
     /// lost), or a stall (`Injected::Stall`: served after the delay; a watch starts only then).
     pub fn inject_next(&self, m: RequestMatch, times: u32, action: Injected) {
-        self.shared.faults.lock().expect("faults lock").inject(m, times, action);
+        self.shared
+            .faults
+            .lock()
+            .expect("faults lock")
+            .inject(m, times, action);
     }
 
     /// Injected faults not used up yet, with the matches each has left (empty once every fault was hit).

@@ -5,7 +5,16 @@ use serde_json::{json, Value};
 
 use super::resources::{groups, RESOURCES};
 
-const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// The document served at a discovery path, `None` if the path is not one.
 pub fn document(segments: &[&str], server_address: &str) -> Option<Value> {
@@ -19,7 +28,10 @@ pub fn document(segments: &[&str], server_address: &str) -> Option<Value> {
             "kind": "APIGroupList", "apiVersion": "v1",
             "groups": groups().into_iter().map(|(g, v)| group(g, v)).collect::<Vec<_>>(),
         })),
-        ["apis", g] => groups().into_iter().find(|(name, _)| name == g).map(|(g, v)| group(g, v)),
+        ["apis", g] => groups()
+            .into_iter()
+            .find(|(name, _)| name == g)
+            .map(|(g, v)| group(g, v)),
         ["apis", g, v] if groups().contains(&(*g, *v)) => Some(resource_list(g, v)),
         _ => None,
     }
@@ -40,7 +52,10 @@ fn group(name: &str, version: &str) -> Value {
 
 fn resource_list(group: &str, version: &str) -> Value {
     let mut resources = Vec::new();
-    for r in RESOURCES.iter().filter(|r| r.group == group && r.version == version) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
         resources.push(json!({
             "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
             "kind": r.kind, "verbs": VERBS,
@@ -58,6 +73,10 @@ fn resource_list(group: &str, version: &str) -> Value {
             }));
         }
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
 }

@@ -32,7 +32,11 @@ fn replicasets() -> &'static ResourceInfo {
 
 /// The pod's `Ready` condition is `True`.
 pub fn pod_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
+    pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
 fn healthy(pod: &Value) -> bool {
@@ -50,7 +54,12 @@ pub fn refresh_budgets(state: &mut State, ns: &str) {
     let scales: std::collections::BTreeMap<String, i64> = state
         .select(replicasets(), Some(ns), &LabelSelector::default(), &all)
         .iter()
-        .map(|rs| (obj_name(rs).to_string(), rs["spec"]["replicas"].as_i64().unwrap_or(1)))
+        .map(|rs| {
+            (
+                obj_name(rs).to_string(),
+                rs["spec"]["replicas"].as_i64().unwrap_or(1),
+            )
+        })
         .collect();
     for pdb in budgets {
         let status = budget_status(&pdb, &ns_pods, &scales);
@@ -66,13 +75,21 @@ fn selected<'a>(pdb: &Value, pods: &'a [Value]) -> Vec<&'a Value> {
     }
 }
 
-fn budget_status(pdb: &Value, pods: &[Value], scales: &std::collections::BTreeMap<String, i64>) -> Value {
+fn budget_status(
+    pdb: &Value,
+    pods: &[Value],
+    scales: &std::collections::BTreeMap<String, i64>,
+) -> Value {
     let matching = selected(pdb, pods);
     let expected = expected_pods(pdb, &matching, scales);
     let current = matching.iter().filter(|p| healthy(p)).count() as i64;
     let desired = desired_healthy(&pdb["spec"], expected);
     let allowed = (current - desired).max(0);
-    let (cond_status, reason) = if allowed > 0 { ("True", "SufficientPods") } else { ("False", "InsufficientPods") };
+    let (cond_status, reason) = if allowed > 0 {
+        ("True", "SufficientPods")
+    } else {
+        ("False", "InsufficientPods")
+    };
     let generation = pdb["metadata"]["generation"].as_i64().unwrap_or(1);
     let prior = &pdb["status"]["conditions"][0];
     let since = match prior["status"].as_str() {
@@ -95,16 +112,29 @@ fn budget_status(pdb: &Value, pods: &[Value], scales: &std::collections::BTreeMa
 /// As the disruption controller counts them: with maxUnavailable or a percentage, the scale of the
 /// ReplicaSets owning the pods (an evicted pod still counts until its replacement exists); with an
 /// integer minAvailable, or pods no known ReplicaSet owns, the pods themselves.
-fn expected_pods(pdb: &Value, matching: &[&Value], scales: &std::collections::BTreeMap<String, i64>) -> i64 {
-    let integer_min = pdb["spec"]["maxUnavailable"].is_null() && pdb["spec"]["minAvailable"].is_i64();
+fn expected_pods(
+    pdb: &Value,
+    matching: &[&Value],
+    scales: &std::collections::BTreeMap<String, i64>,
+) -> i64 {
+    let integer_min =
+        pdb["spec"]["maxUnavailable"].is_null() && pdb["spec"]["minAvailable"].is_i64();
     let owner = |p: &Value| -> Option<String> {
         let refs = p["metadata"]["ownerReferences"].as_array()?;
-        let r = refs.iter().find(|r| r["controller"] == true && r["kind"] == "ReplicaSet")?;
-        r["name"].as_str().filter(|n| scales.contains_key(*n)).map(str::to_string)
+        let r = refs
+            .iter()
+            .find(|r| r["controller"] == true && r["kind"] == "ReplicaSet")?;
+        r["name"]
+            .as_str()
+            .filter(|n| scales.contains_key(*n))
+            .map(str::to_string)
     };
-    let owners: Option<std::collections::BTreeSet<String>> = matching.iter().map(|p| owner(p)).collect();
+    let owners: Option<std::collections::BTreeSet<String>> =
+        matching.iter().map(|p| owner(p)).collect();
     match owners {
-        Some(owners) if !integer_min && !owners.is_empty() => owners.iter().map(|o| scales[o]).sum(),
+        Some(owners) if !integer_min && !owners.is_empty() => {
+            owners.iter().map(|o| scales[o]).sum()
+        }
         _ => matching.len() as i64,
     }
 }
@@ -124,7 +154,11 @@ pub fn scaled(v: &Value, total: i64) -> i64 {
     if let Some(i) = v.as_i64() {
         return i;
     }
-    let pct = v.as_str().and_then(|s| s.strip_suffix('%')).and_then(|s| s.trim().parse::<i64>().ok()).unwrap_or(0);
+    let pct = v
+        .as_str()
+        .and_then(|s| s.strip_suffix('%'))
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .unwrap_or(0);
     (pct * total + 99) / 100
 }
 
@@ -147,7 +181,11 @@ pub fn evict(state: &mut State, ns: &str, name: &str, body: &Value) -> ApiResult
 }
 
 fn can_ignore_budget(pod: &Value) -> bool {
-    is_deleting(pod) || matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed" | "Pending"))
+    is_deleting(pod)
+        || matches!(
+            pod["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed" | "Pending")
+        )
 }
 
 fn check_budgets(state: &State, ns: &str, pod: &Value) -> ApiResult<()> {
@@ -168,7 +206,10 @@ fn check_budgets(state: &State, ns: &str, pod: &Value) -> ApiResult<()> {
 
 fn check_budget(pdb: &Value, pod: &Value) -> ApiResult<()> {
     let st = &pdb["status"];
-    let (current, desired) = (st["currentHealthy"].as_i64().unwrap_or(0), st["desiredHealthy"].as_i64().unwrap_or(0));
+    let (current, desired) = (
+        st["currentHealthy"].as_i64().unwrap_or(0),
+        st["desiredHealthy"].as_i64().unwrap_or(0),
+    );
     if !pod_ready(pod) {
         let always = pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow";
         if always || current >= desired {
@@ -182,8 +223,11 @@ fn check_budget(pdb: &Value, pod: &Value) -> ApiResult<()> {
 }
 
 fn too_many_requests(budget: &str, desired: i64, current: i64) -> ApiError {
-    let mut e =
-        ApiError::new(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.");
+    let mut e = ApiError::new(
+        429,
+        "TooManyRequests",
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+    );
     e.details = Some(json!({"causes": [{
         "reason": "DisruptionBudget",
         "message": format!("The disruption budget {budget} needs {desired} healthy pods and has {current} currently"),

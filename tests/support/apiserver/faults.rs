@@ -74,12 +74,20 @@ pub struct RequestMatch {
 impl RequestMatch {
     /// HTTP method and resource, e.g. `RequestMatch::new("PATCH", "nodeclaims")`.
     pub fn new(method: &str, resource: &str) -> Self {
-        Self { method: Some(method.to_string()), resource: Some(resource.to_string()), ..Self::default() }
+        Self {
+            method: Some(method.to_string()),
+            resource: Some(resource.to_string()),
+            ..Self::default()
+        }
     }
 
     /// Kubernetes verb and resource, e.g. `RequestMatch::verb("watch", "nodes")`.
     pub fn verb(verb: &str, resource: &str) -> Self {
-        Self { verb: Some(verb.to_string()), resource: Some(resource.to_string()), ..Self::default() }
+        Self {
+            verb: Some(verb.to_string()),
+            resource: Some(resource.to_string()),
+            ..Self::default()
+        }
     }
 
     /// Restricts to a subresource (`"status"`, `"eviction"`), or `""` for the main resource.
@@ -95,12 +103,20 @@ impl RequestMatch {
     }
 
     pub fn matches(&self, r: &RequestRecord) -> bool {
-        let eq = |want: &Option<String>, have: &str| want.as_ref().is_none_or(|w| w.eq_ignore_ascii_case(have));
+        let eq = |want: &Option<String>, have: &str| {
+            want.as_ref().is_none_or(|w| w.eq_ignore_ascii_case(have))
+        };
         eq(&self.method, &r.method)
             && eq(&self.verb, &r.verb)
             && self.resource.as_ref().is_none_or(|res| r.is_resource(res))
-            && self.subresource.as_ref().is_none_or(|s| s == r.subresource.as_deref().unwrap_or(""))
-            && self.user.as_ref().is_none_or(|u| r.user.as_ref() == Some(u))
+            && self
+                .subresource
+                .as_ref()
+                .is_none_or(|s| s == r.subresource.as_deref().unwrap_or(""))
+            && self
+                .user
+                .as_ref()
+                .is_none_or(|u| r.user.as_ref() == Some(u))
     }
 }
 
@@ -136,7 +152,11 @@ impl Faults {
     }
 
     pub fn inject(&mut self, matcher: RequestMatch, times: u32, action: Injected) {
-        self.faults.push(Fault { matcher, remaining: times, action });
+        self.faults.push(Fault {
+            matcher,
+            remaining: times,
+            action,
+        });
     }
 
     pub fn clear(&mut self) {
@@ -146,7 +166,10 @@ impl Faults {
     /// Logs the request and returns the injected fault, if a pending fault matches (the oldest
     /// matching fault is used up first).
     pub fn on_request(&mut self, r: RequestRecord) -> Option<Injected> {
-        let hit = self.faults.iter_mut().find(|f| f.remaining > 0 && f.matcher.matches(&r));
+        let hit = self
+            .faults
+            .iter_mut()
+            .find(|f| f.remaining > 0 && f.matcher.matches(&r));
         let action = hit.map(|f| {
             f.remaining -= 1;
             f.action.clone()
@@ -158,7 +181,10 @@ impl Faults {
 
     /// Faults still pending and the matches each has left, for checking that a test's faults were hit.
     pub fn pending(&self) -> Vec<(RequestMatch, u32)> {
-        self.faults.iter().map(|f| (f.matcher.clone(), f.remaining)).collect()
+        self.faults
+            .iter()
+            .map(|f| (f.matcher.clone(), f.remaining))
+            .collect()
     }
 
     pub fn log(&self) -> Vec<RequestRecord> {

@@ -38,7 +38,6 @@
 // `preserve_order` feature the AWS SDK's test client turns on is large enough for clippy's
 // result_large_err. Boxing every error of a test server buys nothing.
 #![allow(clippy::result_large_err)]
-
 #![allow(dead_code)]
 
 mod direct;
@@ -107,7 +106,10 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        Self { history: store::DEFAULT_HISTORY, bookmark_interval: Duration::from_secs(1) }
+        Self {
+            history: store::DEFAULT_HISTORY,
+            bookmark_interval: Duration::from_secs(1),
+        }
     }
 }
 
@@ -147,7 +149,9 @@ impl ApiServer {
     }
 
     pub async fn start_with(opts: ServerOptions) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(opts.history)),
@@ -184,7 +188,11 @@ impl ApiServer {
     /// A kubeconfig whose user sends `token` as a bearer token: the server records it with each
     /// request (`RequestRecord::user`), so one client's requests can be told from another's.
     pub fn write_kubeconfig_as(&self, path: impl AsRef<Path>, token: &str) -> std::io::Result<()> {
-        std::fs::write(path, self.kubeconfig_yaml().replace("  user: {}", &format!("  user: {{token: {token}}}")))
+        std::fs::write(
+            path,
+            self.kubeconfig_yaml()
+                .replace("  user: {}", &format!("  user: {{token: {token}}}")),
+        )
     }
 
     /// The client configuration a controller would build for this server (kube's defaults,
@@ -222,6 +230,8 @@ impl ApiServer {
 
     /// Sets the interval of BOOKMARK events for watches opened from now on.
     pub fn set_bookmark_interval(&self, every: Duration) {
-        self.shared.bookmark_ms.store(every.as_millis() as u64, Ordering::Relaxed);
+        self.shared
+            .bookmark_ms
+            .store(every.as_millis() as u64, Ordering::Relaxed);
     }
 }

@@ -29,9 +29,10 @@ impl PatchKind {
             "application/merge-patch+json" => Some(Self::Merge),
             "application/json-patch+json" => Some(Self::Json),
             "application/strategic-merge-patch+json" => Some(Self::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" => {
-                Some(Self::Apply { field_manager: field_manager.unwrap_or_default(), force })
-            }
+            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(Self::Apply {
+                field_manager: field_manager.unwrap_or_default(),
+                force,
+            }),
             _ => None,
         }
     }
@@ -40,7 +41,9 @@ impl PatchKind {
 /// Parses a patch body (YAML for apply, JSON otherwise).
 pub fn parse_body(kind: &PatchKind, body: &[u8]) -> ApiResult<Value> {
     let parsed = match kind {
-        PatchKind::Apply { .. } => serde_yaml_ng::from_slice::<Value>(body).map_err(|e| e.to_string()),
+        PatchKind::Apply { .. } => {
+            serde_yaml_ng::from_slice::<Value>(body).map_err(|e| e.to_string())
+        }
         _ => serde_json::from_slice::<Value>(body).map_err(|e| e.to_string()),
     };
     parsed.map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
@@ -63,9 +66,9 @@ pub fn apply(kind: &PatchKind, doc: &Value, patch: &Value) -> ApiResult<Value> {
 
 fn require_manager(kind: &PatchKind) -> ApiResult<()> {
     match kind {
-        PatchKind::Apply { field_manager, .. } if field_manager.is_empty() => {
-            Err(ApiError::invalid_options("fieldManager: Required value: is required for apply patch"))
-        }
+        PatchKind::Apply { field_manager, .. } if field_manager.is_empty() => Err(
+            ApiError::invalid_options("fieldManager: Required value: is required for apply patch"),
+        ),
         _ => Ok(()),
     }
 }
@@ -75,7 +78,9 @@ fn require_manager(kind: &PatchKind) -> ApiResult<()> {
 /// finalizer). The document is a copy, so a failing operation discards the whole patch.
 fn json_patch_ops(doc: &mut Value, patch: &Value) -> ApiResult<()> {
     let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
-        ApiError::bad_request(format!("the server rejected our request due to an error in our request: {e}"))
+        ApiError::bad_request(format!(
+            "the server rejected our request due to an error in our request: {e}"
+        ))
     })?;
     for op in ops.0 {
         if let json_patch::PatchOperation::Test(t) = &op {
@@ -128,7 +133,10 @@ fn merge_list(old: &[Value], new: &[Value], path: &str) -> Value {
         out.extend(new.iter().filter(|v| !old.contains(v)).cloned());
         return Value::Array(out);
     }
-    let Some(key) = ["name", "type"].into_iter().find(|k| keyed(old, k) && keyed(new, k)) else {
+    let Some(key) = ["name", "type"]
+        .into_iter()
+        .find(|k| keyed(old, k) && keyed(new, k))
+    else {
         return Value::Array(new.to_vec());
     };
     let mut out = old.to_vec();
@@ -158,10 +166,18 @@ pub fn patch_object(
 ) -> ApiResult<(Value, bool)> {
     let current = match state.get(res, ns, name) {
         Ok(obj) => obj,
-        Err(e) if matches!(kind, PatchKind::Apply { .. }) && target == Target::Main && e.code == 404 => {
+        Err(e)
+            if matches!(kind, PatchKind::Apply { .. })
+                && target == Target::Main
+                && e.code == 404 =>
+        {
             require_manager(kind)?;
             let mut obj = patch.clone();
-            if obj["metadata"]["name"].as_str().unwrap_or_default().is_empty() {
+            if obj["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty()
+            {
                 obj["metadata"]["name"] = Value::from(name);
             }
             return state.create(res, ns, obj).map(|o| (o, true));
@@ -169,5 +185,7 @@ pub fn patch_object(
         Err(e) => return Err(e),
     };
     let patched = apply(kind, &current, patch)?;
-    state.update(res, ns, name, patched, target).map(|o| (o, false))
+    state
+        .update(res, ns, name, patched, target)
+        .map(|o| (o, false))
 }

@@ -69,7 +69,16 @@ const fn res(
     status_subresource: bool,
     create_status: CreateStatus,
 ) -> ResourceInfo {
-    ResourceInfo { group, version, plural, singular, kind, namespaced, status_subresource, create_status }
+    ResourceInfo {
+        group,
+        version,
+        plural,
+        singular,
+        kind,
+        namespaced,
+        status_subresource,
+        create_status,
+    }
 }
 
 use CreateStatus::{Clear, Keep, PodPending};
@@ -77,27 +86,121 @@ use CreateStatus::{Clear, Keep, PodPending};
 pub static RESOURCES: &[ResourceInfo] = &[
     res("", "v1", "pods", "pod", "Pod", true, true, PodPending),
     res("", "v1", "nodes", "node", "Node", false, true, Keep),
-    res("", "v1", "configmaps", "configmap", "ConfigMap", true, false, Keep),
+    res(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        true,
+        false,
+        Keep,
+    ),
     res("", "v1", "events", "event", "Event", true, false, Keep),
-    res("", "v1", "namespaces", "namespace", "Namespace", false, true, Keep),
-    res("apps", "v1", "daemonsets", "daemonset", "DaemonSet", true, true, Clear),
-    res("apps", "v1", "replicasets", "replicaset", "ReplicaSet", true, true, Clear),
-    res("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, true, Clear),
-    res("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, false, Keep),
-    res("events.k8s.io", "v1", "events", "event", "Event", true, false, Keep),
-    res("karpenter.sh", "v1", "nodepools", "nodepool", "NodePool", false, true, Clear),
-    res("karpenter.sh", "v1", "nodeclaims", "nodeclaim", "NodeClaim", false, true, Clear),
-    res("karpenter.k8s.aws", "v1", "ec2nodeclasses", "ec2nodeclass", "EC2NodeClass", false, true, Clear),
+    res(
+        "",
+        "v1",
+        "namespaces",
+        "namespace",
+        "Namespace",
+        false,
+        true,
+        Keep,
+    ),
+    res(
+        "apps",
+        "v1",
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        true,
+        true,
+        Clear,
+    ),
+    res(
+        "apps",
+        "v1",
+        "replicasets",
+        "replicaset",
+        "ReplicaSet",
+        true,
+        true,
+        Clear,
+    ),
+    res(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        true,
+        true,
+        Clear,
+    ),
+    res(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        true,
+        false,
+        Keep,
+    ),
+    res(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        true,
+        false,
+        Keep,
+    ),
+    res(
+        "karpenter.sh",
+        "v1",
+        "nodepools",
+        "nodepool",
+        "NodePool",
+        false,
+        true,
+        Clear,
+    ),
+    res(
+        "karpenter.sh",
+        "v1",
+        "nodeclaims",
+        "nodeclaim",
+        "NodeClaim",
+        false,
+        true,
+        Clear,
+    ),
+    res(
+        "karpenter.k8s.aws",
+        "v1",
+        "ec2nodeclasses",
+        "ec2nodeclass",
+        "EC2NodeClass",
+        false,
+        true,
+        Clear,
+    ),
 ];
 
 /// The resource served at `group`/`version` under `plural`.
 pub fn by_path(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// The resource for an object's `apiVersion` and `kind`.
 pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES.iter().find(|r| r.api_version() == api_version && r.kind == kind)
+    RESOURCES
+        .iter()
+        .find(|r| r.api_version() == api_version && r.kind == kind)
 }
 
 /// `plural` (the core group wins, so "events" is core/v1 events) or `plural.group`.

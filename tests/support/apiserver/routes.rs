@@ -25,7 +25,10 @@ use super::Shared;
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/version", get(|| async { json_response(200, &discovery::version()) }))
+        .route(
+            "/version",
+            get(|| async { json_response(200, &discovery::version()) }),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .fallback(handle)
@@ -61,9 +64,17 @@ async fn handle(
     if let Some(doc) = discovery::document(&segments, &shared.addr.to_string()) {
         return json_response(200, &doc);
     }
-    let query = Query::<HashMap<String, String>>::try_from_uri(&uri).map(|q| q.0).unwrap_or_default();
+    let query = Query::<HashMap<String, String>>::try_from_uri(&uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
     let call = match parse_path(&segments) {
-        Ok(path) => Call { method, path, query, headers, body },
+        Ok(path) => Call {
+            method,
+            path,
+            query,
+            headers,
+            body,
+        },
         Err(e) => return error_response(&e),
     };
     let (verb, target, late) = match admit(&shared, &call) {
@@ -139,7 +150,11 @@ fn verb(method: &Method, p: &ResPath, q: &HashMap<String, String>) -> Option<&'s
 fn check_subresource(p: &ResPath, verb: &str) -> ApiResult<Target> {
     match p.sub.as_deref() {
         None => Ok(Target::Main),
-        Some("status") if p.res.status_subresource && matches!(verb, "get" | "update" | "patch") => Ok(Target::Status),
+        Some("status")
+            if p.res.status_subresource && matches!(verb, "get" | "update" | "patch") =>
+        {
+            Ok(Target::Status)
+        }
         Some("eviction") if p.res.is_pod() && verb == "create" => Ok(Target::Main),
         _ => Err(ApiError::no_such_resource()),
     }
@@ -151,17 +166,42 @@ fn admit(shared: &Arc<Shared>, c: &Call) -> ApiResult<(&'static str, Target, Opt
     let verb = verb(&c.method, &c.path, &c.query).ok_or_else(ApiError::method_not_allowed)?;
     let target = check_subresource(&c.path, verb)?;
     let p = &c.path;
-    let token = c.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let token = c
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
     // as kube-apiserver authorizes it: a list or watch of `metadata.name=X` is a request for X
-    let selected = c.query.get("fieldSelector").and_then(|f| f.strip_prefix("metadata.name=")).filter(|n| !n.contains(','));
-    let name = p.name.as_deref().or(selected.filter(|_| matches!(verb, "list" | "watch")));
-    let record = RequestRecord::new(c.method.as_str(), verb, p.res, p.sub.as_deref(), p.ns.as_deref(), name).by(token);
-    let fault = shared.faults.lock().expect("faults lock").on_request(record);
+    let selected = c
+        .query
+        .get("fieldSelector")
+        .and_then(|f| f.strip_prefix("metadata.name="))
+        .filter(|n| !n.contains(','));
+    let name = p
+        .name
+        .as_deref()
+        .or(selected.filter(|_| matches!(verb, "list" | "watch")));
+    let record = RequestRecord::new(
+        c.method.as_str(),
+        verb,
+        p.res,
+        p.sub.as_deref(),
+        p.ns.as_deref(),
+        name,
+    )
+    .by(token);
+    let fault = shared
+        .faults
+        .lock()
+        .expect("faults lock")
+        .on_request(record);
     if let Some(Injected::Error(code)) = fault {
         return Err(ApiError::injected(code));
     }
     if c.query.contains_key("dryRun") {
-        return Err(ApiError::bad_request("dryRun is not supported by this test server"));
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by this test server",
+        ));
     }
     Ok((verb, target, fault))
 }
@@ -193,12 +233,24 @@ fn json_body(body: &Bytes) -> ApiResult<Value> {
     if body.is_empty() {
         return Ok(json!({}));
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
 }
 
 fn selectors(c: &Call) -> ApiResult<(LabelSelector, FieldSelector)> {
-    let labels = LabelSelector::parse(c.query.get("labelSelector").map(String::as_str).unwrap_or(""))?;
-    let fields = FieldSelector::parse(c.query.get("fieldSelector").map(String::as_str).unwrap_or(""), c.path.res)?;
+    let labels = LabelSelector::parse(
+        c.query
+            .get("labelSelector")
+            .map(String::as_str)
+            .unwrap_or(""),
+    )?;
+    let fields = FieldSelector::parse(
+        c.query
+            .get("fieldSelector")
+            .map(String::as_str)
+            .unwrap_or(""),
+        c.path.res,
+    )?;
     Ok((labels, fields))
 }
 
@@ -212,7 +264,11 @@ fn list(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
         limit,
         continue_token: c.query.get("continue").cloned().filter(|t| !t.is_empty()),
     };
-    let page = shared.state.lock().expect("state lock").list(c.path.res, &q)?;
+    let page = shared
+        .state
+        .lock()
+        .expect("state lock")
+        .list(c.path.res, &q)?;
     let mut meta = json!({"resourceVersion": page.resource_version.to_string()});
     if let Some(t) = page.continue_token {
         meta["continue"] = json!(t);
@@ -225,7 +281,11 @@ fn list(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
 fn watch_response(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
     let (labels, fields) = selectors(c)?;
     let flag = |k: &str| matches!(c.query.get(k).map(String::as_str), Some("true" | "1"));
-    let timeout = c.query.get("timeoutSeconds").and_then(|t| t.parse().ok()).unwrap_or(1800);
+    let timeout = c
+        .query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(1800);
     let req = WatchRequest {
         namespace: c.path.ns.clone(),
         labels,
@@ -245,7 +305,11 @@ fn watch_response(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
 }
 
 fn get_one(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
-    let obj = shared.state.lock().expect("state lock").get(c.path.res, &ns_of(c), name_of(c))?;
+    let obj = shared
+        .state
+        .lock()
+        .expect("state lock")
+        .get(c.path.res, &ns_of(c), name_of(c))?;
     Ok(json_response(200, &obj))
 }
 
@@ -263,24 +327,46 @@ fn create(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
             "the namespace of the provided object does not match the namespace sent on the request",
         ));
     }
-    let created = shared.state.lock().expect("state lock").create(c.path.res, &ns, obj)?;
+    let created = shared
+        .state
+        .lock()
+        .expect("state lock")
+        .create(c.path.res, &ns, obj)?;
     Ok(json_response(201, &created))
 }
 
 fn update(shared: &Arc<Shared>, c: &Call, target: Target) -> ApiResult<Response> {
     let obj = json_body(&c.body)?;
-    let updated = shared.state.lock().expect("state lock").update(c.path.res, &ns_of(c), name_of(c), obj, target)?;
+    let updated = shared.state.lock().expect("state lock").update(
+        c.path.res,
+        &ns_of(c),
+        name_of(c),
+        obj,
+        target,
+    )?;
     Ok(json_response(200, &updated))
 }
 
 fn patch(shared: &Arc<Shared>, c: &Call, target: Target) -> ApiResult<Response> {
-    let ct = c.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let ct = c
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
     let force = matches!(c.query.get("force").map(String::as_str), Some("true"));
     let kind = PatchKind::from_content_type(ct, c.query.get("fieldManager").cloned(), force)
         .ok_or_else(|| ApiError::unsupported_patch(ct))?;
     let body = parse_body(&kind, &c.body)?;
     let mut state = shared.state.lock().expect("state lock");
-    let (obj, created) = patch_object(&mut state, c.path.res, &ns_of(c), name_of(c), &kind, &body, target)?;
+    let (obj, created) = patch_object(
+        &mut state,
+        c.path.res,
+        &ns_of(c),
+        name_of(c),
+        &kind,
+        &body,
+        target,
+    )?;
     Ok(json_response(if created { 201 } else { 200 }, &obj))
 }
 
@@ -288,7 +374,11 @@ fn patch(shared: &Arc<Shared>, c: &Call, target: Target) -> ApiResult<Response> 
 /// filled in where the body has none.
 fn delete_options(c: &Call) -> ApiResult<Value> {
     let mut opts = json_body(&c.body)?;
-    if let Some(g) = c.query.get("gracePeriodSeconds").and_then(|g| g.parse::<i64>().ok()) {
+    if let Some(g) = c
+        .query
+        .get("gracePeriodSeconds")
+        .and_then(|g| g.parse::<i64>().ok())
+    {
         opts["gracePeriodSeconds"] = opts.get("gracePeriodSeconds").cloned().unwrap_or(json!(g));
     }
     if let Some(p) = c.query.get("propagationPolicy") {
@@ -299,7 +389,12 @@ fn delete_options(c: &Call) -> ApiResult<Value> {
 
 fn delete(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
     let opts = delete_options(c)?;
-    let done = shared.state.lock().expect("state lock").delete(c.path.res, &ns_of(c), name_of(c), &opts)?;
+    let done = shared.state.lock().expect("state lock").delete(
+        c.path.res,
+        &ns_of(c),
+        name_of(c),
+        &opts,
+    )?;
     Ok(json_response(200, &deletion_body(c.path.res, done)))
 }
 
@@ -311,7 +406,12 @@ pub fn deletion_body(res: &ResourceInfo, done: Deleted) -> Value {
         Deleted::Removed(obj) if res.is_pod() => obj,
         Deleted::Removed(obj) => {
             let m = &obj["metadata"];
-            success(200, Some(json!({"name": m["name"], "group": res.group, "kind": res.plural, "uid": m["uid"]})))
+            success(
+                200,
+                Some(
+                    json!({"name": m["name"], "group": res.group, "kind": res.plural, "uid": m["uid"]}),
+                ),
+            )
         }
     }
 }
@@ -323,8 +423,13 @@ fn delete_collection(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
     let items = state.select(c.path.res, c.path.ns.as_deref(), &labels, &fields);
     let mut deleted = Vec::new();
     for o in &items {
-        let (ns, name) = (super::store::obj_ns(o).to_string(), super::store::obj_name(o).to_string());
-        if let Ok(Deleted::Removed(d) | Deleted::Pending(d)) = state.delete(c.path.res, &ns, &name, &opts) {
+        let (ns, name) = (
+            super::store::obj_ns(o).to_string(),
+            super::store::obj_name(o).to_string(),
+        );
+        if let Ok(Deleted::Removed(d) | Deleted::Pending(d)) =
+            state.delete(c.path.res, &ns, &name, &opts)
+        {
             deleted.push(d);
         }
     }
@@ -335,7 +440,12 @@ fn delete_collection(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
 
 fn evict(shared: &Arc<Shared>, c: &Call) -> ApiResult<Response> {
     let body = json_body(&c.body)?;
-    let status = super::eviction::evict(&mut shared.state.lock().expect("state lock"), &ns_of(c), name_of(c), &body)?;
+    let status = super::eviction::evict(
+        &mut shared.state.lock().expect("state lock"),
+        &ns_of(c),
+        name_of(c),
+        &body,
+    )?;
     Ok(json_response(201, &status))
 }
 

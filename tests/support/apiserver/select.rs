@@ -43,10 +43,18 @@ impl LabelSelector {
         let mut reqs = Vec::new();
         if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
             for (k, v) in m {
-                reqs.push(LabelReq::Eq(k.clone(), v.as_str().unwrap_or_default().to_string()));
+                reqs.push(LabelReq::Eq(
+                    k.clone(),
+                    v.as_str().unwrap_or_default().to_string(),
+                ));
             }
         }
-        for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+        for e in sel
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             reqs.push(expression(e)?);
         }
         Ok(Some(Self(reqs)))
@@ -60,14 +68,20 @@ impl LabelSelector {
 
 fn expression(e: &Value) -> ApiResult<LabelReq> {
     let key = e["key"].as_str().unwrap_or_default().to_string();
-    let values: BTreeSet<String> =
-        e["values"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect();
+    let values: BTreeSet<String> = e["values"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
     match e["operator"].as_str().unwrap_or_default() {
         "In" => Ok(LabelReq::In(key, values)),
         "NotIn" => Ok(LabelReq::NotIn(key, values)),
         "Exists" => Ok(LabelReq::Exists(key)),
         "DoesNotExist" => Ok(LabelReq::NotExists(key)),
-        op => Err(ApiError::bad_request(format!("{op:?} is not a valid label selector operator"))),
+        op => Err(ApiError::bad_request(format!(
+            "{op:?} is not a valid label selector operator"
+        ))),
     }
 }
 
@@ -110,27 +124,43 @@ fn parse_term(t: &str) -> ApiResult<LabelReq> {
         if let Some((k, rest)) = t.split_once(op) {
             let key = valid_key(k.trim()).ok_or_else(bad)?;
             let set = parse_set(rest.trim()).ok_or_else(bad)?;
-            return Ok(if set_op { LabelReq::NotIn(key, set) } else { LabelReq::In(key, set) });
+            return Ok(if set_op {
+                LabelReq::NotIn(key, set)
+            } else {
+                LabelReq::In(key, set)
+            });
         }
     }
     for op in ["!=", "==", "="] {
         if let Some((k, v)) = t.split_once(op) {
             let key = valid_key(k.trim()).ok_or_else(bad)?;
             let val = v.trim().to_string();
-            return Ok(if op == "!=" { LabelReq::NotEq(key, val) } else { LabelReq::Eq(key, val) });
+            return Ok(if op == "!=" {
+                LabelReq::NotEq(key, val)
+            } else {
+                LabelReq::Eq(key, val)
+            });
         }
     }
     Ok(LabelReq::Exists(valid_key(t).ok_or_else(bad)?))
 }
 
 fn valid_key(k: &str) -> Option<String> {
-    let ok = !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+    let ok = !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
     ok.then(|| k.to_string())
 }
 
 fn parse_set(s: &str) -> Option<BTreeSet<String>> {
     let inner = s.strip_prefix('(')?.strip_suffix(')')?;
-    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+    Some(
+        inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect(),
+    )
 }
 
 /// A parsed `fieldSelector`: `field=value`, `field==value` or `field!=value` terms.
@@ -145,7 +175,9 @@ impl FieldSelector {
         for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (field, eq, value) = split_field_term(t)?;
             if !supported_fields(res).contains(&field.as_str()) {
-                return Err(ApiError::bad_request(format!("field label not supported: {field}")));
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
             }
             terms.push((field, eq, value));
         }
@@ -153,7 +185,9 @@ impl FieldSelector {
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(f, eq, v)| (field_value(obj, f) == *v) == *eq)
+        self.0
+            .iter()
+            .all(|(f, eq, v)| (field_value(obj, f) == *v) == *eq)
     }
 }
 
@@ -163,7 +197,9 @@ fn split_field_term(t: &str) -> ApiResult<(String, bool, String)> {
             return Ok((f.trim().to_string(), eq, v.trim().to_string()));
         }
     }
-    Err(ApiError::bad_request(format!("invalid selector: '{t}'; can't understand '{t}'")))
+    Err(ApiError::bad_request(format!(
+        "invalid selector: '{t}'; can't understand '{t}'"
+    )))
 }
 
 /// The fields each kind can be selected by (the real server's field label conversion funcs).

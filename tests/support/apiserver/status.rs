@@ -17,7 +17,12 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        Self { code, reason: reason.to_string(), message: message.into(), details: None }
+        Self {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn with_details(mut self, res: &ResourceInfo, name: &str) -> Self {
@@ -32,7 +37,11 @@ impl ApiError {
 
     /// The answer for a path that names no served resource.
     pub fn no_such_resource() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     pub fn already_exists(res: &ResourceInfo, name: &str) -> Self {
@@ -41,7 +50,10 @@ impl ApiError {
     }
 
     pub fn conflict(res: &ResourceInfo, name: &str, why: &str) -> Self {
-        let msg = format!("Operation cannot be fulfilled on {} \"{name}\": {why}", resource_label(res));
+        let msg = format!(
+            "Operation cannot be fulfilled on {} \"{name}\": {why}",
+            resource_label(res)
+        );
         Self::new(409, "Conflict", msg).with_details(res, name)
     }
 
@@ -66,7 +78,11 @@ impl ApiError {
 
     /// A 422 about the request's options (PatchOptions, DeleteOptions).
     pub fn invalid_options(detail: &str) -> Self {
-        Self::new(422, "Invalid", format!("PatchOptions.meta.k8s.io \"\" is invalid: {detail}"))
+        Self::new(
+            422,
+            "Invalid",
+            format!("PatchOptions.meta.k8s.io \"\" is invalid: {detail}"),
+        )
     }
 
     pub fn unsupported_patch(content_type: &str) -> Self {
@@ -83,7 +99,11 @@ impl ApiError {
     }
 
     pub fn method_not_allowed() -> Self {
-        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
     }
 
     pub fn internal(message: impl Into<String>) -> Self {

@@ -100,7 +100,15 @@ pub struct State {
 impl State {
     pub fn new(history_limit: usize) -> Self {
         let (tx, _) = broadcast::channel(65_536);
-        Self { objects: BTreeMap::new(), rv: 1, history: VecDeque::new(), history_limit, floor: 0, seq: 0, tx }
+        Self {
+            objects: BTreeMap::new(),
+            rv: 1,
+            history: VecDeque::new(),
+            history_limit,
+            floor: 0,
+            seq: 0,
+            tx,
+        }
     }
 
     pub fn resource_version(&self) -> u64 {
@@ -133,9 +141,21 @@ impl State {
 
     /// Records and broadcasts a change (sent under the lock, so every receiver sees changes in
     /// resourceVersion order).
-    pub(super) fn emit(&mut self, kind: ChangeKind, res: &'static ResourceInfo, object: Value, old: Option<Value>) {
+    pub(super) fn emit(
+        &mut self,
+        kind: ChangeKind,
+        res: &'static ResourceInfo,
+        object: Value,
+        old: Option<Value>,
+    ) {
         let rv = object_rv(&object);
-        let change = Arc::new(Change { rv, kind, resource: res, object, old });
+        let change = Arc::new(Change {
+            rv,
+            kind,
+            resource: res,
+            object,
+            old,
+        });
         self.history.push_back(change.clone());
         while self.history.len() > self.history_limit {
             if let Some(c) = self.history.pop_front() {
@@ -146,7 +166,10 @@ impl State {
     }
 
     pub fn get(&self, res: &'static ResourceInfo, ns: &str, name: &str) -> ApiResult<Value> {
-        self.objects.get(&key(res, ns, name)).cloned().ok_or_else(|| ApiError::not_found(res, name))
+        self.objects
+            .get(&key(res, ns, name))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(res, name))
     }
 
     pub fn contains(&self, res: &'static ResourceInfo, ns: &str, name: &str) -> bool {
@@ -163,10 +186,17 @@ impl State {
         fields: &FieldSelector,
     ) -> Vec<Value> {
         // keys sort by resource, then namespace: read only this resource's (and namespace's) range
-        let from = (res.group, res.plural, ns.unwrap_or_default().to_string(), String::new());
+        let from = (
+            res.group,
+            res.plural,
+            ns.unwrap_or_default().to_string(),
+            String::new(),
+        );
         self.objects
             .range(from..)
-            .take_while(|((g, p, n, _), _)| *g == res.group && *p == res.plural && ns.is_none_or(|ns| ns == n.as_str()))
+            .take_while(|((g, p, n, _), _)| {
+                *g == res.group && *p == res.plural && ns.is_none_or(|ns| ns == n.as_str())
+            })
             .map(|(_, v)| v)
             .filter(|v| labels.matches(v) && fields.matches(v))
             .cloned()
@@ -180,9 +210,10 @@ impl State {
             None => (self.rv, None),
         };
         let rest: Vec<Value> = match &after {
-            Some((ns, name)) => {
-                all.into_iter().filter(|o| (obj_ns(o), obj_name(o)) > (ns.as_str(), name.as_str())).collect()
-            }
+            Some((ns, name)) => all
+                .into_iter()
+                .filter(|o| (obj_ns(o), obj_name(o)) > (ns.as_str(), name.as_str()))
+                .collect(),
             None => all,
         };
         Ok(paginate(rest, rv, q.limit))
@@ -207,7 +238,12 @@ impl State {
         Ok((rv, Some((ns.to_string(), name.to_string()))))
     }
 
-    pub fn create(&mut self, res: &'static ResourceInfo, ns: &str, mut obj: Value) -> ApiResult<Value> {
+    pub fn create(
+        &mut self,
+        res: &'static ResourceInfo,
+        ns: &str,
+        mut obj: Value,
+    ) -> ApiResult<Value> {
         check_type(res, &mut obj)?;
         let name = self.assign_name(res, &mut obj)?;
         if self.contains(res, ns, &name) {
@@ -227,7 +263,10 @@ impl State {
         if let Some(n) = obj["metadata"]["name"].as_str().filter(|n| !n.is_empty()) {
             return Ok(n.to_string());
         }
-        let Some(prefix) = obj["metadata"]["generateName"].as_str().filter(|p| !p.is_empty()) else {
+        let Some(prefix) = obj["metadata"]["generateName"]
+            .as_str()
+            .filter(|p| !p.is_empty())
+        else {
             return Err(ApiError::invalid(
                 res,
                 "",
@@ -256,8 +295,15 @@ impl State {
         let old = self.get(res, ns, name)?;
         check_type(res, &mut new)?;
         check_identity(res, ns, name, &new)?;
-        let sent_rv = new["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-        if !sent_rv.is_empty() && sent_rv != old["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
+        let sent_rv = new["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default();
+        if !sent_rv.is_empty()
+            && sent_rv
+                != old["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+        {
             return Err(ApiError::stale(res, name));
         }
         let mut merged = merge_for_target(res, &old, new, target);
@@ -279,7 +325,13 @@ impl State {
 
     /// Deletes an object: at once without finalizers; otherwise sets `deletionTimestamp` and keeps
     /// it until the finalizers are removed. `preconditions` as in DeleteOptions.
-    pub fn delete(&mut self, res: &'static ResourceInfo, ns: &str, name: &str, opts: &Value) -> ApiResult<Deleted> {
+    pub fn delete(
+        &mut self,
+        res: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        opts: &Value,
+    ) -> ApiResult<Deleted> {
         let old = self.get(res, ns, name)?;
         check_preconditions(res, name, &old, &opts["preconditions"])?;
         if finalizers(&old).is_empty() {
@@ -306,7 +358,14 @@ impl State {
         Ok(Deleted::Pending(marked))
     }
 
-    fn remove(&mut self, res: &'static ResourceInfo, ns: &str, name: &str, last: Value, old: Value) -> Value {
+    fn remove(
+        &mut self,
+        res: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        last: Value,
+        old: Value,
+    ) -> Value {
         self.objects.remove(&key(res, ns, name));
         self.emit(ChangeKind::Deleted, res, last.clone(), Some(old));
         self.after_change(res, ns);
@@ -314,7 +373,13 @@ impl State {
     }
 
     /// Writes a status computed by the server itself (PDB status), without re-running hooks.
-    pub(super) fn write_status_internal(&mut self, res: &'static ResourceInfo, ns: &str, name: &str, status: Value) {
+    pub(super) fn write_status_internal(
+        &mut self,
+        res: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        status: Value,
+    ) {
         let Ok(old) = self.get(res, ns, name) else {
             return;
         };
@@ -339,13 +404,23 @@ impl State {
 
 fn paginate(items: Vec<Value>, rv: u64, limit: Option<usize>) -> ListPage {
     match limit.filter(|l| *l > 0 && *l < items.len()) {
-        None => ListPage { items, resource_version: rv, continue_token: None, remaining: None },
+        None => ListPage {
+            items,
+            resource_version: rv,
+            continue_token: None,
+            remaining: None,
+        },
         Some(l) => {
             let remaining = items.len() - l;
             let page: Vec<Value> = items.into_iter().take(l).collect();
             let last = page.last().expect("limit > 0");
             let token = hex(&format!("{rv}\u{0}{}\u{0}{}", obj_ns(last), obj_name(last)));
-            ListPage { items: page, resource_version: rv, continue_token: Some(token), remaining: Some(remaining) }
+            ListPage {
+                items: page,
+                resource_version: rv,
+                continue_token: Some(token),
+                remaining: Some(remaining),
+            }
         }
     }
 }
@@ -358,8 +433,10 @@ fn unhex(s: &str) -> Option<String> {
     if s.len() % 2 != 0 {
         return None;
     }
-    let bytes: Option<Vec<u8>> =
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect();
     String::from_utf8(bytes?).ok()
 }
 
@@ -372,11 +449,19 @@ pub fn obj_name(o: &Value) -> &str {
 }
 
 pub fn object_rv(o: &Value) -> u64 {
-    o["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).unwrap_or(0)
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 pub fn finalizers(o: &Value) -> Vec<String> {
-    o["metadata"]["finalizers"].as_array().into_iter().flatten().filter_map(|f| f.as_str().map(String::from)).collect()
+    o["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(String::from))
+        .collect()
 }
 
 pub fn is_deleting(o: &Value) -> bool {
@@ -393,14 +478,19 @@ fn name_suffix(seq: u64) -> String {
     let mut x = seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ nanos();
     (0..5)
         .map(|_| {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             ALPHABET[((x >> 33) % ALPHABET.len() as u64) as usize] as char
         })
         .collect()
 }
 
 fn nanos() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 fn uid(seq: u64) -> String {
@@ -419,7 +509,9 @@ fn uid(seq: u64) -> String {
 /// Fills apiVersion and kind when absent; a mismatch is a 400 as on the real server.
 fn check_type(res: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
     if !obj.is_object() {
-        return Err(ApiError::bad_request("the body of the request was not a JSON object"));
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
     }
     let api_version = res.api_version();
     match obj["apiVersion"].as_str() {
@@ -524,7 +616,11 @@ fn merge_for_target(res: &ResourceInfo, old: &Value, new: Value, target: Target)
         "name",
         "namespace",
     ] {
-        set_or_remove(&mut merged["metadata"], field, old["metadata"].get(field).cloned());
+        set_or_remove(
+            &mut merged["metadata"],
+            field,
+            old["metadata"].get(field).cloned(),
+        );
     }
     merged
 }
@@ -544,7 +640,10 @@ fn check_finalizers(res: &ResourceInfo, name: &str, old: &Value, new: &Value) ->
         return Ok(());
     }
     let before = finalizers(old);
-    let added: Vec<String> = finalizers(new).into_iter().filter(|f| !before.contains(f)).collect();
+    let added: Vec<String> = finalizers(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
     if added.is_empty() {
         return Ok(());
     }

@@ -40,7 +40,14 @@ pub struct WatchRequest {
 
 impl WatchRequest {
     fn validate(&self, res: &ResourceInfo) -> ApiResult<()> {
-        let forbid = |field: &str, why: &str| Err(ApiError::invalid(res, "", field, &format!("Forbidden: {why}")));
+        let forbid = |field: &str, why: &str| {
+            Err(ApiError::invalid(
+                res,
+                "",
+                field,
+                &format!("Forbidden: {why}"),
+            ))
+        };
         let rv_match = self.resource_version_match.as_deref().unwrap_or("");
         if self.send_initial_events && rv_match != "NotOlderThan" {
             return forbid(
@@ -49,7 +56,10 @@ impl WatchRequest {
             );
         }
         if self.send_initial_events && !self.bookmarks {
-            return forbid("allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true");
+            return forbid(
+                "allowWatchBookmarks",
+                "sendInitialEvents requires setting allowWatchBookmarks to true",
+            );
         }
         if !self.send_initial_events && !rv_match.is_empty() {
             return forbid(
@@ -61,7 +71,10 @@ impl WatchRequest {
     }
 
     fn matches(&self, res: &ResourceInfo, obj: &Value) -> bool {
-        let ns_ok = self.namespace.as_deref().is_none_or(|ns| obj["metadata"]["namespace"] == ns);
+        let ns_ok = self
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| obj["metadata"]["namespace"] == ns);
         ns_ok && self.labels.matches(obj) && self.fields.matches(obj) && obj["kind"] == res.kind
     }
 
@@ -95,7 +108,10 @@ fn bookmark(res: &ResourceInfo, rv: u64, initial_end: bool) -> Bytes {
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    line("BOOKMARK", &json!({"kind": res.kind, "apiVersion": res.api_version(), "metadata": meta}))
+    line(
+        "BOOKMARK",
+        &json!({"kind": res.kind, "apiVersion": res.api_version(), "metadata": meta}),
+    )
 }
 
 fn expired_line(message: String) -> Bytes {
@@ -103,12 +119,21 @@ fn expired_line(message: String) -> Bytes {
 }
 
 /// Opens a watch: validates it, takes its starting events under the lock, and returns the body.
-pub fn open(shared: &Arc<Shared>, res: &'static ResourceInfo, req: WatchRequest) -> ApiResult<Body> {
+pub fn open(
+    shared: &Arc<Shared>,
+    res: &'static ResourceInfo,
+    req: WatchRequest,
+) -> ApiResult<Body> {
     req.validate(res)?;
-    let start_rv = match req.resource_version.as_deref().filter(|s| !s.is_empty() && !req.send_initial_events) {
-        Some(s) => {
-            Some(s.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))?)
-        }
+    let start_rv = match req
+        .resource_version
+        .as_deref()
+        .filter(|s| !s.is_empty() && !req.send_initial_events)
+    {
+        Some(s) => Some(
+            s.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))?,
+        ),
         None => None,
     };
     let mut st = WatchStream::new(shared, res, req);
@@ -118,7 +143,12 @@ pub fn open(shared: &Arc<Shared>, res: &'static ResourceInfo, req: WatchRequest)
         st.last_rv = state.resource_version();
         match start_rv.filter(|rv| *rv != 0) {
             None => {
-                let objects = state.select(res, st.req.namespace.as_deref(), &st.req.labels, &st.req.fields);
+                let objects = state.select(
+                    res,
+                    st.req.namespace.as_deref(),
+                    &st.req.labels,
+                    &st.req.fields,
+                );
                 st.initial_state(&objects);
             }
             Some(rv) if rv < state.floor() => {
@@ -126,7 +156,10 @@ pub fn open(shared: &Arc<Shared>, res: &'static ResourceInfo, req: WatchRequest)
                 st.pending.push_back(expired_line(msg));
                 st.done = true;
             }
-            Some(rv) => state.history_after(rv).iter().for_each(|c| st.push_change(c)),
+            Some(rv) => state
+                .history_after(rv)
+                .iter()
+                .for_each(|c| st.push_change(c)),
         }
     }
     let stream = futures::stream::unfold(st, WatchStream::step);
@@ -155,11 +188,23 @@ struct WatchStream {
 impl WatchStream {
     fn new(shared: &Arc<Shared>, res: &'static ResourceInfo, req: WatchRequest) -> Self {
         let period = shared.bookmark_interval();
-        let ticks = req.bookmarks.then(|| tokio::time::interval_at(Instant::now() + period, period));
+        let ticks = req
+            .bookmarks
+            .then(|| tokio::time::interval_at(Instant::now() + period, period));
         let deadline = Instant::now() + req.timeout;
         let mut drops = shared.drops.subscribe();
         drops.mark_unchanged();
-        Self { res, req, pending: VecDeque::new(), done: false, rx: None, last_rv: 0, ticks, deadline, drops }
+        Self {
+            res,
+            req,
+            pending: VecDeque::new(),
+            done: false,
+            rx: None,
+            last_rv: 0,
+            ticks,
+            deadline,
+            drops,
+        }
     }
 
     fn initial_state(&mut self, objects: &[Value]) {
@@ -167,7 +212,8 @@ impl WatchStream {
             self.pending.push_back(line("ADDED", o));
         }
         if self.req.send_initial_events {
-            self.pending.push_back(bookmark(self.res, self.last_rv, true));
+            self.pending
+                .push_back(bookmark(self.res, self.last_rv, true));
         }
     }
 
@@ -187,14 +233,22 @@ impl WatchStream {
             }
             match self.wait().await {
                 Wake::End => self.done = true,
-                Wake::Tick => self.pending.push_back(bookmark(self.res, self.last_rv, false)),
+                Wake::Tick => self
+                    .pending
+                    .push_back(bookmark(self.res, self.last_rv, false)),
                 Wake::Change(r) => self.on_change(r),
             }
         }
     }
 
     async fn wait(&mut self) -> Wake {
-        let Self { rx, ticks, deadline, drops, .. } = self;
+        let Self {
+            rx,
+            ticks,
+            deadline,
+            drops,
+            ..
+        } = self;
         let rx = rx.as_mut().expect("subscribed at open");
         let tick = async {
             match ticks.as_mut() {
@@ -221,7 +275,10 @@ impl WatchStream {
             }
             Ok(_) => {}
             Err(RecvError::Lagged(_)) => {
-                self.pending.push_back(expired_line(format!("too old resource version: {}", self.last_rv)));
+                self.pending.push_back(expired_line(format!(
+                    "too old resource version: {}",
+                    self.last_rv
+                )));
                 self.done = true;
             }
             Err(RecvError::Closed) => self.done = true,
