@@ -21,7 +21,7 @@ toolchain=(${JOINER_FUZZ_TOOLCHAIN:-})
 sanitizer="${JOINER_FUZZ_SANITIZER:-none}"
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
 # its own target directory: instrumented builds share nothing with the test profile
-export CARGO_TARGET_DIR="${JOINER_FUZZ_TARGET_DIR:-/var/tmp/joiner-fuzz-target}"
+export CARGO_TARGET_DIR="${JOINER_FUZZ_TARGET_DIR:-$PWD/fuzz/target}"
 cargo "${toolchain[@]}" fuzz build -s "$sanitizer" --release
 # cargo fuzz builds for the host; its binaries are run directly (see above)
 host="$(rustc "${toolchain[@]}" -vV | sed -n 's/^host: //p')"
