@@ -24,4 +24,5 @@ pub mod optimizer;
 pub mod scalein;
 pub mod sim;
 pub mod snapshot;
+pub mod verify;
 pub mod workload;
