@@ -1,8 +1,9 @@
 //! Reference scenarios (fixtures/scenarios/*.yaml, listed in its README.md): realistic snapshots with
 //! hand-computed expectations, most of them Karpenter's own provisioning test cases (ids such as P3, L3,
 //! T16 refer to karpenter-reference.md section 10). Every test runs the real binary with both strategies,
-//! has plan-check verify both plans, checks that the MILP is never worse than greedy, then asserts the
-//! scenario's expected nodes, types, zones and unschedulable pods.
+//! has joiner's own feasibility check (and plan-check, where it is present; see tests/common) verify both
+//! plans, checks that the MILP is never worse than greedy, then asserts the scenario's expected nodes,
+//! types, zones and unschedulable pods.
 //!
 //! Tests marked `#[ignore]` state an optimizer bug: the expectation is the correct one and the test passes
 //! once the bug is fixed (`cargo test --release --test scenarios -- --ignored`).
@@ -809,7 +810,7 @@ fn running_pods_preferred_hostname_anti_affinity_is_priced() {
     // the milp pays $0.40/h to spare the running pod a $0.50/h preference, so its cost is above
     // greedy's and the usual "milp costs no more" check does not apply: the objective is compared
     let o = Outcome::run("running-pod-prefers-no-neighbour");
-    o.assert_plan_check();
+    o.assert_feasible();
     let (m, g) = (&o.milp.plan, &o.greedy.plan);
     assert_eq!(types(m), ["small-instance-type"], "{}", summary(m));
     assert_eq!(
@@ -1120,8 +1121,11 @@ fn us_east_1_webshop_mix_is_placed_within_every_rule() {
 // ------------------------------------------------------------------ the fixtures themselves
 
 #[test]
-fn plan_check_is_available() {
-    let path = plan_check_path();
+fn plan_check_starts_where_it_is_present() {
+    // absent, the plans are verified by joiner's own check alone (and under CI its absence fails)
+    let Some(path) = plan_check_path() else {
+        return;
+    };
     let out = std::process::Command::new(python())
         .arg(&path)
         .output()

@@ -1,10 +1,17 @@
-//! Harness for the reference scenarios in `fixtures/scenarios/`: runs the real `joiner` binary with both
-//! strategies, parses the JSON plans, runs the independent checker `plan-check` on every plan, and offers
-//! small queries (where did a pod go, pods per zone, ...) for the per-scenario expectations.
+//! Harness for the reference scenarios in `fixtures/scenarios/`: runs the real `joiner` binary with
+//! both strategies, parses the JSON plans, has every plan verified, and offers small queries (where
+//! did a pod go, pods per zone, ...) for the per-scenario expectations.
 //!
-//! Each scenario file names its catalog in its header (`# catalog: test-f0` -> `fixtures/catalogs/test-f0.json`).
-//! plan-check is found at `../shared/tools/plan-check` beside the repository, or at `$JOINER_PLAN_CHECK`;
-//! it runs under `$JOINER_PYTHON` (default `python3`, which needs PyYAML). A missing checker fails the test.
+//! Each scenario file names its catalog in its header (`# catalog: test-f0` ->
+//! `fixtures/catalogs/test-f0.json`).
+//!
+//! Every plan is verified by joiner's own feasibility check, `joiner::verify::verify`, which
+//! re-derives from the snapshot and the catalog alone whether the plan can be carried out. Where
+//! the independent checker `plan-check` is present (`$JOINER_PLAN_CHECK`, else
+//! `../shared/tools/plan-check` beside the repository), every plan must pass it too; it runs under
+//! `$JOINER_PYTHON` (default `python3`, which needs PyYAML). A clone on its own has no plan-check,
+//! and its tests pass on the own check alone, except when the environment variable `CI` is set: CI
+//! clones the repository with `shared/` beside it, so there a missing plan-check fails the test.
 
 #![allow(dead_code)]
 
@@ -16,8 +23,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub use joiner::catalog::CapacityType;
+use joiner::catalog::Catalog;
+use joiner::domain::ClusterSnapshot;
 use joiner::optimizer::plan::NewNode;
 pub use joiner::optimizer::{Plan, Strategy, UnschedulableReason};
+use joiner::verify::{verify, Violation};
 
 /// Prices in the fixtures have at most 4 decimals; plans round to 6.
 pub const EPS: f64 = 1e-6;
@@ -55,32 +65,45 @@ pub fn catalog_name(scenario_text: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// plan-check: `$JOINER_PLAN_CHECK`, else `../shared/tools/plan-check` beside the repository.
-pub fn plan_check_path() -> PathBuf {
+/// plan-check where it is present: `$JOINER_PLAN_CHECK`, else `../shared/tools/plan-check` beside
+/// the repository. None when it is absent, unless `CI` is set: then its absence fails the test.
+pub fn plan_check_path() -> Option<PathBuf> {
     let path = match std::env::var_os("JOINER_PLAN_CHECK") {
         Some(p) => PathBuf::from(p),
         None => manifest_dir().join("../shared/tools/plan-check"),
     };
+    if path.is_file() {
+        return Some(path);
+    }
     assert!(
-        path.is_file(),
-        "plan-check not found at {} (set JOINER_PLAN_CHECK to its path; CI clones the repository with shared/ beside it). \
-         The scenario tests verify every plan with it and cannot pass without it.",
+        std::env::var_os("CI").is_none(),
+        "plan-check not found at {}, and CI is set: CI clones the repository with shared/ \
+         beside it and verifies every plan with plan-check as well as with joiner's own check (set \
+         JOINER_PLAN_CHECK to its path, or unset CI to rely on the own check alone)",
         path.display()
     );
-    path
+    None
 }
 
 pub fn python() -> String {
     std::env::var("JOINER_PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
-/// One strategy's plan for a scenario and plan-check's verdict on it.
+/// plan-check's verdict on a plan.
+pub struct PlanCheck {
+    pub ok: bool,
+    pub output: String,
+}
+
+/// One strategy's plan for a scenario and the verdicts on it.
 pub struct Solved {
     pub strategy: Strategy,
     pub plan: Plan,
     pub plan_file: PathBuf,
-    pub check_ok: bool,
-    pub check_output: String,
+    /// joiner's own feasibility check.
+    pub verdict: Result<(), Vec<Violation>>,
+    /// plan-check's, where it is present.
+    pub plan_check: Option<PlanCheck>,
 }
 
 impl Solved {
@@ -101,18 +124,18 @@ pub struct Outcome {
     pub greedy: Solved,
 }
 
-/// Runs a scenario with both strategies and plan-check, and asserts what every scenario must satisfy:
-/// both plans pass plan-check, and the MILP places at least as many pods as greedy and, placing as many,
-/// costs no more.
+/// Runs a scenario with both strategies and verifies both plans, and asserts what every scenario
+/// must satisfy: both plans are feasible (joiner's own check, and plan-check where present), and
+/// the MILP places at least as many pods as greedy and, placing as many, costs no more.
 pub fn scenario(name: &str) -> Outcome {
     let o = Outcome::run(name);
-    o.assert_plan_check();
+    o.assert_feasible();
     o.assert_milp_not_worse();
     o
 }
 
 impl Outcome {
-    /// Solves with both strategies and runs plan-check on both plans, asserting nothing about them.
+    /// Solves with both strategies and verifies both plans, asserting nothing about them.
     pub fn run(name: &str) -> Outcome {
         let checker = plan_check_path();
         let snapshot = scenarios_dir().join(format!("{name}.yaml"));
@@ -126,8 +149,19 @@ impl Outcome {
             "scenario {name}: catalog {} does not exist",
             catalog.display()
         );
-        let milp = solve(name, &snapshot, &catalog, Strategy::Milp, &checker);
-        let greedy = solve(name, &snapshot, &catalog, Strategy::Greedy, &checker);
+        let inputs = Inputs {
+            name,
+            snapshot: &snapshot,
+            catalog: &catalog,
+            parsed: (
+                joiner::snapshot::load_snapshot(&snapshot)
+                    .unwrap_or_else(|e| panic!("scenario {name}: {e}")),
+                Catalog::from_file(&catalog).unwrap_or_else(|e| panic!("scenario {name}: {e}")),
+            ),
+            checker: checker.as_deref(),
+        };
+        let milp = inputs.solve(Strategy::Milp);
+        let greedy = inputs.solve(Strategy::Greedy);
         Outcome {
             name: name.to_string(),
             snapshot,
@@ -141,17 +175,31 @@ impl Outcome {
         [&self.milp, &self.greedy]
     }
 
-    pub fn assert_plan_check(&self) {
+    /// Both plans pass joiner's own check and, where it ran, plan-check.
+    pub fn assert_feasible(&self) {
         for s in self.both() {
-            assert!(
-                s.check_ok,
-                "{} ({}): plan-check rejects the plan {}:\n{}\nplan:\n{}",
-                self.name,
-                s.label(),
-                s.plan_file.display(),
-                s.check_output,
-                summary(&s.plan)
-            );
+            if let Err(violations) = &s.verdict {
+                let list: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
+                panic!(
+                    "{} ({}): joiner's own check rejects the plan {}:\n{}\nplan:\n{}",
+                    self.name,
+                    s.label(),
+                    s.plan_file.display(),
+                    list.join("\n"),
+                    summary(&s.plan)
+                );
+            }
+            if let Some(check) = s.plan_check.as_ref().filter(|c| !c.ok) {
+                panic!(
+                    "{} ({}): plan-check rejects the plan {} that joiner's own check \
+                     accepts:\n{}\nplan:\n{}",
+                    self.name,
+                    s.label(),
+                    s.plan_file.display(),
+                    check.output,
+                    summary(&s.plan)
+                );
+            }
         }
     }
 
@@ -192,77 +240,103 @@ impl Outcome {
     }
 }
 
-fn solve(
-    name: &str,
-    snapshot: &Path,
-    catalog: &Path,
-    strategy: Strategy,
-    checker: &Path,
-) -> Solved {
-    let label = match strategy {
-        Strategy::Milp => "milp",
-        Strategy::Greedy => "greedy",
-    };
-    let out = Command::new(env!("CARGO_BIN_EXE_joiner"))
-        .arg("solve")
-        .arg("--snapshot")
-        .arg(snapshot)
-        .arg("--catalog")
-        .arg(catalog)
-        .args([
-            "--strategy",
-            label,
-            "--output",
-            "json",
-            "--time-limit",
-            "20",
-            "--threads",
-            "1",
-        ])
-        .env_remove("JOINER_GAP")
-        .output()
-        .expect("the joiner binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name} ({label}): joiner solve failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Plan = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{name} ({label}): plan JSON does not parse: {e}\n{stdout}"));
-    let dir = std::env::temp_dir().join(format!("joiner-scenarios-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let plan_file = dir.join(format!("{name}.{label}.json"));
-    std::fs::write(&plan_file, &stdout).expect("plan file written");
-    let check = Command::new(python())
-        .arg(checker)
-        .arg(snapshot)
-        .arg(catalog)
-        .arg(&plan_file)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run plan-check with {} (set JOINER_PYTHON; it needs PyYAML): {e}",
-                python()
-            )
+/// What solving one scenario needs: its files, their parsed contents and plan-check's path.
+struct Inputs<'a> {
+    name: &'a str,
+    snapshot: &'a Path,
+    catalog: &'a Path,
+    parsed: (ClusterSnapshot, Catalog),
+    checker: Option<&'a Path>,
+}
+
+impl Inputs<'_> {
+    fn solve(&self, strategy: Strategy) -> Solved {
+        let name = self.name;
+        let label = match strategy {
+            Strategy::Milp => "milp",
+            Strategy::Greedy => "greedy",
+        };
+        let out = Command::new(env!("CARGO_BIN_EXE_joiner"))
+            .arg("solve")
+            .arg("--snapshot")
+            .arg(self.snapshot)
+            .arg("--catalog")
+            .arg(self.catalog)
+            .args([
+                "--strategy",
+                label,
+                "--output",
+                "json",
+                "--time-limit",
+                "20",
+                "--threads",
+                "1",
+            ])
+            .env_remove("JOINER_GAP")
+            .output()
+            .expect("the joiner binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        // the plan is printed either way; exit code 3 says that it leaves pods unschedulable
+        let code = out.status.code();
+        assert!(
+            matches!(code, Some(0) | Some(3)),
+            "{name} ({label}): joiner solve failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: Plan = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!("{name} ({label}): plan JSON does not parse: {e}\n{stdout}")
         });
-    let check_output = format!(
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
-    assert!(
-        matches!(check.status.code(), Some(0) | Some(1)),
-        "{name} ({label}): plan-check could not check the plan ({}):\n{check_output}",
-        check.status
-    );
-    Solved {
-        strategy,
-        plan,
-        plan_file,
-        check_ok: check.status.success(),
-        check_output,
+        assert_eq!(
+            code == Some(3),
+            !plan.unschedulable.is_empty(),
+            "{name} ({label}): exit code {code:?} with {} unschedulable pods",
+            plan.unschedulable.len()
+        );
+        let dir = std::env::temp_dir().join(format!("joiner-scenarios-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let plan_file = dir.join(format!("{name}.{label}.json"));
+        std::fs::write(&plan_file, &stdout).expect("plan file written");
+        let (snapshot, catalog) = &self.parsed;
+        Solved {
+            strategy,
+            verdict: verify(snapshot, catalog, &plan),
+            plan_check: self
+                .checker
+                .map(|checker| self.plan_check(checker, &plan_file, label)),
+            plan,
+            plan_file,
+        }
+    }
+
+    fn plan_check(&self, checker: &Path, plan_file: &Path, label: &str) -> PlanCheck {
+        let check = Command::new(python())
+            .arg(checker)
+            .arg(self.snapshot)
+            .arg(self.catalog)
+            .arg(plan_file)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run plan-check with {} (set JOINER_PYTHON; it needs PyYAML): {e}",
+                    python()
+                )
+            });
+        let output = format!(
+            "{}{}",
+            String::from_utf8_lossy(&check.stdout),
+            String::from_utf8_lossy(&check.stderr)
+        );
+        assert!(
+            matches!(check.status.code(), Some(0) | Some(1)),
+            "{} ({label}): plan-check could not check the plan ({}):\n{output}",
+            self.name,
+            check.status
+        );
+        PlanCheck {
+            ok: check.status.success(),
+            output,
+        }
     }
 }
 
