@@ -1220,7 +1220,8 @@ fn cli_simulate_bad_scenario() {
     );
 }
 
-/// End to end, an input that parses but cannot be satisfied: exit 0 and a JSON plan that reports the pod.
+/// End to end, an input that parses but cannot be satisfied: exit 3 (pods left unschedulable) and a
+/// JSON plan that reports the pod.
 #[test]
 fn cli_pod_too_large_is_reported_unschedulable() {
     let case = "cli_pod_too_large_is_reported_unschedulable";
@@ -1238,7 +1239,7 @@ fn cli_pod_too_large_is_reported_unschedulable() {
         "case {case}: joiner panicked:\n{}",
         run.stderr
     );
-    assert_eq!(run.code, Some(0), "case {case}: stderr:\n{}", run.stderr);
+    assert_eq!(run.code, Some(3), "case {case}: stderr:\n{}", run.stderr);
     let plan: Plan = serde_json::from_str(&run.stdout)
         .unwrap_or_else(|e| panic!("case {case}: plan JSON: {e}\n{}", run.stdout));
     assert_eq!(

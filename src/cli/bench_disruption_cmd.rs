@@ -3,7 +3,6 @@
 //! same run, as one table of cluster cost, lower bound, decision time and evictions, or as JSON.
 //! The clock is fixed at `joiner::scalein::NOW` so every run decides on the same inputs.
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -11,9 +10,11 @@ use clap::Args;
 use serde::Serialize;
 
 use joiner::catalog::Catalog;
-use joiner::disruption::{self, baseline, timing, DisruptionSettings, DisruptionStrategy};
+use joiner::disruption::{self, baseline, timing, DisruptionSettings, DisruptionStatus};
+use joiner::domain::ClusterSnapshot;
 
-use super::solve_cmd::Output;
+use super::output::OutputArg;
+use super::progress::Progress;
 
 #[derive(Debug, Args)]
 pub struct BenchDisruptionArgs {
@@ -26,6 +27,7 @@ pub struct BenchDisruptionArgs {
     /// Fraction of the pods the drop removed: pods before = pods / (1 - drop).
     #[arg(long, default_value_t = 0.6)]
     pub drop: f64,
+    /// Seed of the generated cluster: the same seed gives the same nodes and pods.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Limit for each decision, seconds.
@@ -38,8 +40,8 @@ pub struct BenchDisruptionArgs {
     /// joiner trade savings for fewer evictions.
     #[arg(long)]
     pub pod_eviction: Option<f64>,
-    #[arg(long, value_enum, default_value = "table")]
-    pub output: Output,
+    #[command(flatten)]
+    pub output: OutputArg,
 }
 
 /// The benchmark's outcome, one field per table cell.
@@ -74,10 +76,106 @@ struct Side {
     pods_evicted: usize,
     nodes_deleted: usize,
     nodes_launched: usize,
-    status: String,
+    status: SideStatus,
+}
+
+/// How a side's decision ended: joiner's solver status, or how the baseline's passes stopped.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum SideStatus {
+    Decision(DisruptionStatus),
+    Baseline(BaselineEnd),
+}
+
+impl SideStatus {
+    fn as_str(&self) -> &'static str {
+        match self {
+            SideStatus::Decision(s) => s.as_str(),
+            SideStatus::Baseline(b) => b.as_str(),
+        }
+    }
+}
+
+/// Why the baseline stopped: a pass found nothing more to do, or `--max-rounds` passes ran.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum BaselineEnd {
+    Fixpoint,
+    MaxRounds,
+}
+
+impl BaselineEnd {
+    fn as_str(self) -> &'static str {
+        match self {
+            BaselineEnd::Fixpoint => "fixpoint",
+            BaselineEnd::MaxRounds => "max-rounds",
+        }
+    }
 }
 
 pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
+    validate(&args)?;
+    let mut progress = Progress::start(
+        "bench-disruption",
+        3,
+        &format!(
+            "{} nodes, {} pods after a {:.0}% drop; joiner's decision, then Karpenter's baseline",
+            args.nodes,
+            args.pods,
+            args.drop * 100.0
+        ),
+    );
+    progress.phase("building the scale-in cluster");
+    let catalog = Catalog::bundled("us-east-1")?;
+    let snapshot = cluster(&args, &catalog)?;
+    progress.phase_done(&format!(
+        "{} nodes, {} pods",
+        snapshot.nodes.len(),
+        snapshot.pods.len()
+    ));
+    let mut settings = DisruptionSettings::new(timing::parse_timestamp(joiner::scalein::NOW)?);
+    settings.time_limit = super::seconds("--time-limit", args.time_limit)?;
+
+    progress.phase(&format!(
+        "joiner's MILP decision (limit {}s)",
+        args.time_limit
+    ));
+    let joiner = joiner_side(&snapshot, &catalog, &settings)?;
+    progress.phase_done(&format!(
+        "joiner: {} nodes deleted, {} launched",
+        joiner.nodes_deleted, joiner.nodes_launched
+    ));
+
+    progress.phase(&format!(
+        "Karpenter's baseline to a fixpoint (at most {} passes)",
+        args.max_rounds
+    ));
+    let baseline = baseline_side(&snapshot, &catalog, &settings, args.max_rounds)?;
+    progress.phase_done(&format!(
+        "baseline: {} passes, {} nodes deleted",
+        baseline.rounds, baseline.nodes_deleted
+    ));
+    progress.finish("done");
+
+    let report = Report {
+        nodes: args.nodes,
+        pods_after: args.pods,
+        drop: args.drop,
+        seed: args.seed,
+        now: joiner::scalein::NOW.into(),
+        time_limit_s: args.time_limit,
+        nodes_before: snapshot.nodes.len(),
+        cost_before_per_hour: cost(&snapshot, &catalog),
+        cost_ratio: joiner.cost_after_per_hour / baseline.cost_after_per_hour.max(1e-9),
+        evictions_ratio: joiner.pods_evicted as f64 / (baseline.pods_evicted.max(1)) as f64,
+        joiner,
+        baseline,
+    };
+    args.output.print(&report, || table(&report))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn validate(args: &BenchDisruptionArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.nodes > 0, "--nodes must be at least 1");
     anyhow::ensure!(
         args.drop.is_finite() && (0.0..=0.95).contains(&args.drop),
@@ -88,14 +186,20 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
         "--time-limit must be a positive number of seconds"
     );
     anyhow::ensure!(args.max_rounds > 0, "--max-rounds must be at least 1");
-    let catalog = Catalog::bundled("us-east-1")?;
-    let mut snapshot =
-        joiner::scalein::scale_in(args.nodes, args.pods, args.drop, args.seed, &catalog);
     if let Some(w) = args.pod_eviction {
         anyhow::ensure!(
             w.is_finite() && w >= 0.0,
             "--pod-eviction must be a non-negative number"
         );
+    }
+    Ok(())
+}
+
+/// The scale-in cluster the flags describe, or an error when its nodes cannot hold its pods.
+fn cluster(args: &BenchDisruptionArgs, catalog: &Catalog) -> anyhow::Result<ClusterSnapshot> {
+    let mut snapshot =
+        joiner::scalein::scale_in(args.nodes, args.pods, args.drop, args.seed, catalog);
+    if let Some(w) = args.pod_eviction {
         snapshot.weights.pod_eviction = w;
     }
     let running = snapshot
@@ -110,42 +214,57 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
         args.pods as f64 / (1.0 - args.drop),
         snapshot.nodes.len()
     );
-    let cost = |s: &joiner::domain::ClusterSnapshot| {
-        (disruption::cluster_cost(s, &catalog) * 1e6).round() / 1e6
-    };
-    let mut settings = DisruptionSettings::new(timing::parse_timestamp(joiner::scalein::NOW)?);
-    settings.time_limit = super::seconds("--time-limit", args.time_limit)?;
+    Ok(snapshot)
+}
 
+/// The cluster's hourly price, rounded to the micro-dollar.
+fn cost(snapshot: &ClusterSnapshot, catalog: &Catalog) -> f64 {
+    (disruption::cluster_cost(snapshot, catalog) * 1e6).round() / 1e6
+}
+
+/// joiner's one MILP decision.
+fn joiner_side(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &DisruptionSettings,
+) -> anyhow::Result<Side> {
     let t = Instant::now();
-    let plan = disruption::consolidate(&snapshot, &catalog, &settings)?;
-    let joiner_s = t.elapsed().as_secs_f64();
+    let plan = disruption::consolidate(snapshot, catalog, settings)?;
+    let seconds = t.elapsed().as_secs_f64();
     let launched: usize = plan.actions.iter().map(|a| a.launch.len()).sum();
-    let joiner = Side {
+    Ok(Side {
         nodes_after: snapshot.nodes.len() - plan.deleted_nodes() + launched,
         cost_after_per_hour: plan.cost_after_per_hour,
         lower_bound: Some(plan.lower_bound),
         gap: Some(
             (plan.cost_after_per_hour - plan.lower_bound) / plan.cost_after_per_hour.max(1e-9),
         ),
-        seconds: joiner_s,
+        seconds,
         rounds: 1,
         pods_evicted: plan.evictions(),
         nodes_deleted: plan.deleted_nodes(),
         nodes_launched: launched,
-        status: plan.solver.status.clone(),
-    };
+        status: SideStatus::Decision(plan.solver.status),
+    })
+}
 
-    settings.strategy = DisruptionStrategy::Baseline;
+/// Karpenter's baseline, pass after pass until it finds nothing or reaches `max_rounds`.
+fn baseline_side(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    settings: &DisruptionSettings,
+    max_rounds: usize,
+) -> anyhow::Result<Side> {
     let t = Instant::now();
-    let (after, plans) =
-        baseline::run_to_fixpoint(&snapshot, &catalog, &settings, args.max_rounds)?;
-    let baseline_s = t.elapsed().as_secs_f64();
-    let baseline = Side {
+    // run_to_fixpoint runs the baseline strategy whatever `settings.strategy` says
+    let (after, plans) = baseline::run_to_fixpoint(snapshot, catalog, settings, max_rounds)?;
+    let seconds = t.elapsed().as_secs_f64();
+    Ok(Side {
         nodes_after: after.nodes.len(),
-        cost_after_per_hour: cost(&after),
+        cost_after_per_hour: cost(&after, catalog),
         lower_bound: None,
         gap: None,
-        seconds: baseline_s,
+        seconds,
         rounds: plans.len(),
         pods_evicted: plans.iter().map(|p| p.evictions()).sum(),
         nodes_deleted: plans.iter().map(|p| p.deleted_nodes()).sum(),
@@ -154,32 +273,12 @@ pub fn run(args: BenchDisruptionArgs) -> anyhow::Result<ExitCode> {
             .flat_map(|p| &p.actions)
             .map(|a| a.launch.len())
             .sum(),
-        status: if plans.len() >= args.max_rounds {
-            "max-rounds".into()
+        status: SideStatus::Baseline(if plans.len() >= max_rounds {
+            BaselineEnd::MaxRounds
         } else {
-            "fixpoint".into()
-        },
-    };
-    let report = Report {
-        nodes: args.nodes,
-        pods_after: args.pods,
-        drop: args.drop,
-        seed: args.seed,
-        now: joiner::scalein::NOW.into(),
-        time_limit_s: args.time_limit,
-        nodes_before: snapshot.nodes.len(),
-        cost_before_per_hour: cost(&snapshot),
-        cost_ratio: joiner.cost_after_per_hour / baseline.cost_after_per_hour.max(1e-9),
-        evictions_ratio: joiner.pods_evicted as f64 / (baseline.pods_evicted.max(1)) as f64,
-        joiner,
-        baseline,
-    };
-    let mut out = std::io::stdout().lock();
-    match args.output {
-        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-        Output::Table => write!(out, "{}", table(&report))?,
-    }
-    Ok(ExitCode::SUCCESS)
+            BaselineEnd::Fixpoint
+        }),
+    })
 }
 
 /// The report as one table: a row per measure, joiner and the baseline side by side.
@@ -266,7 +365,12 @@ fn table(r: &Report) -> String {
             format!("{} / {}", b.nodes_deleted, b.nodes_launched),
             String::new(),
         ),
-        ("status", j.status.clone(), b.status.clone(), String::new()),
+        (
+            "status",
+            j.status.as_str().to_string(),
+            b.status.as_str().to_string(),
+            String::new(),
+        ),
     ];
     let _ = writeln!(
         w,

@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
 use joiner::catalog::Catalog;
 use joiner::cloud::aws::{discovery, pricing, AwsClients, AwsSettings};
+
+use super::progress::Progress;
 
 #[derive(Debug, Subcommand)]
 pub enum CatalogCommand {
@@ -17,6 +20,7 @@ pub enum CatalogCommand {
         /// Folder with instance-types.json, offerings-REGION.json, prices-REGION.json, spot-advisor.json.
         #[arg(long, env = "JOINER_AWS_DATA", default_value = "../shared/data/aws")]
         data: PathBuf,
+        /// Region whose offerings and prices the catalog holds.
         #[arg(long, default_value = "us-east-1")]
         region: String,
         /// Where to write the catalog.
@@ -26,6 +30,7 @@ pub enum CatalogCommand {
     /// Build a catalog JSON for one region from the live EC2 and Pricing APIs (credentials from the
     /// default chain).
     Live {
+        /// Region to discover; every EC2 and Pricing call is made for it.
         #[arg(long, env = "AWS_REGION")]
         region: String,
         /// Where to write the catalog.
@@ -54,7 +59,7 @@ pub fn run(cmd: CatalogCommand) -> anyhow::Result<ExitCode> {
         CatalogCommand::Build { data, region, out } => {
             let (catalog, report) = joiner::catalog::build::build_catalog(&data, &region)?;
             let text = joiner::catalog::build::to_pretty_json(&catalog)?;
-            std::fs::write(&out, text)?;
+            std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
             eprintln!("{report}");
             Ok(ExitCode::SUCCESS)
         }
@@ -68,8 +73,20 @@ pub fn run(cmd: CatalogCommand) -> anyhow::Result<ExitCode> {
                 .worker_threads(2)
                 .enable_all()
                 .build()?;
-            let catalog = runtime.block_on(live(&region, endpoint_url, on_demand))?;
-            std::fs::write(&out, joiner::catalog::build::to_pretty_json(&catalog)?)?;
+            let mut progress = Progress::start(
+                "catalog live",
+                3,
+                &format!("discovering the catalog of {region} from the AWS APIs"),
+            );
+            let catalog =
+                runtime.block_on(live(&region, endpoint_url, on_demand, &mut progress))?;
+            std::fs::write(&out, joiner::catalog::build::to_pretty_json(&catalog)?)
+                .with_context(|| format!("writing {}", out.display()))?;
+            progress.finish(&format!(
+                "wrote {} ({} instance types)",
+                out.display(),
+                catalog.instance_types.len()
+            ));
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -79,13 +96,22 @@ async fn live(
     region: &str,
     endpoint_url: Option<String>,
     source: OnDemandSource,
+    progress: &mut Progress,
 ) -> anyhow::Result<Catalog> {
     let mut settings = AwsSettings::new(region, "", "");
     settings.endpoint_url = endpoint_url;
     settings.isolated_vpc = source == OnDemandSource::Bundled;
+    progress.phase("loading AWS credentials and clients");
     let clients = AwsClients::load(&settings).await?;
+    progress.phase(match source {
+        OnDemandSource::PricingApi => "on-demand prices from the Pricing API (GetProducts)",
+        OnDemandSource::Bundled => "on-demand prices from the bundled catalog",
+    });
     let (on_demand, origin) = on_demand_prices(&clients, region, source).await?;
+    progress.phase_done(&format!("{} on-demand prices", on_demand.len()));
+    progress.phase("instance types, zone offerings and spot prices from EC2");
     let (mut catalog, report) = discovery::discover(&clients, region, &on_demand).await?;
+    progress.phase_done(&format!("{} instance types", catalog.instance_types.len()));
     eprintln!("{report}");
     if let Some(p) = catalog.provenance.as_mut() {
         p["sources"]["on_demand"] = origin.into();

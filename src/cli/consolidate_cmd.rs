@@ -1,19 +1,27 @@
 //! `joiner consolidate`: read a snapshot and a catalog, decide which nodes to delete or replace, and
-//! print the disruption plan as JSON or a table.
+//! print the disruption plan as JSON, YAML or a table. It exits 3 when the cluster the decision leaves
+//! cannot run every pod: once its actions are carried out, a provisioning solve of the pods then
+//! pending (the snapshot's pending pods and any evicted pod without a place) leaves some unschedulable.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use joiner::disruption::{self, timing, DisruptionPlan, DisruptionSettings, DisruptionStrategy};
+use joiner::catalog::Catalog;
+use joiner::disruption::{
+    self, edit, timing, DisruptionPlan, DisruptionSettings, DisruptionStrategy,
+};
+use joiner::domain::ClusterSnapshot;
+use joiner::optimizer::{self, SolveSettings};
 
-use super::solve_cmd::{InputArgs, Output};
+use super::output::{OutputArg, UnschedulableGate};
+use super::solve_cmd::InputArgs;
 
 #[derive(Debug, Args)]
 pub struct ConsolidateArgs {
     #[command(flatten)]
     pub input: InputArgs,
+    /// Decision method.
     #[arg(long, value_enum, default_value = "milp")]
     pub strategy: DisruptionStrategy,
     /// The decision's clock (RFC 3339): budgets' schedules, consolidateAfter, expireAfter and
@@ -32,8 +40,10 @@ pub struct ConsolidateArgs {
     /// Cheaper spot instance types a spot-to-spot replacement needs (Karpenter: 15).
     #[arg(long, default_value_t = 15)]
     pub spot_to_spot_min_types: usize,
-    #[arg(long, value_enum, default_value = "table")]
-    pub output: Output,
+    #[command(flatten)]
+    pub output: OutputArg,
+    #[command(flatten)]
+    pub gate: UnschedulableGate,
 }
 
 impl ConsolidateArgs {
@@ -60,12 +70,41 @@ pub fn run(args: ConsolidateArgs) -> anyhow::Result<ExitCode> {
     let settings = args.settings()?;
     let (snapshot, catalog) = args.input.load()?;
     let plan = disruption::consolidate(&snapshot, &catalog, &settings)?;
-    let mut out = std::io::stdout().lock();
-    match args.output {
-        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&plan)?)?,
-        Output::Table => write!(out, "{}", table(&plan))?,
+    args.output.print(&plan, || table(&plan))?;
+    if args.gate.allow_unschedulable {
+        return Ok(ExitCode::SUCCESS);
     }
-    Ok(ExitCode::SUCCESS)
+    let left = unschedulable_after(&snapshot, &catalog, &plan, &settings)?;
+    Ok(args.gate.exit(left.iter().map(String::as_str)))
+}
+
+/// The pods a provisioning solve cannot place once `plan` is carried out: pending before the decision
+/// or evicted by it without a place. Each is `namespace/name`.
+fn unschedulable_after(
+    snapshot: &ClusterSnapshot,
+    catalog: &Catalog,
+    plan: &DisruptionPlan,
+    settings: &DisruptionSettings,
+) -> anyhow::Result<Vec<String>> {
+    let now = settings.now.to_rfc3339();
+    let after = edit::with_disruption(snapshot, catalog, plan, "consolidated-", &now);
+    if !after.pods.iter().any(|p| p.is_pending()) {
+        return Ok(Vec::new());
+    }
+    let solve = SolveSettings {
+        time_limit: settings.time_limit,
+        gap: settings.gap,
+        threads: settings.threads,
+        // only where pods can go matters here, not how close the plan is to the cheapest
+        lower_bound: false,
+        ..SolveSettings::default()
+    };
+    let provisioning = optimizer::solve(&after, catalog, &solve)?;
+    Ok(provisioning
+        .unschedulable
+        .into_iter()
+        .map(|u| u.pod)
+        .collect())
 }
 
 /// The disruption plan as a person reads it at a terminal.

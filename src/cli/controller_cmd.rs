@@ -33,6 +33,8 @@ pub struct ControllerArgs {
     /// Kubeconfig file; in-cluster configuration (or ~/.kube/config) when omitted.
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
+    /// The cluster's name: in instance tags (`kubernetes.io/cluster/<name>: owned`), launch template
+    /// and instance profile names, and user data.
     #[arg(long, env = "CLUSTER_NAME")]
     cluster_name: String,
     /// joiner's namespace: its cost-weight ConfigMap and leader Lease live here.
@@ -41,8 +43,10 @@ pub struct ControllerArgs {
     /// This replica's identity in the Lease and in Events (the pod name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// Run without a Lease; only with a single replica.
     #[arg(long, env = "DISABLE_LEADER_ELECTION")]
     disable_leader_election: bool,
+    /// The leader-election Lease in --namespace.
     #[arg(
         long,
         env = "LEADER_ELECTION_NAME",
@@ -53,10 +57,13 @@ pub struct ControllerArgs {
     /// it retries on a later pass; without it one hung answer would stall every decision. 0s: none.
     #[arg(long, env = "JOINER_API_TIMEOUT", default_value = "30s")]
     api_timeout: String,
+    /// How long a Lease is valid without renewal.
     #[arg(long, env = "JOINER_LEASE_DURATION", default_value = "15s")]
     lease_duration: String,
+    /// The leader gives up (exits) if it cannot renew its Lease within this.
     #[arg(long, env = "JOINER_RENEW_DEADLINE", default_value = "10s")]
     renew_deadline: String,
+    /// How often the Lease is tried and renewed; retry period < renew deadline < lease duration.
     #[arg(long, env = "JOINER_RETRY_PERIOD", default_value = "2s")]
     retry_period: String,
     /// A provisioning batch closes after this long without a new pending pod.
@@ -65,8 +72,10 @@ pub struct ControllerArgs {
     /// ...and never stays open longer than this.
     #[arg(long, env = "BATCH_MAX_DURATION", default_value = "10s")]
     batch_max_duration: String,
+    /// Provisioning method.
     #[arg(long, env = "JOINER_STRATEGY", value_enum, default_value = "milp")]
     strategy: Strategy,
+    /// Disruption method.
     #[arg(
         long,
         env = "JOINER_DISRUPTION_STRATEGY",
@@ -83,6 +92,8 @@ pub struct ControllerArgs {
     /// Relative optimality gap at which a solve stops.
     #[arg(long, env = "JOINER_SOLVER_GAP", default_value_t = 0.01)]
     solver_gap: f64,
+    /// No consolidation, emptiness, drift or expiry; interruption handling and termination of
+    /// deleted nodes still run.
     #[arg(long, env = "JOINER_DISABLE_DISRUPTION")]
     disable_disruption: bool,
     /// Makes every HiGHS solve fail (`error`) or every model infeasible (`infeasible`), for fault
@@ -90,28 +101,40 @@ pub struct ControllerArgs {
     /// Warning Event on every NodePool. Not for normal operation.
     #[arg(long, hide = true, value_enum)]
     inject_solver_fault: Option<joiner::optimizer::SolverFault>,
+    /// How often the disruption decision runs when nothing is in flight and no pod waits.
     #[arg(long, env = "JOINER_DISRUPTION_INTERVAL", default_value = "10s")]
     disruption_interval: String,
     /// How long a disruption command waits before it is re-validated.
     #[arg(long, env = "JOINER_VALIDATION_DELAY", default_value = "15s")]
     validation_delay: String,
+    /// A NodeClaim not launched within this is given up: its instance is terminated and its pods
+    /// solved again.
     #[arg(long, env = "JOINER_LAUNCH_TIMEOUT", default_value = "5m")]
     launch_timeout: String,
+    /// A launched NodeClaim whose Node has not registered within this is given up likewise.
     #[arg(long, env = "JOINER_REGISTRATION_TIMEOUT", default_value = "15m")]
     registration_timeout: String,
+    /// Port of the Prometheus `/metrics` endpoint; 0 picks a free port.
     #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
     metrics_port: u16,
+    /// Port of `/healthz` and `/readyz`; 0 picks a free port.
     #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
     health_probe_port: u16,
+    /// Address both ports listen on.
     #[arg(long, env = "JOINER_BIND_ADDRESS", default_value = "0.0.0.0")]
     bind_address: IpAddr,
     /// Catalog JSON file (docs/catalog.md); the bundled catalog of --region when omitted.
     #[arg(long, env = "JOINER_CATALOG")]
     catalog: Option<PathBuf>,
+    /// The cluster's region: the bundled catalog's, and with `--cloud-provider aws` that of every EC2,
+    /// SSM and SQS call.
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     region: String,
-    #[arg(long, env = "JOINER_CLOUD_PROVIDER", value_enum, default_value = "sim")]
+    /// Where nodes come from: `aws` (EC2) or `sim` (an in-process simulated EC2, for tests).
+    /// Required: there is no default.
+    #[arg(long, env = "JOINER_CLOUD_PROVIDER", value_enum)]
     cloud_provider: Provider,
+    /// Seed of the simulated cloud (`--cloud-provider sim` only).
     #[arg(long, env = "JOINER_SIM_SEED", default_value_t = 1)]
     sim_seed: u64,
     /// The API server URL nodes join (written into user data); required with `--cloud-provider aws`.

@@ -1,7 +1,6 @@
 //! `joiner crds`: prints the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass, generated
 //! from the types in `joiner::api`, for `joiner crds | kubectl apply -f -`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -18,19 +17,10 @@ pub struct CrdsArgs {
 
 pub fn run(args: CrdsArgs) -> anyhow::Result<ExitCode> {
     match args.out {
-        None => print_stream(&joiner::api::crds_yaml()?)?,
+        None => super::output::write_stdout(&joiner::api::crds_yaml()?)?,
         Some(dir) => write_files(&dir)?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes to stdout; a reader that stops early (`joiner crds | head`) is not an error.
-fn print_stream(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
 }
 
 fn write_files(dir: &Path) -> anyhow::Result<()> {

@@ -1,5 +1,7 @@
-//! Subcommands: `solve`, `solve-dump`, `consolidate`, `controller`, `simulate`, `bench`, `bench-disruption`, `catalog build`, `catalog live` and `crds`. Each reads its inputs, calls the
-//! pure decision core, and prints or writes the result; nothing here makes decisions.
+//! Subcommands: `solve`, `solve-dump`, `consolidate`, `controller`, `simulate`, `bench`,
+//! `bench-disruption`, `catalog build`, `catalog live` and `crds`. Each reads its inputs, calls the
+//! pure decision core, and prints or writes the result; nothing here makes decisions. docs/cli.md
+//! describes the commands, their output formats and exit codes.
 
 mod bench_cmd;
 mod bench_disruption_cmd;
@@ -7,6 +9,8 @@ mod catalog_cmd;
 mod consolidate_cmd;
 mod controller_cmd;
 mod crds_cmd;
+pub mod output;
+mod progress;
 mod simulate_cmd;
 mod solve_cmd;
 
@@ -37,12 +41,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Plan the cheapest placement of the snapshot's pending pods.
-    Solve {
-        #[command(flatten)]
-        args: solve_cmd::SolveArgs,
-        #[arg(long, value_enum, default_value = "table")]
-        output: solve_cmd::Output,
-    },
+    Solve(solve_cmd::SolveCmd),
     /// Solve with the MILP and write the model (`.lp`, `.mps`) and a JSON summary.
     SolveDump {
         #[command(flatten)]
@@ -99,7 +98,60 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Controller(a) => controller_cmd::run(*a),
         Command::Crds(a) => crds_cmd::run(a),
         Command::Simulate(a) => simulate_cmd::run(a),
-        Command::Solve { args, output } => solve_cmd::solve(args, output),
+        Command::Solve(a) => solve_cmd::solve(a),
         Command::SolveDump { args, out } => solve_cmd::dump(args, out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every flag of every subcommand, with the path of subcommands that leads to it.
+    fn flags(cmd: &clap::Command, path: &str, out: &mut Vec<(String, Option<String>)>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            let help = arg.get_help().map(|h| h.to_string());
+            out.push((format!("{path} --{id}"), help));
+        }
+        for sub in cmd.get_subcommands() {
+            flags(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_help() {
+        let mut all = Vec::new();
+        flags(&Cli::command(), "joiner", &mut all);
+        assert!(all.len() > 60, "only {} flags found", all.len());
+        let missing: Vec<&str> = all
+            .iter()
+            .filter(|(_, help)| help.as_deref().is_none_or(|h| h.trim().is_empty()))
+            .map(|(flag, _)| flag.as_str())
+            .collect();
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+
+    #[test]
+    fn the_controller_requires_a_cloud_provider() {
+        let cmd = Cli::command();
+        let controller = cmd
+            .find_subcommand("controller")
+            .expect("a controller subcommand");
+        let arg = controller
+            .get_arguments()
+            .find(|a| a.get_id() == "cloud_provider")
+            .expect("--cloud-provider");
+        assert!(arg.is_required_set() && arg.get_default_values().is_empty());
     }
 }

@@ -1,8 +1,8 @@
-//! `joiner simulate`: runs a scenario once per strategy, prints the summary table side by side,
-//! and writes `report.json` and the charts to `--out`.
+//! `joiner simulate`: runs a scenario once per strategy, prints the summary table side by side (or
+//! the whole report as JSON or YAML), and writes `report.json` and the charts to `--out`.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -10,10 +10,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use joiner::sim::{self, charts, Report, RunReport, Scenario, SimStrategy};
 
+use super::output::OutputArg;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Which {
+    /// joiner's decisions only.
     Milp,
+    /// Karpenter's decisions only.
     Greedy,
+    /// Both, one after the other, side by side in the table.
     Both,
 }
 
@@ -22,6 +27,7 @@ pub struct SimulateArgs {
     /// Scenario file (docs/simulate.md); the bundled default when omitted.
     #[arg(long, env = "JOINER_SCENARIO")]
     scenario: Option<PathBuf>,
+    /// Whose decisions to simulate: joiner's (`milp`), Karpenter's (`greedy`) or both.
     #[arg(long, value_enum, default_value = "both")]
     strategy: Which,
     /// Seed for spot interruptions; the scenario's own seed when omitted.
@@ -30,6 +36,8 @@ pub struct SimulateArgs {
     /// Directory for report.json and the SVG charts.
     #[arg(long, default_value = "simulate-out")]
     out: PathBuf,
+    #[command(flatten)]
+    output: OutputArg,
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
@@ -43,34 +51,46 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
         Which::Greedy => vec![SimStrategy::Greedy],
         Which::Both => vec![SimStrategy::Milp, SimStrategy::Greedy],
     };
-    println!(
+    eprintln!(
         "scenario {}: {:.1} h simulated, seed {seed}",
         scenario.name,
         scenario.duration / 3600.0
     );
+    let count = strategies.len();
     let mut runs = Vec::new();
-    for s in strategies {
+    for (i, s) in strategies.into_iter().enumerate() {
+        eprintln!("[{}/{count}] {}: simulating", i + 1, s.as_str());
         let bar = progress_bar(s);
         let run = sim::run(&scenario, s, seed, &mut |f| {
             bar.set_position((f * 1000.0) as u64)
         })?;
         bar.finish_and_clear();
-        eprintln!("{}: done in {:.1} s", s.as_str(), run.wall_seconds);
+        eprintln!(
+            "[{}/{count}] {}: done in {:.1} s",
+            i + 1,
+            s.as_str(),
+            run.wall_seconds
+        );
         runs.push(run);
     }
-    print!("{}", table(&runs));
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
     let report = Report {
         scenario: scenario.name.clone(),
         seed,
         runs,
     };
-    let json = args.out.join("report.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&report)?)
+    write_files(&args.out, &report)?;
+    args.output.print(&report, || table(&report.runs))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `report.json` and the SVG charts in `out`, named on stderr.
+fn write_files(out: &Path, report: &Report) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let json = out.join("report.json");
+    std::fs::write(&json, serde_json::to_string_pretty(report)?)
         .with_context(|| format!("cannot write {}", json.display()))?;
-    let charts = charts::write_all(&args.out, &report.runs)?;
-    println!(
+    let charts = charts::write_all(out, &report.runs)?;
+    eprintln!(
         "wrote {} and {}",
         json.display(),
         charts
@@ -79,7 +99,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn progress_bar(s: SimStrategy) -> ProgressBar {

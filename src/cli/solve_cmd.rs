@@ -1,21 +1,17 @@
 //! `joiner solve` and `joiner solve-dump`: read a snapshot and a catalog, plan, and print the plan as
-//! JSON or a table, or write the model and its summary for inspection.
+//! JSON, YAML or a table (exit 3 when it leaves pods unschedulable), or write the model and its
+//! summary for inspection.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use joiner::catalog::Catalog;
 use joiner::optimizer::{self, Plan, SolveSettings, Strategy};
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Output {
-    Json,
-    Table,
-}
+use super::output::{OutputArg, UnschedulableGate};
 
 /// The decision inputs every command reads: a snapshot and a catalog.
 #[derive(Debug, Args)]
@@ -49,6 +45,7 @@ impl InputArgs {
 pub struct SolveArgs {
     #[command(flatten)]
     pub input: InputArgs,
+    /// Decision method.
     #[arg(long, value_enum, default_value = "milp")]
     pub strategy: Strategy,
     /// Solver wall-clock limit in seconds.
@@ -86,16 +83,25 @@ impl SolveArgs {
     }
 }
 
-pub fn solve(args: SolveArgs, output: Output) -> anyhow::Result<ExitCode> {
-    let settings = args.settings()?;
-    let (snapshot, catalog) = args.load()?;
+/// `joiner solve`: the solve flags, the output format and the unschedulable gate.
+#[derive(Debug, Args)]
+pub struct SolveCmd {
+    #[command(flatten)]
+    pub args: SolveArgs,
+    #[command(flatten)]
+    pub output: OutputArg,
+    #[command(flatten)]
+    pub gate: UnschedulableGate,
+}
+
+pub fn solve(cmd: SolveCmd) -> anyhow::Result<ExitCode> {
+    let settings = cmd.args.settings()?;
+    let (snapshot, catalog) = cmd.args.load()?;
     let plan = optimizer::solve(&snapshot, &catalog, &settings)?;
-    let mut out = std::io::stdout().lock();
-    match output {
-        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&plan)?)?,
-        Output::Table => write!(out, "{}", table(&plan))?,
-    }
-    Ok(ExitCode::SUCCESS)
+    cmd.output.print(&plan, || table(&plan))?;
+    Ok(cmd
+        .gate
+        .exit(plan.unschedulable.iter().map(|u| u.pod.as_str())))
 }
 
 pub fn dump(args: SolveArgs, out: PathBuf) -> anyhow::Result<ExitCode> {

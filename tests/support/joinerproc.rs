@@ -94,6 +94,10 @@ impl Joiner {
             std::env::var("E2E_LOG").unwrap_or_else(|_| "info,highs=error".into()),
         ]);
         args.extend(["--metrics-port", "0", "--health-probe-port", "0"].map(String::from));
+        // the simulated cloud unless the test names one (--cloud-provider has no default)
+        if !extra.contains(&"--cloud-provider") {
+            args.extend(["--cloud-provider", "sim"].map(String::from));
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(env!("CARGO_BIN_EXE_joiner"))
             .args(&args)
