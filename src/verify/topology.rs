@@ -41,14 +41,14 @@ pub(super) fn check<'a>(
     for (i, h) in hosts.iter().enumerate() {
         for p in h.running.iter().filter(|p| !p.terminating) {
             placed.push(Placed {
-                pod: *p,
+                pod: p,
                 host: i,
                 planned: false,
             });
         }
         for p in &h.planned {
             placed.push(Placed {
-                pod: *p,
+                pod: p,
                 host: i,
                 planned: true,
             });
@@ -102,11 +102,7 @@ impl<'a> Cluster<'a, '_> {
                     });
                     continue;
                 };
-                if !memo.contains_key(&(c, si)) {
-                    let tally = self.tally(c, s);
-                    memo.insert((c, si), tally);
-                }
-                let tally = &memo[&(c, si)];
+                let tally = memo.entry((c, si)).or_insert_with(|| self.tally(c, s));
                 let count = tally.counts.get(domain).copied().unwrap_or(0);
                 if count > tally.min + s.max_skew as usize {
                     out.push(Violation::Spread {
