@@ -983,7 +983,12 @@ fn nothing_pending_is_an_empty_optimal_plan() {
     )
     .unwrap();
     assert!(plan.nodes.is_empty() && plan.unschedulable.is_empty());
-    assert_eq!(plan.solver.status, "optimal", "{:?}", plan.solver);
+    assert_eq!(
+        plan.solver.status,
+        joiner::optimizer::PlanStatus::Optimal,
+        "{:?}",
+        plan.solver
+    );
 }
 
 /// Karpenter asks spot-to-spot flexibility of single-node consolidation only: its multi-node pass
@@ -1023,7 +1028,7 @@ fn a_selection_stopped_before_its_first_answer_still_answers_with_its_start() {
     let plan = consolidate(&snapshot, &catalog, &s).unwrap();
     assert_ne!(
         plan.solver.status,
-        joiner::disruption::FALLBACK_STATUS,
+        joiner::disruption::DisruptionStatus::FallbackBaseline,
         "{:?}",
         plan.solver
     );

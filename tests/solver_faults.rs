@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use joiner::catalog::Catalog;
 use joiner::disruption::timing::parse_timestamp;
-use joiner::disruption::{consolidate, DisruptionSettings, DisruptionStrategy};
-use joiner::optimizer::{solve, Plan, SolveSettings, SolverFault, Strategy};
+use joiner::disruption::{consolidate, DisruptionSettings, DisruptionStatus, DisruptionStrategy};
+use joiner::optimizer::milp::MipStatus;
+use joiner::optimizer::{solve, Plan, PlanStatus, SolveSettings, SolverFault, Strategy};
 use joiner::snapshot::load_snapshot;
 
 use common::{catalog_name, manifest_dir, scenario_names, scenarios_dir};
@@ -59,7 +60,8 @@ fn a_highs_error_or_an_infeasible_model_falls_back_to_the_greedy_plan_on_every_s
                 continue; // nothing to solve: HiGHS is never called
             }
             assert_eq!(
-                plan.solver.status, "fallback-greedy",
+                plan.solver.status,
+                PlanStatus::FallbackGreedy,
                 "{name} {fault:?}: {:?}",
                 plan.solver
             );
@@ -96,7 +98,12 @@ fn a_full_model_out_of_time_still_gets_the_relaxations_candidate() {
     )
     .expect("solve");
     assert!(plan.solver.pod_classes <= 300, "{:?}", plan.solver);
-    assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
+    assert_eq!(
+        plan.solver.status,
+        PlanStatus::TimeLimit,
+        "{:?}",
+        plan.solver
+    );
     let notes = plan.solver.notes.join("; ");
     assert!(notes.contains("reached before the first lp"), "{notes}");
     assert!(
@@ -126,10 +133,17 @@ fn over_300_classes_the_pinned_candidate_plans_alone_and_its_time_limit_is_flagg
     let solved = joiner::optimizer::solve_detailed(&snapshot, &catalog, &short).expect("solve");
     // solve-dump still gets a model: the full master over its seed patterns
     let model = solved.model.as_ref().expect("a model to dump");
-    assert!(solved.model_skipped && model.mip_status == "not run" && !model.columns.is_empty());
+    assert!(
+        solved.model_skipped && model.mip_status == MipStatus::NotRun && !model.columns.is_empty()
+    );
     let plan = solved.plan;
     assert!(plan.solver.pod_classes > 300, "{:?}", plan.solver);
-    assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
+    assert_eq!(
+        plan.solver.status,
+        PlanStatus::TimeLimit,
+        "{:?}",
+        plan.solver
+    );
     let notes = plan.solver.notes.join("; ");
     assert!(
         notes.contains("full model not generated") && notes.contains("plan from zone-pinned-lp"),
@@ -164,7 +178,12 @@ fn a_time_limit_hit_on_a_hard_model_is_flagged_and_every_pod_is_still_planned() 
         },
     )
     .expect("solve");
-    assert_eq!(plan.solver.status, "time-limit", "{:?}", plan.solver);
+    assert_eq!(
+        plan.solver.status,
+        PlanStatus::TimeLimit,
+        "{:?}",
+        plan.solver
+    );
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     let placed: usize = plan.nodes.iter().map(|n| n.pods.len()).sum();
     assert_eq!(placed, 1000);
@@ -199,12 +218,17 @@ fn a_failed_selection_model_falls_back_to_karpenters_consolidation() {
             consolidate(&snapshot, &catalog, &s).unwrap_or_else(|e| panic!("{name}: {e}"))
         };
         let healthy = run(DisruptionStrategy::Milp, None);
-        assert_ne!(healthy.solver.status, "fallback-baseline", "{name}");
+        assert_ne!(
+            healthy.solver.status,
+            DisruptionStatus::FallbackBaseline,
+            "{name}"
+        );
         let baseline = run(DisruptionStrategy::Baseline, None);
         for fault in [SolverFault::Error, SolverFault::Infeasible] {
             let plan = run(DisruptionStrategy::Milp, Some(fault));
             assert_eq!(
-                plan.solver.status, "fallback-baseline",
+                plan.solver.status,
+                DisruptionStatus::FallbackBaseline,
                 "{name} {fault:?}: {:?}",
                 plan.solver
             );

@@ -101,10 +101,10 @@ impl<P: CloudProvider> Controller<P> {
         self.record_solve(
             super::Phase::Disruption,
             plan.solver.seconds,
-            &plan.solver.status,
+            plan.solver.status.into(),
             plan.solver.mip_gap.unwrap_or(0.0),
         );
-        if plan.solver.status == disruption::FALLBACK_STATUS {
+        if plan.solver.status == disruption::DisruptionStatus::FallbackBaseline {
             cluster.solver_fell_back(
                 super::Phase::Disruption.as_str(),
                 plan.solver.notes.first().map_or("", String::as_str),
@@ -341,8 +341,8 @@ mod tests {
             disruption_cost: 0.0,
         };
         let solver = DisruptionReport {
-            status: "optimal".into(),
-            strategy: "baseline".into(),
+            status: disruption::DisruptionStatus::Optimal,
+            strategy: disruption::DisruptionStrategy::Baseline,
             seconds: 0.0,
             candidates: nodes.len(),
             pod_classes: 0,

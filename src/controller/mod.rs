@@ -19,9 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::catalog::Catalog;
 use crate::cloud::{CloudProvider, Unavailable};
 use crate::disruption::timing::Timestamp;
-use crate::disruption::DisruptionStrategy;
+use crate::disruption::{DisruptionStatus, DisruptionStrategy};
 use crate::domain::Pod;
-use crate::optimizer::{SolverFault, Strategy};
+use crate::optimizer::{PlanStatus, SolverFault, Strategy};
 
 pub use cluster::{Cluster, EvictionRefused};
 
@@ -94,12 +94,49 @@ pub struct Stats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SolveRecord {
     pub phase: Phase,
-    /// The solver report's status (`optimal`, `time-limit`, `feasible`, `greedy`, ...).
-    pub status: String,
+    /// The plan's `solver.status`.
+    pub status: SolveStatus,
     /// Wall-clock seconds.
     pub seconds: f64,
     /// Relative gap: to the certified lower bound for provisioning, the MIP gap for disruption (0 when none).
     pub gap: f64,
+}
+
+/// A decision's `solver.status`: a provisioning plan's or a disruption plan's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SolveStatus {
+    Provisioning(PlanStatus),
+    Disruption(DisruptionStatus),
+}
+
+impl SolveStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SolveStatus::Provisioning(s) => s.as_str(),
+            SolveStatus::Disruption(s) => s.as_str(),
+        }
+    }
+
+    /// The time limit cut the search short.
+    pub fn is_time_limit(self) -> bool {
+        matches!(
+            self,
+            SolveStatus::Provisioning(PlanStatus::TimeLimit)
+                | SolveStatus::Disruption(DisruptionStatus::TimeLimit)
+        )
+    }
+}
+
+impl From<PlanStatus> for SolveStatus {
+    fn from(s: PlanStatus) -> Self {
+        SolveStatus::Provisioning(s)
+    }
+}
+
+impl From<DisruptionStatus> for SolveStatus {
+    fn from(s: DisruptionStatus) -> Self {
+        SolveStatus::Disruption(s)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,14 +242,14 @@ impl<P: CloudProvider> Controller<P> {
         self.settings.origin + chrono::Duration::milliseconds((now * 1000.0).round() as i64)
     }
 
-    fn record_solve(&mut self, phase: Phase, seconds: f64, status: &str, gap: f64) {
+    fn record_solve(&mut self, phase: Phase, seconds: f64, status: SolveStatus, gap: f64) {
         self.stats.solves.push(SolveRecord {
             phase,
-            status: status.to_string(),
+            status,
             seconds,
             gap,
         });
-        if status == "time-limit" {
+        if status.is_time_limit() {
             self.stats.time_limited += 1;
         }
     }

@@ -74,10 +74,10 @@ impl<P: CloudProvider> Controller<P> {
         self.record_solve(
             super::Phase::Provisioning,
             plan.solver.seconds,
-            &plan.solver.status,
+            plan.solver.status.into(),
             plan.solver.gap,
         );
-        if plan.solver.status == optimizer::FALLBACK_STATUS {
+        if plan.solver.status == optimizer::PlanStatus::FallbackGreedy {
             let why = plan
                 .solver
                 .notes

@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::catalog::{CapacityType, Catalog};
 use crate::domain::ClusterSnapshot;
 use crate::optimizer::greedy;
-use crate::optimizer::milp::{self, bins, bound};
+use crate::optimizer::milp::{self, bins, bound, MilpError, MipStatus};
 use crate::optimizer::problem::Problem;
 use crate::optimizer::state::State;
 use crate::optimizer::{solve_seeded, NewNode, Plan, SeedNode, SolveSettings, Strategy};
@@ -20,10 +20,10 @@ use crate::optimizer::{solve_seeded, NewNode, Plan, SeedNode, SolveSettings, Str
 use super::candidates::NodeInfo;
 use super::edit::without_nodes;
 use super::model::{self, Limits, Selection};
-use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, Move};
+use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, DisruptionStatus, Move};
 use super::{
     assemble, cheaper_spot_types, cluster_cost, delete_only, round6, unbound_on, without_pending,
-    DisruptionError, DisruptionSettings, Reason, Triage,
+    DisruptionError, DisruptionSettings, DisruptionStrategy, Reason, Triage,
 };
 
 pub(crate) fn decide(
@@ -109,8 +109,7 @@ fn decide_actions(
     notes: &mut Vec<String>,
 ) -> Result<Decided, DisruptionError> {
     // a failed selection model is the caller's to handle (it falls back to Karpenter's rules)
-    let selection = select(base, catalog, settings, t, forced, home, budget * 0.4)
-        .map_err(DisruptionError::Solver)?;
+    let selection = select(base, catalog, settings, t, forced, home, budget * 0.4)?;
     let mut remove = selection
         .as_ref()
         .map(|s| s.remove.clone())
@@ -118,7 +117,7 @@ fn decide_actions(
     tracing::debug!(
         seconds = start.elapsed().as_secs_f64(),
         removed = remove.len(),
-        status = selection.as_ref().map(|s| s.status.clone()),
+        status = selection.as_ref().map(|s| s.status.as_str()),
         mip_gap = selection.as_ref().and_then(|s| s.mip_gap),
         "selection done"
     );
@@ -201,33 +200,31 @@ fn finish(
     } = decided;
     let cost_before = cluster_cost(snapshot, catalog);
     let savings: f64 = actions.iter().map(|a| a.savings_per_hour).sum();
-    let (status, mip_gap, variables, constraints, classes) = match &selection {
+    let none = t.open.is_empty() && t.forced.is_empty();
+    let (mip_status, mip_gap, variables, constraints, classes) = match &selection {
         Some(s) => (
-            s.status.clone(),
+            Some(s.status),
             s.mip_gap,
             s.variables,
             s.constraints,
             s.classes,
         ),
-        None if t.open.is_empty() && t.forced.is_empty() => {
-            ("no-candidates".to_string(), None, 0, 0, 0)
-        }
-        None => ("feasible".to_string(), None, 0, 0, 0),
+        None => (None, None, 0, 0, 0),
     };
     // "optimal" is a certified claim, as for provisioning: the hourly cost after is within the gap
     // target of the lower bound; a selection model that closed its own gap is only "feasible"
     let after = cost_before - savings;
     let certified =
         after <= 0.0 || (after - lower_bound.min(cost_before)) / after <= settings.gap + 1e-9;
-    let status = match status.as_str() {
-        "no-candidates" => status,
-        _ if certified => "optimal".to_string(),
-        "optimal" => "feasible".to_string(),
-        _ => status,
+    let status = match mip_status {
+        None if none => DisruptionStatus::NoCandidates,
+        _ if certified => DisruptionStatus::Optimal,
+        Some(MipStatus::TimeLimit) => DisruptionStatus::TimeLimit,
+        _ => DisruptionStatus::Feasible,
     };
     let solver = DisruptionReport {
         status,
-        strategy: "milp".into(),
+        strategy: DisruptionStrategy::Milp,
         seconds: start.elapsed().as_secs_f64(),
         candidates: t.open.len(),
         pod_classes: classes,
@@ -325,7 +322,7 @@ fn select(
     forced: &BTreeMap<String, Reason>,
     home: &BTreeMap<String, String>,
     seconds: f64,
-) -> Result<Option<Selection>, String> {
+) -> Result<Option<Selection>, MilpError> {
     if t.open.is_empty() {
         return Ok(None);
     }

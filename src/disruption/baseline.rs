@@ -26,11 +26,30 @@ use crate::optimizer::{solve, solve_sharing, Plan, ShapeCache, Strategy};
 use super::actions::without_types;
 use super::candidates::NodeInfo;
 use super::edit::{with_disruption, with_plan, without_nodes};
-use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, Move};
+use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, DisruptionStatus, Move};
 use super::{
     assemble, cheaper_spot_types, cluster_cost, consolidate, delete_only, round6, without_pending,
     DisruptionError, DisruptionSettings, DisruptionStrategy, Reason, Triage,
 };
+
+/// Why Karpenter's consolidation leaves the nodes it tried, in the words of its own messages.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum Refusal {
+    #[error("not all pods would schedule ({0})")]
+    Unschedulable(String),
+    #[error("can't remove without creating {0} nodes")]
+    ManyNodes(usize),
+    #[error("only the instance types being removed would hold the pods")]
+    OnlyRemovedTypes,
+    #[error("can't replace with a cheaper node ({instance_type} at ${price:.4}/h, removing ${removed:.4}/h)")]
+    NotCheaper {
+        instance_type: String,
+        price: f64,
+        removed: f64,
+    },
+    #[error("spot-to-spot needs {needed} cheaper spot types, found {found}")]
+    SpotToSpot { needed: usize, found: usize },
+}
 
 /// Karpenter caps multi-node consolidation at this many candidates.
 const MAX_MULTI: usize = 100;
@@ -277,15 +296,15 @@ impl<'s, 'a> Pass<'s, 'a> {
     }
 
     /// Karpenter's computeConsolidation: a delete, one strictly cheaper replacement, or why neither.
-    fn compute(&self, nodes: &[&NodeInfo]) -> Result<Result<Sim, String>, DisruptionError> {
+    fn compute(&self, nodes: &[&NodeInfo]) -> Result<Result<Sim, Refusal>, DisruptionError> {
         let sim = self.simulate(nodes, self.catalog)?;
-        if let Some(why) = self.unplaced(&sim).first() {
-            return Ok(Err(format!("not all pods would schedule ({why})")));
+        if let Some(why) = self.unplaced(&sim).into_iter().next() {
+            return Ok(Err(Refusal::Unschedulable(why)));
         }
         match sim.plan.nodes.len() {
             0 => Ok(Ok(sim)),
             1 => self.replace(nodes, sim),
-            k => Ok(Err(format!("can't remove without creating {k} nodes"))),
+            k => Ok(Err(Refusal::ManyNodes(k))),
         }
     }
 
@@ -293,7 +312,7 @@ impl<'s, 'a> Pass<'s, 'a> {
         &self,
         nodes: &[&NodeInfo],
         sim: Sim,
-    ) -> Result<Result<Sim, String>, DisruptionError> {
+    ) -> Result<Result<Sim, Refusal>, DisruptionError> {
         let removed: f64 = nodes.iter().map(|n| n.price).sum();
         let types: BTreeSet<&str> = nodes.iter().map(|n| n.instance_type.as_str()).collect();
         let l = &sim.plan.nodes[0];
@@ -311,9 +330,7 @@ impl<'s, 'a> Pass<'s, 'a> {
         let mut sim = if types.contains(l.instance_type.as_str()) {
             let again = self.simulate(nodes, &without_types(self.catalog, &types))?;
             if !self.unplaced(&again).is_empty() || again.plan.nodes.len() != 1 {
-                return Ok(Err(
-                    "only the instance types being removed would hold the pods".into(),
-                ));
+                return Ok(Err(Refusal::OnlyRemovedTypes));
             }
             again
         } else {
@@ -321,10 +338,11 @@ impl<'s, 'a> Pass<'s, 'a> {
         };
         let l = &mut sim.plan.nodes[0];
         if l.price >= limit {
-            return Ok(Err(format!(
-                "can't replace with a cheaper node ({} at ${:.4}/h, removing ${removed:.4}/h)",
-                l.instance_type, l.price
-            )));
+            return Ok(Err(Refusal::NotCheaper {
+                instance_type: l.instance_type.clone(),
+                price: l.price,
+                removed,
+            }));
         }
         l.fallbacks
             .retain(|f| f.price < limit && !types.contains(f.instance_type.as_str()));
@@ -333,10 +351,10 @@ impl<'s, 'a> Pass<'s, 'a> {
             // the launch and the fallbacks kept above are all below `limit`
             let found = cheaper_spot_types(l, limit);
             if found < self.settings.spot_to_spot_min_types {
-                return Ok(Err(format!(
-                    "spot-to-spot needs {} cheaper spot types, found {found}",
-                    self.settings.spot_to_spot_min_types
-                )));
+                return Ok(Err(Refusal::SpotToSpot {
+                    needed: self.settings.spot_to_spot_min_types,
+                    found,
+                }));
             }
         }
         Ok(Ok(sim))
@@ -436,8 +454,8 @@ impl<'s, 'a> Pass<'s, 'a> {
 
     fn finish(self, snapshot: &ClusterSnapshot) -> DisruptionPlan {
         let solver = DisruptionReport {
-            status: "baseline".into(),
-            strategy: "baseline".into(),
+            status: DisruptionStatus::Baseline,
+            strategy: DisruptionStrategy::Baseline,
             seconds: self.start.elapsed().as_secs_f64(),
             candidates: self.t.open.len(),
             pod_classes: 0,
@@ -593,7 +611,7 @@ mod tests {
             (plan.cost_after_per_hour - (plan.cost_before_per_hour - a.savings_per_hour)).abs()
                 < 1e-6
         );
-        assert_eq!(plan.solver.status, "baseline");
+        assert_eq!(plan.solver.status, DisruptionStatus::Baseline);
         assert_eq!(plan.lower_bound, 0.0);
     }
 

@@ -31,7 +31,9 @@ use crate::optimizer::{SolveSettings, SolverFault, Strategy};
 use budget::BudgetTable;
 pub use budget::Reason;
 use candidates::{Candidates, NodeInfo};
-pub use plan::{Action, Blocked, BudgetUse, DisruptionPlan, DisruptionReport, Move};
+pub use plan::{
+    Action, Blocked, BudgetUse, DisruptionPlan, DisruptionReport, DisruptionStatus, Move,
+};
 use timing::Timestamp;
 
 /// Which decision procedure to run.
@@ -105,7 +107,7 @@ pub enum DisruptionError {
     Optimizer(#[from] crate::optimizer::OptimizerError),
     /// The selection model failed (HiGHS error, no solution in time); `consolidate` falls back.
     #[error("selection model: {0}")]
-    Solver(String),
+    Solver(#[from] crate::optimizer::milp::MilpError),
 }
 
 /// The nodes every strategy starts from: forced and budgeted removals decided before consolidation.
@@ -120,10 +122,6 @@ pub(crate) struct Triage<'a> {
     pub blocked: Vec<Blocked>,
     pub budgets: Vec<BudgetUse>,
 }
-
-/// `solver.status` of a MILP decision whose selection model failed and that Karpenter's
-/// consolidation rules (the baseline strategy) made instead.
-pub const FALLBACK_STATUS: &str = "fallback-baseline";
 
 /// Plans the disruptions for `snapshot`.
 pub fn consolidate(
@@ -146,7 +144,7 @@ pub fn consolidate(
                 Err(DisruptionError::Solver(e)) => {
                     tracing::warn!(error = %e, "selection model failed; falling back to karpenter's consolidation");
                     let mut plan = baseline::decide(snapshot, catalog, settings, &triage, start)?;
-                    plan.solver.status = FALLBACK_STATUS.into();
+                    plan.solver.status = DisruptionStatus::FallbackBaseline;
                     plan.solver.notes.insert(0, format!("selection model failed ({e}); karpenter's consolidation decided instead"));
                     plan
                 }

@@ -18,7 +18,8 @@ use highs::{HighsModelStatus, RowProblem, Sense};
 
 use crate::catalog::Catalog;
 use crate::domain::ClusterSnapshot;
-use crate::optimizer::milp::{self, columns::Bin};
+use crate::optimizer::highs_options::SolverOptions;
+use crate::optimizer::milp::{self, columns::Bin, MilpError, MipStatus, SolverError};
 use crate::optimizer::problem::Problem;
 use crate::optimizer::state::State;
 use crate::optimizer::{greedy, SeedNode, SeedTarget, SolveSettings, Strategy};
@@ -32,7 +33,7 @@ pub struct Selection {
     pub remove: BTreeSet<String>,
     /// Where the model puts the removed nodes' pods.
     pub seed: Vec<SeedNode>,
-    pub status: String,
+    pub status: MipStatus,
     pub mip_gap: Option<f64>,
     pub variables: usize,
     pub constraints: usize,
@@ -60,7 +61,7 @@ pub fn select(
     candidates: &[&NodeInfo],
     home: &BTreeMap<String, String>,
     limits: &Limits<'_>,
-) -> Result<Selection, String> {
+) -> Result<Selection, MilpError> {
     let start = Instant::now();
     let budget = limits.settings.time_limit.as_secs_f64();
     let mut ph = Problem::build(keep, catalog);
@@ -162,7 +163,7 @@ pub fn select(
             Some(solved) => solved?,
             // HiGHS overran (see `solve_by_deadline`): the start is feasible, and it is what HiGHS had
             // kept in every such run on the scale-in benchmark
-            None => (start_values, "time-limit", None),
+            None => (start_values, MipStatus::TimeLimit, None),
         };
     let remove: BTreeSet<String> = candidates
         .iter()
@@ -174,7 +175,7 @@ pub fn select(
     Ok(Selection {
         remove,
         seed,
-        status: status.into(),
+        status,
         mip_gap,
         variables,
         constraints,
@@ -183,7 +184,7 @@ pub fn select(
 }
 
 /// What the selection MIP answered: column values, status, relative gap.
-type Solved = Result<(Vec<f64>, &'static str, Option<f64>), String>;
+type Solved = Result<(Vec<f64>, MipStatus, Option<f64>), SolverError>;
 
 /// How long past its own limit the selection MIP is waited for. HiGHS checks its clock between
 /// the steps of its root node, not inside them: on the scale-in benchmark a 0.6 s limit ended after
@@ -206,12 +207,16 @@ fn solve_by_deadline(
         let mut model = pb.optimise(Sense::Minimise);
         // HiGHS checks the start and ignores it if it is not feasible: it is a hint, never a constraint
         let _ = model.try_set_solution(Some(&start_values), None, None, None);
-        milp::configure(&mut model, &settings, seconds);
-        model.set_option("mip_rel_gap", settings.gap);
-        // feasibility jump looks for a first feasible point, and the start is one: from it, its moves on
-        // the scale-in benchmark kept 2 of 500 nodes whose pods the model's patterns re-home dearly
-        // and the re-solve cheaply ($26.51-27.09/h after, against $26.11-26.43/h with all 500 removed)
-        model.set_option("mip_heuristic_run_feasibility_jump", false);
+        let options = SolverOptions {
+            mip_rel_gap: Some(settings.gap),
+            // feasibility jump looks for a first feasible point, and the start is one: from it, its
+            // moves on the scale-in benchmark kept 2 of 500 nodes whose pods the model's patterns
+            // re-home dearly and the re-solve cheaply ($26.51-27.09/h after, against
+            // $26.11-26.43/h with all 500 removed)
+            feasibility_jump: Some(false),
+            ..SolverOptions::default()
+        };
+        milp::configure(&mut model, &settings, seconds, options);
         // the receiver is gone when the answer came too late; nothing is left to tell
         let _ = tx.send(answer(milp::run(model, &settings, "selection mip")));
     });
@@ -219,18 +224,18 @@ fn solve_by_deadline(
         .ok()
 }
 
-fn answer(solved: Result<highs::SolvedModel, String>) -> Solved {
+fn answer(solved: Result<highs::SolvedModel, SolverError>) -> Solved {
     let solved = solved?;
     if solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
-        return Err(format!(
-            "selection mip ended {:?} without a solution",
-            solved.status()
-        ));
+        return Err(SolverError::NoSolution {
+            what: "selection mip",
+            status: solved.status(),
+        });
     }
     let status = match solved.status() {
-        HighsModelStatus::Optimal => "optimal",
-        HighsModelStatus::ReachedTimeLimit => "time-limit",
-        _ => "feasible",
+        HighsModelStatus::Optimal => MipStatus::Optimal,
+        HighsModelStatus::ReachedTimeLimit => MipStatus::TimeLimit,
+        _ => MipStatus::Feasible,
     };
     Ok((
         solved.get_solution().columns().to_vec(),
@@ -450,7 +455,7 @@ fn new_node_patterns(
     ph: &Problem,
     settings: &SolveSettings,
     seconds: f64,
-) -> Result<NewNodes, String> {
+) -> Result<NewNodes, MilpError> {
     let pg = Problem::build(gone, catalog);
     if pg.classes.is_empty() {
         return Ok(NewNodes {

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::budget::Reason;
+use super::DisruptionStrategy;
 use crate::optimizer::NewNode;
 
 /// One pod leaving a deleted node. `to` is an existing node's name or a launched node's id.
@@ -45,13 +46,49 @@ pub struct BudgetUse {
     pub planned: usize,
 }
 
+/// How a disruption plan was decided: `solver.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DisruptionStatus {
+    /// The hourly cost after is within the gap target of the certified lower bound.
+    Optimal,
+    /// The time limit cut the selection model short.
+    TimeLimit,
+    /// Decided without certifying the gap target.
+    Feasible,
+    /// The Karpenter-faithful strategy's plan.
+    Baseline,
+    /// No node was a candidate for any disruption.
+    NoCandidates,
+    /// The selection model failed and Karpenter's consolidation rules decided instead.
+    FallbackBaseline,
+}
+
+impl DisruptionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisruptionStatus::Optimal => "optimal",
+            DisruptionStatus::TimeLimit => "time-limit",
+            DisruptionStatus::Feasible => "feasible",
+            DisruptionStatus::Baseline => "baseline",
+            DisruptionStatus::NoCandidates => "no-candidates",
+            DisruptionStatus::FallbackBaseline => "fallback-baseline",
+        }
+    }
+}
+
+impl std::fmt::Display for DisruptionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How the plan was decided and how good it is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DisruptionReport {
-    /// `optimal` (the selection model closed its gap), `time-limit`, `feasible`, `baseline` (the
-    /// Karpenter-faithful strategy) or `no-candidates`.
-    pub status: String,
-    pub strategy: String,
+    pub status: DisruptionStatus,
+    /// The strategy that decided the plan (`baseline` when the MILP fell back to it).
+    pub strategy: DisruptionStrategy,
     pub seconds: f64,
     pub candidates: usize,
     pub pod_classes: usize,

@@ -419,7 +419,7 @@ impl<P: CloudProvider> Decisions<P> {
             m.solves
                 .get_or_create(&StatusLabels {
                     phase,
-                    status: status_label(&s.status),
+                    status: status_label(s.status),
                 })
                 .inc();
             m.solve_gap.get_or_create(&PhaseLabels { phase }).set(s.gap);

@@ -12,6 +12,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::catalog::Catalog;
+use crate::controller::SolveStatus;
+use crate::disruption::DisruptionStatus;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabels {
@@ -21,7 +23,7 @@ pub struct PhaseLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabels {
     pub phase: &'static str,
-    /// optimal, time-limit, feasible, greedy, fallback-greedy, fallback-baseline, infeasible, other.
+    /// optimal, time-limit, feasible, greedy, fallback-greedy, fallback-baseline, other.
     pub status: &'static str,
 }
 
@@ -203,16 +205,13 @@ impl Default for Metrics {
     }
 }
 
-/// A solver status as a bounded label value.
-pub fn status_label(status: &str) -> &'static str {
+/// A solver status as a label value: the disruption statuses `baseline` and `no-candidates` are
+/// counted as `other` (docs/metrics.md).
+pub fn status_label(status: SolveStatus) -> &'static str {
     match status {
-        "optimal" => "optimal",
-        "time-limit" => "time-limit",
-        "feasible" => "feasible",
-        "greedy" => "greedy",
-        "fallback-greedy" => "fallback-greedy",
-        "fallback-baseline" => "fallback-baseline",
-        "infeasible" => "infeasible",
-        _ => "other",
+        SolveStatus::Disruption(DisruptionStatus::Baseline | DisruptionStatus::NoCandidates) => {
+            "other"
+        }
+        s => s.as_str(),
     }
 }

@@ -9,6 +9,7 @@ pub mod extract;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod greedy;
+pub mod highs_options;
 pub mod improve;
 pub mod lns;
 pub mod menu;
@@ -28,14 +29,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
 use crate::domain::ClusterSnapshot;
+use milp::SolverError;
 
-pub use plan::{NewNode, OfferingRef, Plan, SolverReport, Strategy, UnschedulableReason};
+pub use plan::{
+    NewNode, OfferingRef, Plan, PlanStatus, SolverReport, Strategy, UnschedulableReason,
+};
 use problem::Problem;
 pub use problem::ShapeCache;
 use state::State;
-
-/// `solver.status` of a plan the greedy baseline made because the MILP failed.
-pub const FALLBACK_STATUS: &str = "fallback-greedy";
 
 /// Limits and choices for one solve.
 #[derive(Debug, Clone, PartialEq)]
@@ -278,7 +279,7 @@ fn solve_with(
             decided,
             handle.map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| (Err("bound thread panicked".into()), Ok(None)))
+                    .unwrap_or((Err(SolverError::Panicked { what: "bound" }), Ok(None)))
             }),
         )
     });
@@ -360,10 +361,10 @@ fn solve_with(
     };
     // "optimal" is a certified claim: the plan is within the gap target of the lower bound
     if settings.strategy == Strategy::Milp
-        && plan.solver.status != FALLBACK_STATUS
+        && plan.solver.status != PlanStatus::FallbackGreedy
         && plan.solver.gap <= settings.gap + 1e-9
     {
-        plan.solver.status = "optimal".into();
+        plan.solver.status = PlanStatus::Optimal;
     }
     plan.solver.seconds = start.elapsed().as_secs_f64();
     tracing::debug!(seconds = plan.solver.seconds, "plan extracted");
@@ -385,7 +386,7 @@ const MIN_RELAXED_SECONDS: f64 = 0.2;
 struct Decided<'p> {
     state: State<'p>,
     left: Leftover,
-    status: String,
+    status: PlanStatus,
     model: Option<milp::Model_>,
     /// The full model was not generated (see [`pinned_alone`]).
     model_skipped: bool,
@@ -410,10 +411,10 @@ fn decide<'p>(
     demand: &[u32],
     bins: &[milp::columns::BinInfo],
 ) -> Decided<'p> {
-    let plain = |state, left, status: &str, notes| Decided {
+    let plain = |state, left, status, notes| Decided {
         state,
         left,
-        status: status.to_string(),
+        status,
         model: None,
         model_skipped: false,
         vars: 0,
@@ -422,10 +423,10 @@ fn decide<'p>(
         lp_bound: None,
     };
     match settings.strategy {
-        Strategy::Greedy => plain(greedy_state, greedy_left, "greedy", vec![]),
+        Strategy::Greedy => plain(greedy_state, greedy_left, PlanStatus::Greedy, vec![]),
         // nothing to place: an empty model is not worth a solver call (HiGHS calls it an error)
         Strategy::Milp if p.classes.is_empty() => {
-            plain(greedy_state, greedy_left, "feasible", vec![])
+            plain(greedy_state, greedy_left, PlanStatus::Feasible, vec![])
         }
         // the time limit covers the whole solve: what problem building and greedy used, and a share
         // for replay and fallbacks afterwards, come out of the MILP's budget
@@ -462,28 +463,28 @@ fn decide<'p>(
                     // HiGHS's integer solve can run far past its limit in its root node (2.1 s over a
                     // 0.3 s limit on a neighbourhood of the scale-in benchmark): neighbourhoods use it only
                     // when it proved its answer over the whole problem in time
-                    let integer = answer.status == "optimal";
+                    let integer = answer.status == milp::MipStatus::Optimal;
                     let (state, left) = search_neighbourhoods(p, settings, (start, until), bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
                     notes.push(format!("integer solve over the generated patterns: {}", answer.status));
-                    let status = if answer.timed_out { "time-limit" } else { "feasible" };
-                    Decided { state, left, status: status.into(), model: Some(model), model_skipped: false, vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
+                    let status = if answer.timed_out { PlanStatus::TimeLimit } else { PlanStatus::Feasible };
+                    Decided { state, left, status, model: Some(model), model_skipped: false, vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
                 }
                 Err(milp::MilpError::OutOfTime) if lifted.is_empty() => {
-                    plain(greedy_state, greedy_left, "time-limit", vec!["time limit: reached before the first lp over the seed patterns; the greedy start stands".into()])
+                    plain(greedy_state, greedy_left, PlanStatus::TimeLimit, vec!["time limit: reached before the first lp over the seed patterns; the greedy start stands".into()])
                 }
                 // the relaxation's candidates stand on their own: replayed against the greedy start
                 Err(milp::MilpError::OutOfTime) => {
                     let mut notes = vec!["time limit: reached before the first lp over the seed patterns".to_string()];
                     let (state, left, origin, _) = best_candidate(p, settings, (start, until), (&lifted, lifted.len()), greedy_state, greedy_left, &mut notes);
                     notes.push(format!("plan from {origin}"));
-                    plain(state, left, "time-limit", notes)
+                    plain(state, left, PlanStatus::TimeLimit, notes)
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "milp failed; falling back to greedy");
                     // the fallback is the baseline's plan, the one `--strategy greedy` gives, not the
                     // optimizer's start (they differ where preferences apply, see greedy::seed)
                     let (state, left) = greedy::place_all(p, State::new(p), &p.class_demands());
-                    plain(state, left, FALLBACK_STATUS, vec![format!("solver failed: {e}")])
+                    plain(state, left, PlanStatus::FallbackGreedy, vec![format!("solver failed: {e}")])
                 }
             }
         }
@@ -493,16 +494,16 @@ fn decide<'p>(
 /// Plans from the zone-pinned relaxation's candidates (and the caller's seed) alone, for problems
 /// whose full model has more than `milp::MAX_CLASSES_FOR_INTEGER_SOLVE` classes: replayed, the
 /// cheapest kept, and the neighbourhood search after. The full model's column generation is not
-/// run there: its candidates never won in our runs (at 1,000 pods of the diverse mix and 10 s its
-/// LP was still at 5.0 $/h after 2.2 s, its roundings replayed at 5.8 or more against the pinned
-/// candidate's 3.86) and its LP never converged, so it gave no bound either. Its time goes to the
+/// run there: its candidates did not win (at 1,000 pods of the diverse mix and 10 s its LP was
+/// still at 5.0 $/h after 2.2 s, its roundings replayed at 5.8 or more against the pinned
+/// candidate's 3.86) and its LP did not converge, so it gave no bound either. Its time goes to the
 /// pinned candidate ([`PINNED_UNTIL`]), whose column generation at 1,000 pods and 10 s then stops
 /// on its own (3.800 after 4.2 s, against 3.801 cut off at 3.7 s) and whose integer program then
 /// proves a cheaper answer over those patterns (3.823-3.837 against 3.856-3.863): objective
-/// 3.8383-3.8402 against 3.8562-3.8621 (`joiner bench`, two runs each, stop 44's binary
-/// alternately). At 5,000 pods and 10 s the plans were the same, at 10,000 0.03-0.08% dearer; at
-/// 5,000 pods and 2 s 20.43 against 20.54, at 10,000 and 4 s 40.62 against 40.98. The status is
-/// `time-limit` unless that candidate's search ended on its own.
+/// 3.8383-3.8402 against 3.8562-3.8621 with the full model generated (`joiner bench`, two runs
+/// each, the two binaries alternately). At 5,000 pods and 10 s the plans were the same, at 10,000
+/// 0.03-0.08% dearer; at 5,000 pods and 2 s 20.43 against 20.54, at 10,000 and 4 s 40.62 against
+/// 40.98. The status is `time-limit` unless that candidate's search ended on its own.
 fn pinned_alone<'p>(
     p: &'p Problem,
     settings: &SolveSettings,
@@ -537,14 +538,14 @@ fn pinned_alone<'p>(
         &mut notes,
     );
     let status = if run.finished {
-        "feasible"
+        PlanStatus::Feasible
     } else {
-        "time-limit"
+        PlanStatus::TimeLimit
     };
     Decided {
         state,
         left,
-        status: status.into(),
+        status,
         model: None,
         model_skipped: true,
         vars: run.variables,
@@ -574,32 +575,28 @@ struct Relaxation {
 /// into pins (`pin`), and the plain one is tried only when that finds no pin or fails in the first
 /// half of the time.
 ///
-/// The relaxation's own greedy start cost about what the full one did (0.06 s at 1,000 pods of
-/// the diverse mix, 0.4 s at 5,000, 0.9-1.3 s at 10,000; since the packing's refusals are
-/// remembered, `greedy::Claim`, 0.03 s and 0.16 s pinned at 1,000 and 5,000 pods and 0.46 s plain
-/// at 10,000) and comes out of the candidate's time,
-/// and the larger problems' column generation and zone program need more time too. With a flat
-/// tenth of 10 s (and stop 34's lifting) the zone program got 0.22 s at 5,000 pods and the replay
-/// left 1,770 pods to the repair, and at 10,000 pods building took longer than the tenth, so the
-/// candidate was not tried.
-/// Counting only what building took beyond a twentieth of the limit, 5,000 pods were planned at
-/// 24.08 and 32.03 $/h in two runs, against 21.64 with all of it.
+/// The relaxation's own greedy start costs about what the full one does (with the packing's
+/// refusals remembered, `greedy::Claim`: 0.03 s and 0.16 s pinned at 1,000 and 5,000 pods of the
+/// diverse mix, 0.46 s plain at 10,000) and comes out of the candidate's time, and the larger
+/// problems' column generation and zone program need more time too. With a flat tenth of 10 s the
+/// zone program got 0.22 s at 5,000 pods and the replay left 1,770 pods to the repair, and at
+/// 10,000 pods building took longer than the tenth, so the candidate was not tried. Counting only
+/// what building took beyond a twentieth of the limit, 5,000 pods were planned at 24.08 and 32.03
+/// $/h in two runs, against 21.64 with all of it.
 ///
 /// It is not tried when the tenth is under [`MIN_RELAXED_PRIMAL_SECONDS`] or
 /// [`RELAXED_SECONDS_PER_POD`] per pod, nor where preferences price plans (soft spreads, preferred
 /// pod terms), which the relaxation drops: in one run, 1,000 pods of the preferred mix at 10 s were
-/// planned dearer with it (objective 5.70 against 5.42) than without. Short limits used to need half
-/// a second for it, and at `--time-limit 1` 1,000 pods of the diverse mix were once planned dearer
-/// with it (6.80 against 6.50); since stop 40's faster greedy start a tenth of a second pays there:
-/// objective 4.33 against 6.50 at 1 s, and 21.81 against 32.23 at 5,000 pods and 2 s, 42.30
-/// against 64.66 at 10,000 and 4 s (`joiner bench`, one run each, same binary with and without).
+/// planned dearer with it (objective 5.70 against 5.42) than without. A tenth of a second pays at
+/// short limits: objective 4.33 against 6.50 without it for 1,000 pods of the diverse mix at
+/// `--time-limit 1`, 21.81 against 32.23 at 5,000 pods and 2 s, 42.30 against 64.66 at 10,000 and
+/// 4 s (`joiner bench`, one run each, same binary with and without).
 ///
-/// The pinned candidate used to need 1.5 ms per pod (4 ms before stop 41): at 10,000 pods and 10 s
-/// it failed after 3.7-4.0 s and left no candidate from the relaxation. Since stop 41 (its integer
-/// program, `milp::restricted`) and stop 42 (both relaxation candidates replayed) it wins wherever
-/// the relaxation is tried on the diverse mix: objective 40.56 against 42.29 at 10,000 pods and
-/// 10 s, 41.91 against 42.74 at 4 s, 21.52 against 21.95 at 5,000 and 2 s, 4.24 against 4.33 at
-/// 1,000 and 1 s (one run each, same binary with and without the threshold).
+/// With its integer program (`milp::restricted`) and both relaxation candidates replayed, the
+/// pinned candidate wins wherever the relaxation is tried on the diverse mix: objective 40.56
+/// against 42.29 at 10,000 pods and 10 s, 41.91 against 42.74 at 4 s, 21.52 against 21.95 at 5,000
+/// and 2 s, 4.24 against 4.33 at 1,000 and 1 s (one run each, same binary with and without the
+/// threshold).
 fn relaxed_candidates(
     p: &Problem,
     (snapshot, catalog): (&ClusterSnapshot, &Catalog),
@@ -664,32 +661,20 @@ const RELAXED_PRIMAL_SHARE: f64 = 0.1;
 /// (`milp::MAX_CLASSES_FOR_INTEGER_SOLVE`), the pinned candidate runs until this share of the time
 /// the replays must end by ([`finish_by`]), counted from the solve's start, or for
 /// [`PINNED_PRIMAL_SHARE`] of the limit plus what building took (at most
-/// [`MAX_RELAXED_PRIMAL_SHARE`]) where that is longer, as at short limits. The full model's
-/// candidates never won there in our runs (at 1,000 pods of the diverse mix and 10 s its LP was
-/// still at 4.9-5.0 $/h after 2.5-3.4 s, and its roundings replayed at 5.8 or more), while the
-/// pinned candidate's column generation and integer program improve with time. On the diverse mix
-/// (`joiner solve`, one run each, same session), with stop 43's family caps (`milp::relax`) and
-/// three quarters of the deadline the objective was 3.8556 at 1,000 pods and 10 s against
-/// 3.9368-3.9491 with the caps and stop 42's three tenths and 3.8717 with neither; at 5,000 pods
-/// and 10 s 19.55 against 19.97 and 20.40; at 10,000 and 10 s 39.93 against 40.64 and 40.47; at
-/// 5,000 and 2 s 20.54 against 21.52 (both); at 10,000 and 4 s 40.70 against 41.23 and 41.75.
-/// From 0.8 on, 5,000 pods at 2 s took 2.10-2.19 s: after the pinned candidate the full model's
-/// master is built (0.23 s there) and the candidates replayed, however little time is left. At
-/// 0.7 and 0.75 the plans were alike (`joiner bench`, 1,000 pods at 10 s 3.8562 and 3.8556,
-/// 10,000 pods at 4 s 40.70 and 40.51), and 5,000 pods at 2 s took 1.99 s against 2.04 s. Without
-/// the floor of the old share, 1,000 pods at 0.5 s planned at 5.34 against 4.26: the deadline
-/// left the candidate about 0.12 s (0.75 of a 0.3 s deadline less 0.1 s of building).
-/// Since stop 45 the full model is not generated there ([`pinned_alone`]) and the candidate runs
-/// until 0.9. At 0.8 its column generation at 1,000 pods and 10 s (0.6 of its time, about 4.3 s)
-/// was cut off in some runs just before it would have stopped on its own, and the integer program
-/// over the patterns it had planned dearer: objective 3.8402, 3.8533 and 3.8562 in three runs,
-/// against 3.8402, 3.8383 and 3.8402 at 0.9 (`joiner solve`, the two binaries alternately). At 0.9
-/// 10,000 pods at 10 s took 8.97 s (`joiner bench`), and the short limits were as good or better
-/// but at 10,000 pods and 4 s (40.64 against 40.51; 4.2598 against 4.2760 at 1,000 pods and 0.5 s,
-/// 4.2169 against 4.2384 at 1 s, 20.4261 both at 5,000 and 2 s; one run each).
+/// [`MAX_RELAXED_PRIMAL_SHARE`]) where that is longer, as at short limits. The full model is not
+/// generated there ([`pinned_alone`]), and the pinned candidate's column generation and integer
+/// program improve with time. At 0.8 its column generation at 1,000 pods of the diverse mix and
+/// 10 s (0.6 of its time, about 4.3 s) was cut off in some runs just before it would have stopped
+/// on its own, and the integer program over the patterns it had planned dearer: objective 3.8402,
+/// 3.8533 and 3.8562 in three runs, against 3.8402, 3.8383 and 3.8402 at 0.9 (`joiner solve`, the
+/// two binaries alternately). At 0.9, 10,000 pods at 10 s take 8.97 s (`joiner bench`), and the
+/// short limits plan as well or better but at 10,000 pods and 4 s (40.64 against 40.51; 4.2598
+/// against 4.2760 at 1,000 pods and 0.5 s, 4.2169 against 4.2384 at 1 s, 20.4261 both at 5,000 and
+/// 2 s; one run each). Without the floor of [`PINNED_PRIMAL_SHARE`], 1,000 pods at 0.5 s planned at
+/// 5.34 against 4.26: the deadline left the candidate about 0.12 s.
 const PINNED_UNTIL: f64 = 0.9;
-/// The pinned candidate's share of the limit before stop 43, still its least (see [`PINNED_UNTIL`]).
-/// At stop 38, at 1,000 pods and 10 s, a tenth planned at 4.02-4.09, a fifth at 3.99 and three
+/// The pinned candidate's least share of the limit (see [`PINNED_UNTIL`]). With this share as its
+/// whole time, at 1,000 pods and 10 s, a tenth planned at 4.02-4.09, a fifth at 3.99 and three
 /// tenths at 3.96-3.99. At 100 pods, where the full model's integer solve runs, three tenths once
 /// planned dearer than a tenth (0.3776 against 0.3764), so the pinned candidate keeps the relaxed
 /// one's tenth there.

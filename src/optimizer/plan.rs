@@ -77,13 +77,44 @@ pub struct Unschedulable {
     pub message: String,
 }
 
+/// How a plan was obtained: `solver.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlanStatus {
+    /// Within the gap target of the certified lower bound.
+    Optimal,
+    /// The time limit cut the search; the plan is feasible.
+    TimeLimit,
+    /// The search ended without certifying the gap target.
+    Feasible,
+    /// The greedy strategy's plan.
+    Greedy,
+    /// The greedy baseline's plan, made because the MILP failed.
+    FallbackGreedy,
+}
+
+impl PlanStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanStatus::Optimal => "optimal",
+            PlanStatus::TimeLimit => "time-limit",
+            PlanStatus::Feasible => "feasible",
+            PlanStatus::Greedy => "greedy",
+            PlanStatus::FallbackGreedy => "fallback-greedy",
+        }
+    }
+}
+
+impl std::fmt::Display for PlanStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How the plan was obtained and how far from optimal it may be.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SolverReport {
-    /// `optimal` (within the gap target of the certified lower bound), `time-limit` (the time limit cut
-    /// the search; the plan is feasible), `feasible` (the search ended without certifying the gap
-    /// target), `greedy`, or `fallback-greedy` when the solver failed.
-    pub status: String,
+    pub status: PlanStatus,
     pub seconds: f64,
     pub pod_classes: usize,
     pub variables: usize,

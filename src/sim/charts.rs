@@ -14,8 +14,27 @@ use super::report::{RunReport, Sample};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChartError {
-    #[error("chart {path}: {message}")]
-    Draw { path: String, message: String },
+    #[error("chart {path}: {source}")]
+    Draw {
+        path: String,
+        #[source]
+        source: DrawError,
+    },
+    #[error("chart {path}: writing the file: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A plotters failure at one drawing step (plotters' errors borrow its backend, so the message is
+/// kept).
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {message}")]
+pub struct DrawError {
+    step: &'static str,
+    message: String,
 }
 
 /// One chart: its file, caption, y axis description and the sample field it plots.
@@ -57,12 +76,14 @@ pub fn write_all(dir: &Path, runs: &[RunReport]) -> Result<Vec<PathBuf>, ChartEr
         .iter()
         .map(|metric| {
             let path = dir.join(metric.file);
-            let error = |message: String| ChartError::Draw {
+            let svg = render(metric, runs).map_err(|source| ChartError::Draw {
                 path: path.display().to_string(),
-                message,
-            };
-            let svg = render(metric, runs).map_err(error)?;
-            std::fs::write(&path, svg).map_err(|e| error(format!("writing the file: {e}")))?;
+                source,
+            })?;
+            std::fs::write(&path, svg).map_err(|source| ChartError::Write {
+                path: path.display().to_string(),
+                source,
+            })?;
             Ok(path)
         })
         .collect()
@@ -74,7 +95,7 @@ type Chart<'a> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Ra
 type Line = Vec<(f64, f64)>;
 
 /// Draws one chart into a string; rendering in memory keeps file errors apart from drawing ones.
-fn render(metric: &Metric, runs: &[RunReport]) -> Result<String, String> {
+fn render(metric: &Metric, runs: &[RunReport]) -> Result<String, DrawError> {
     let lines: Vec<Line> = runs.iter().map(|run| steps(run, metric.value)).collect();
     let (x_range, y_range) = ranges(runs, &lines);
     let mut svg = String::new();
@@ -96,7 +117,7 @@ fn render(metric: &Metric, runs: &[RunReport]) -> Result<String, String> {
 }
 
 /// Axis descriptions and tick labels, readable at the chart's size.
-fn draw_axes(chart: &mut Chart, metric: &Metric) -> Result<(), String> {
+fn draw_axes(chart: &mut Chart, metric: &Metric) -> Result<(), DrawError> {
     let y_end = chart.y_range().end;
     let mut mesh = chart.configure_mesh();
     mesh.x_desc("hours")
@@ -112,7 +133,7 @@ fn draw_axes(chart: &mut Chart, metric: &Metric) -> Result<(), String> {
 }
 
 /// One line per run, coloured by its position, and a legend naming each run's strategy.
-fn draw_runs(chart: &mut Chart, runs: &[RunReport], lines: Vec<Line>) -> Result<(), String> {
+fn draw_runs(chart: &mut Chart, runs: &[RunReport], lines: Vec<Line>) -> Result<(), DrawError> {
     for (i, (run, line)) in runs.iter().zip(lines).enumerate() {
         let style = PALETTE[i % PALETTE.len()].stroke_width(2);
         chart
@@ -134,9 +155,12 @@ fn draw_runs(chart: &mut Chart, runs: &[RunReport], lines: Vec<Line>) -> Result<
         .map_err(fail("drawing the legend"))
 }
 
-/// Turns a plotters error into a lowercase message naming the step that failed.
-fn fail<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> String {
-    move |e| format!("{what}: {e}")
+/// Turns a plotters error into a [`DrawError`] naming the step that failed.
+fn fail<E: std::fmt::Display>(step: &'static str) -> impl Fn(E) -> DrawError {
+    move |e| DrawError {
+        step,
+        message: e.to_string(),
+    }
 }
 
 /// The run's samples as a step line: cost, nodes and pods jump rather than ramp, so a value holds

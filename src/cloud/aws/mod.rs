@@ -63,6 +63,13 @@ pub enum AwsError {
     /// An EC2NodeClass cannot be used as written or resolved.
     #[error("ec2nodeclass {name}: {message}")]
     NodeClass { name: String, message: String },
+    /// An EC2NodeClass's user data cannot be built.
+    #[error("ec2nodeclass {name}: {source}")]
+    UserData {
+        name: String,
+        #[source]
+        source: userdata::UserDataError,
+    },
     /// A launch request cannot be turned into an EC2 call.
     #[error("launch for claim {claim}: {message}")]
     Launch { claim: String, message: String },

@@ -107,12 +107,34 @@ fn filter(name: &str, value: &str) -> Filter {
     Filter::builder().name(name).values(value).build()
 }
 
+/// Why an `amiSelectorTerms[].alias` names no SSM parameter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AliasError {
+    #[error("alias {0:?} is not family@version")]
+    NotFamilyAtVersion(String),
+    #[error("alias family {0:?} is not al2, al2023 or bottlerocket")]
+    UnknownFamily(String),
+}
+
+/// Why an EC2NodeClass's selectors do not resolve; the message becomes its status condition.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResolveError {
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+    #[error(transparent)]
+    Alias(#[from] AliasError),
+    #[error("ssm parameter {0} not found")]
+    ParameterNotFound(String),
+    #[error("set spec.role or spec.instanceProfile")]
+    NoRoleOrProfile,
+}
+
 /// The SSM parameter that holds the image id of an alias for one architecture and Kubernetes
 /// version (the EKS-optimized and Bottlerocket public parameters).
-pub fn alias_parameter(alias: &str, arch: Arch, k8s_version: &str) -> Result<String, String> {
+pub fn alias_parameter(alias: &str, arch: Arch, k8s_version: &str) -> Result<String, AliasError> {
     let (family, version) = alias
         .split_once('@')
-        .ok_or_else(|| format!("alias {alias:?} is not family@version"))?;
+        .ok_or_else(|| AliasError::NotFamilyAtVersion(alias.to_string()))?;
     let a = match arch {
         Arch::Amd64 => "x86_64",
         Arch::Arm64 => "arm64",
@@ -126,7 +148,7 @@ pub fn alias_parameter(alias: &str, arch: Arch, k8s_version: &str) -> Result<Str
             Ok(format!("/aws/service/eks/optimized-ami/{k8s_version}/{variant}/{release}/image_id"))
         }
         ("bottlerocket", v) => Ok(format!("/aws/service/bottlerocket/aws-k8s-{k8s_version}/{a}/{}/image_id", v.trim_start_matches('v'))),
-        _ => Err(format!("alias family {family:?} is not al2, al2023 or bottlerocket")),
+        _ => Err(AliasError::UnknownFamily(family.to_string())),
     }
 }
 
@@ -160,8 +182,8 @@ pub async fn resolve(
             role,
         )
         .await
-        .map_err(|e| e.to_string()),
-        (None, None) => Err("set spec.role or spec.instanceProfile".to_string()),
+        .map_err(ResolveError::from),
+        (None, None) => Err(ResolveError::NoRoleOrProfile),
     };
     set(
         &mut status,
@@ -192,7 +214,7 @@ pub async fn resolve(
         profile
             .as_ref()
             .map(|_| ())
-            .map_err(|m| ("InstanceProfileNotFound", m.clone())),
+            .map_err(|m| ("InstanceProfileNotFound", m.to_string())),
     );
     let parts = [
         found(&subnets, "", "no subnet matched subnetSelectorTerms"),
@@ -202,7 +224,10 @@ pub async fn resolve(
             "no security group matched securityGroupSelectorTerms",
         ),
         found(&amis, "", "no AMI matched amiSelectorTerms"),
-        profile.as_ref().map(|_| ()).map_err(|m| ("", m.clone())),
+        profile
+            .as_ref()
+            .map(|_| ())
+            .map_err(|m| ("", m.to_string())),
     ];
     let all: Option<String> = parts.into_iter().find_map(|r| r.err().map(|(_, m)| m));
     set(
@@ -247,14 +272,14 @@ pub async fn resolve(
 }
 
 fn found<T>(
-    r: &Result<Vec<T>, String>,
+    r: &Result<Vec<T>, ResolveError>,
     reason: &'static str,
     none: &str,
 ) -> Result<(), (&'static str, String)> {
     match r {
         Ok(v) if !v.is_empty() => Ok(()),
         Ok(_) => Err((reason, none.to_string())),
-        Err(m) => Err((reason, m.clone())),
+        Err(m) => Err((reason, m.to_string())),
     }
 }
 
@@ -290,7 +315,7 @@ fn ami_status(a: &ResolvedAmi) -> Ami {
 async fn subnets(
     clients: &AwsClients,
     spec: &EC2NodeClassSpec,
-) -> Result<Vec<ResolvedSubnet>, String> {
+) -> Result<Vec<ResolvedSubnet>, ResolveError> {
     let mut out: BTreeMap<String, ResolvedSubnet> = BTreeMap::new();
     for term in &spec.subnet_selector_terms {
         let mut filters = term.tags.as_ref().map(tag_filters).unwrap_or_default();
@@ -306,7 +331,7 @@ async fn subnets(
             .send()
             .collect::<Result<Vec<_>, _>>()
             .await;
-        for s in found.map_err(|e| AwsError::from_sdk("ec2:DescribeSubnets", e).to_string())? {
+        for s in found.map_err(|e| AwsError::from_sdk("ec2:DescribeSubnets", e))? {
             let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) else {
                 continue;
             };
@@ -328,7 +353,7 @@ async fn subnets(
 async fn security_groups(
     clients: &AwsClients,
     spec: &EC2NodeClassSpec,
-) -> Result<Vec<SecurityGroup>, String> {
+) -> Result<Vec<SecurityGroup>, ResolveError> {
     let mut out: BTreeMap<String, SecurityGroup> = BTreeMap::new();
     for term in &spec.security_group_selector_terms {
         let mut filters = term.tags.as_ref().map(tag_filters).unwrap_or_default();
@@ -347,9 +372,7 @@ async fn security_groups(
             .send()
             .collect::<Result<Vec<_>, _>>()
             .await;
-        for g in
-            found.map_err(|e| AwsError::from_sdk("ec2:DescribeSecurityGroups", e).to_string())?
-        {
+        for g in found.map_err(|e| AwsError::from_sdk("ec2:DescribeSecurityGroups", e))? {
             let Some(id) = g.group_id() else { continue };
             out.insert(
                 id.to_string(),
@@ -367,7 +390,7 @@ async fn amis(
     clients: &AwsClients,
     nc: &EC2NodeClass,
     k8s_version: &str,
-) -> Result<Vec<ResolvedAmi>, String> {
+) -> Result<Vec<ResolvedAmi>, ResolveError> {
     let mut images: BTreeMap<String, Image> = BTreeMap::new();
     for term in &nc.spec.ami_selector_terms {
         for image in images_of(clients, term, k8s_version).await? {
@@ -419,7 +442,7 @@ async fn images_of(
     clients: &AwsClients,
     term: &AmiSelectorTerm,
     k8s_version: &str,
-) -> Result<Vec<Image>, String> {
+) -> Result<Vec<Image>, ResolveError> {
     let mut ids = vec![];
     if let Some(alias) = &term.alias {
         for arch in [Arch::Amd64, Arch::Arm64] {
@@ -434,7 +457,7 @@ async fn images_of(
     if let Some(p) = &term.ssm_parameter {
         let id = parameter(clients, p)
             .await?
-            .ok_or_else(|| format!("ssm parameter {p} not found"))?;
+            .ok_or_else(|| ResolveError::ParameterNotFound(p.clone()))?;
         return describe_images(clients, vec![], vec![id], vec![]).await;
     }
     let mut filters = term.tags.as_ref().map(tag_filters).unwrap_or_default();
@@ -458,7 +481,7 @@ async fn describe_images(
     filters: Vec<Filter>,
     ids: Vec<String>,
     owners: Vec<String>,
-) -> Result<Vec<Image>, String> {
+) -> Result<Vec<Image>, ResolveError> {
     let mut call = clients.ec2.describe_images().set_filters(Some(filters));
     if !ids.is_empty() {
         call = call.set_image_ids(Some(ids));
@@ -472,11 +495,11 @@ async fn describe_images(
         .send()
         .collect::<Result<Vec<_>, _>>()
         .await;
-    found.map_err(|e| AwsError::from_sdk("ec2:DescribeImages", e).to_string())
+    found.map_err(|e| AwsError::from_sdk("ec2:DescribeImages", e).into())
 }
 
 /// An SSM parameter's value, None when it does not exist.
-async fn parameter(clients: &AwsClients, name: &str) -> Result<Option<String>, String> {
+async fn parameter(clients: &AwsClients, name: &str) -> Result<Option<String>, AwsError> {
     match clients.ssm.get_parameter().name(name).send().await {
         Ok(out) => Ok(out.parameter().and_then(|p| p.value()).map(str::to_string)),
         Err(e) => {
@@ -484,7 +507,7 @@ async fn parameter(clients: &AwsClients, name: &str) -> Result<Option<String>, S
             if e.code() == Some("ParameterNotFound") {
                 Ok(None)
             } else {
-                Err(e.to_string())
+                Err(e)
             }
         }
     }

@@ -41,11 +41,29 @@ pub struct Bootstrap<'a> {
     pub custom: Option<&'a str>,
 }
 
+/// Why an EC2NodeClass's user data cannot be built: its `spec.userData` does not merge with
+/// joiner's bootstrap, or its `spec.amiFamily` is not supported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UserDataError {
+    #[error("spec.userData is not valid TOML: {0}")]
+    Toml(String),
+    #[error("spec.userData: {0} must be a TOML table")]
+    NotATable(String),
+    #[error("spec.userData: MIME archive without a boundary")]
+    NoBoundary,
+    #[error("spec.userData: MIME part without a blank line after its headers")]
+    NoHeaderEnd,
+    #[error("spec.userData: MIME part without a Content-Type")]
+    NoContentType,
+    #[error("spec.amiFamily: windows nodes are not supported")]
+    Windows,
+}
+
 /// The user data (plain text; the launch template base64-encodes it) for `family`.
 pub fn user_data(nodeclass: &str, family: AmiFamily, b: &Bootstrap) -> Result<String, AwsError> {
-    let bad = |message: String| AwsError::NodeClass {
+    let bad = |source: UserDataError| AwsError::UserData {
         name: nodeclass.to_string(),
-        message,
+        source,
     };
     match family {
         AmiFamily::AL2023 => {
@@ -64,7 +82,7 @@ pub fn user_data(nodeclass: &str, family: AmiFamily, b: &Bootstrap) -> Result<St
         AmiFamily::Bottlerocket => bottlerocket(b).map_err(bad),
         AmiFamily::Custom => Ok(b.custom.unwrap_or_default().to_string()),
         AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
-            Err(bad("spec.amiFamily: windows nodes are not supported".into()))
+            Err(bad(UserDataError::Windows))
         }
     }
 }
@@ -156,11 +174,11 @@ fn al2_script(b: &Bootstrap) -> String {
     format!("#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n/etc/eks/bootstrap.sh {} {}\n", sh(b.cluster_name), args.join(" "))
 }
 
-fn bottlerocket(b: &Bootstrap) -> Result<String, String> {
+fn bottlerocket(b: &Bootstrap) -> Result<String, UserDataError> {
     let mut doc: toml::Table = match b.custom {
         Some(text) if !text.trim().is_empty() => text
             .parse()
-            .map_err(|e| format!("spec.userData is not valid TOML: {e}"))?,
+            .map_err(|e: toml::de::Error| UserDataError::Toml(e.to_string()))?,
         _ => toml::Table::new(),
     };
     let settings = table(&mut doc, "settings")?;
@@ -198,16 +216,16 @@ fn bottlerocket(b: &Bootstrap) -> Result<String, String> {
 }
 
 /// The sub-table `key` of `t`, created when missing.
-fn table<'t>(t: &'t mut toml::Table, key: &str) -> Result<&'t mut toml::Table, String> {
+fn table<'t>(t: &'t mut toml::Table, key: &str) -> Result<&'t mut toml::Table, UserDataError> {
     t.entry(key.to_string())
         .or_insert_with(|| toml::Value::Table(toml::Table::new()))
         .as_table_mut()
-        .ok_or_else(|| format!("spec.userData: {key} must be a TOML table"))
+        .ok_or_else(|| UserDataError::NotATable(key.to_string()))
 }
 
 /// The user's user data as MIME parts: a MIME archive is split into its parts; anything else is
 /// one part (a NodeConfig document on AL2023 when it names that kind, else a shell script).
-fn user_parts(custom: Option<&str>, al2023: bool) -> Result<Vec<(String, String)>, String> {
+fn user_parts(custom: Option<&str>, al2023: bool) -> Result<Vec<(String, String)>, UserDataError> {
     let Some(text) = custom.filter(|t| !t.trim().is_empty()) else {
         return Ok(vec![]);
     };
@@ -222,7 +240,7 @@ fn user_parts(custom: Option<&str>, al2023: bool) -> Result<Vec<(String, String)
     Ok(vec![(kind.to_string(), text.to_string())])
 }
 
-fn split_mime(text: &str) -> Result<Vec<(String, String)>, String> {
+fn split_mime(text: &str) -> Result<Vec<(String, String)>, UserDataError> {
     let boundary = text
         .lines()
         .take_while(|l| !l.trim().is_empty())
@@ -230,7 +248,7 @@ fn split_mime(text: &str) -> Result<Vec<(String, String)>, String> {
             l.split_once("boundary=")
                 .map(|(_, b)| b.trim().trim_matches('"').to_string())
         })
-        .ok_or("spec.userData: MIME archive without a boundary")?;
+        .ok_or(UserDataError::NoBoundary)?;
     let delimiter = format!("--{boundary}");
     let mut parts = vec![];
     for chunk in text.split(&delimiter).skip(1) {
@@ -241,14 +259,14 @@ fn split_mime(text: &str) -> Result<Vec<(String, String)>, String> {
         let (headers, body) = chunk
             .split_once("\n\n")
             .or_else(|| chunk.split_once("\r\n\r\n"))
-            .ok_or("spec.userData: MIME part without a blank line after its headers")?;
+            .ok_or(UserDataError::NoHeaderEnd)?;
         let kind = headers
             .lines()
             .find_map(|l| {
                 l.strip_prefix("Content-Type:")
                     .map(|v| v.trim().to_string())
             })
-            .ok_or("spec.userData: MIME part without a Content-Type")?;
+            .ok_or(UserDataError::NoContentType)?;
         parts.push((kind, body.trim_end().to_string()));
     }
     Ok(parts)

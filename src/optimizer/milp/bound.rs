@@ -16,8 +16,10 @@ use highs::{ColProblem, HighsModelStatus, Sense};
 
 use crate::domain::labels::HOSTNAME;
 
+use super::super::highs_options::SolverOptions;
 use super::super::problem::Problem;
 use super::columns::{Bin, BinInfo, NodeRules};
+use super::SolverError;
 
 /// One row of the bound: classes merged because the bound cannot tell them apart.
 struct Group {
@@ -36,7 +38,7 @@ pub fn lower_bound(
     bins: &[BinInfo],
     demand: &[u32],
     seconds: f64,
-) -> Result<f64, String> {
+) -> Result<f64, SolverError> {
     if demand.iter().all(|&d| d == 0) {
         return Ok(0.0);
     }
@@ -153,16 +155,23 @@ pub fn lower_bound(
         }
     }
     let mut model = pb.optimise(Sense::Minimise);
-    model.make_quiet();
-    model.set_option("threads", 1);
-    model.set_option("time_limit", seconds.max(0.1));
-    let solved = model.try_solve().map_err(|e| format!("bound lp: {e:?}"))?;
+    SolverOptions {
+        quiet: true,
+        threads: Some(1),
+        time_limit: Some(seconds.max(0.1)),
+        ..SolverOptions::default()
+    }
+    .apply(&mut model);
+    let what = "bound lp";
+    let solved = model
+        .try_solve()
+        .map_err(|status| SolverError::Run { what, status })?;
     if solved.status() != HighsModelStatus::Optimal {
         // only an optimal LP value is a bound; a time-limited primal point is not
-        return Err(format!(
-            "bound lp stopped with status {:?}",
-            solved.status()
-        ));
+        return Err(SolverError::NotOptimal {
+            what,
+            status: solved.status(),
+        });
     }
     let value = solved.objective_value();
     // an LP solved to tolerance may sit a hair above its true optimum; step down so the bound stays safe

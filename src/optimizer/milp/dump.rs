@@ -13,7 +13,7 @@ use super::super::greedy;
 use super::super::problem::Problem;
 use super::super::state::State;
 use super::columns::Bin;
-use super::{build_lp, Model_};
+use super::{build_lp, MipStatus, Model_, SolverError};
 
 #[derive(Debug, Serialize)]
 pub struct ClassSummary {
@@ -34,7 +34,7 @@ pub struct ModelSummary {
     /// The integer program's optimum as HiGHS reported it (what the `.lp`/`.mps` files solve to).
     pub mip_objective: Option<f64>,
     /// How that integer solve ended; only `optimal` makes `mip_objective` the program's optimum.
-    pub mip_status: String,
+    pub mip_status: MipStatus,
 }
 
 /// The master over the seed patterns (the optimizer's greedy start, each class alone on a node),
@@ -54,7 +54,7 @@ pub fn seed_model(p: &Problem) -> Model_ {
         master,
         columns,
         mip_objective: None,
-        mip_status: "not run".into(),
+        mip_status: MipStatus::NotRun,
     }
 }
 
@@ -98,23 +98,23 @@ pub fn summary(p: &Problem, m: &Model_) -> ModelSummary {
         constraints,
         bins: m.bins.len(),
         mip_objective: m.mip_objective,
-        mip_status: m.mip_status.clone(),
+        mip_status: m.mip_status,
     }
 }
 
 /// Writes `<base>.lp` and `<base>.mps`.
-pub fn write_model(p: &Problem, m: &Model_, base: &Path) -> Result<(), String> {
+pub fn write_model(p: &Problem, m: &Model_, base: &Path) -> Result<(), SolverError> {
     let index: BTreeMap<Bin, usize> = m.bins.iter().enumerate().map(|(i, b)| (b.bin, i)).collect();
     let mip = build_lp(p, &m.master, &m.bins, &index, &m.columns, true);
     let mut model = mip.optimise(Sense::Minimise);
     model.make_quiet();
     for ext in ["lp", "mps"] {
         let path = base.with_extension(ext);
-        let c = CString::new(path.display().to_string()).map_err(|e| e.to_string())?;
+        let c = CString::new(path.display().to_string())?;
         // SAFETY: the pointer comes from a live HiGHS model and the path is a valid C string
         let status = unsafe { highs_sys::Highs_writeModel(model.as_mut_ptr(), c.as_ptr()) };
         if status == highs_sys::STATUS_ERROR {
-            return Err(format!("highs could not write {}", path.display()));
+            return Err(SolverError::Write { path });
         }
     }
     Ok(())

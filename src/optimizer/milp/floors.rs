@@ -33,7 +33,7 @@ use super::super::topology::Floor;
 use super::super::SolveSettings;
 use super::columns::{Bin, Column};
 use super::relax::{self, Relaxed};
-use super::Generation;
+use super::{Generation, MilpError};
 
 /// A hard zone spread's classes, its eligible zones and the pods each must get at least.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,7 +213,7 @@ pub fn lower_bound(
     plain: (&Relaxed, &Generation),
     settings: &SolveSettings,
     seconds: f64,
-) -> Result<Option<f64>, String> {
+) -> Result<Option<f64>, MilpError> {
     let start = std::time::Instant::now();
     let cheap = cheap_zones(&plain.0.problem, plain.1);
     let Some(relaxed) = relaxation(p, demand, &cheap) else {
@@ -244,7 +244,7 @@ fn certified(
     seeds: &[Column],
     settings: &SolveSettings,
     seconds: f64,
-) -> Result<Option<f64>, String> {
+) -> Result<Option<f64>, MilpError> {
     Ok(relaxed
         .certify(super::bins(&relaxed.problem), seeds, settings, seconds)?
         .1)

@@ -217,14 +217,14 @@ pub fn candidates(
 /// `bought` (copies of `generated`'s): the extended patterns and their copies; None when fewer than
 /// [`MIN_EXTENSION_SECONDS`] are left, the LP did not move or HiGHS has no answer.
 ///
-/// At 1,000 pods of the diverse mix the pinned candidate's generation stops on its own at 3.800 $/h
-/// after about 4.4 s, with 35 bins open, and its integer program proves 3.823. Given 20 s, the
-/// resumed generation took the LP to 3.772-3.777 in 8.7-9.2 s (five HiGHS passes) and the integer
-/// program proved 3.782-3.796 with every pod lifted; in a 10 s solve it has about 2.5 s, two HiGHS
-/// passes on two cores (one on one), an LP of 3.785, and its integer program found nothing cheaper
-/// than 3.823 in what was left, so it runs only with [`MIN_EXTENSION_SECONDS`] (docs/optimizer.md,
-/// section 4). Since stop 49 the first generation ends at about 3.776 after 3 s, and at 10 s the
-/// extension's integer program planned 3.778.
+/// At 1,000 pods of the diverse mix the pinned candidate's generation ends at about 3.776 $/h after
+/// 3 s, and in a 10 s solve the extension's integer program plans 3.778. It runs only with
+/// [`MIN_EXTENSION_SECONDS`] left (docs/optimizer.md): where that generation stopped at 3.800 $/h
+/// after 4.4 s (35 bins open, its integer program proving 3.823), a 10 s solve left the extension
+/// about 2.5 s, two HiGHS passes on two cores (one on one), an LP of 3.785 and an integer program
+/// that found nothing cheaper than 3.823; given 20 s, the resumed generation took the LP to
+/// 3.772-3.777 in 8.7-9.2 s (five HiGHS passes) and the integer program proved 3.782-3.796 with
+/// every pod lifted.
 fn extend(
     relaxed: &relax::Relaxed,
     seed: &super::super::state::State<'_>,
@@ -300,12 +300,12 @@ fn extend(
 /// A pattern's bin and counts, borrowed.
 type PatternRef<'a> = (Bin, &'a [(usize, u32)]);
 
-/// The least time left after the candidate's integer program for [`extend`]. At 1,000 pods of the
-/// diverse mix and 10 s it had about 3.2 s, and in 21 runs of its variants its candidate never won,
-/// while the neighbourhood search, left with 1.3 s instead of 4, lost the step that takes the plan
-/// from 3.8356 to 3.8318 $/h in two runs of five (stop 46's binary: none of four). Since the exact
-/// search's order and runners-up (stop 49) the candidate's generation there ends after about 3 s,
-/// and the extension runs at 10 s too.
+/// The least time left after the candidate's integer program for [`extend`]. Where that left it
+/// about 3.2 s (1,000 pods of the diverse mix, 10 s, a generation that stopped after 4.4 s), its
+/// candidate never won in 21 runs of its variants, while the neighbourhood search, left with 1.3 s
+/// instead of 4, lost the step that takes the plan from 3.8356 to 3.8318 $/h in two runs of five
+/// (none of four without the extension). The candidate's generation there ends after about 3 s, so
+/// the extension runs at 10 s too.
 const MIN_EXTENSION_SECONDS: f64 = 5.0;
 /// The share of [`extend`]'s time its column generation gets; the integer program has the rest.
 const EXTENSION_COLUMN_SHARE: f64 = 0.8;

@@ -34,6 +34,7 @@ use std::time::Instant;
 
 use highs::{ColProblem, HighsModelStatus, Model, Sense};
 
+use super::highs_options::{Simplex, SolverOptions};
 use super::problem::Problem;
 use super::state::{NodeKind, State};
 use super::{SolveSettings, SolverFault};
@@ -51,30 +52,95 @@ fn columns_per_round(classes: usize) -> usize {
 const STALL_ROUNDS: usize = 30;
 const STALL_TOLERANCE: f64 = 1e-4;
 
+/// Why a HiGHS solve gave no usable answer; `what` names the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SolverError {
+    /// An injected [`SolverFault::Error`], failing where HiGHS's own error status would.
+    #[error("{what}: highs error (injected)")]
+    Injected { what: &'static str },
+    /// `Highs_run` returned an error status.
+    #[error("{what}: {status:?}")]
+    Run {
+        what: &'static str,
+        status: highs::HighsStatus,
+    },
+    /// An LP ended in a state other than optimal, with no earlier LP to fall back on.
+    #[error("{what} ended {status:?}")]
+    Ended {
+        what: &'static str,
+        status: HighsModelStatus,
+    },
+    /// An integer program ended without a feasible point.
+    #[error("{what} ended {status:?} without a solution")]
+    NoSolution {
+        what: &'static str,
+        status: HighsModelStatus,
+    },
+    /// Only an optimal LP value is a bound, and the LP stopped before its optimum.
+    #[error("{what} stopped with status {status:?}")]
+    NotOptimal {
+        what: &'static str,
+        status: HighsModelStatus,
+    },
+    /// The thread that computed it panicked.
+    #[error("{what} thread panicked")]
+    Panicked { what: &'static str },
+    /// HiGHS could not write a model file.
+    #[error("highs could not write {}", path.display())]
+    Write { path: std::path::PathBuf },
+    /// A model file's path holds a NUL byte, which HiGHS's C interface cannot take.
+    #[error(transparent)]
+    Path(#[from] std::ffi::NulError),
+}
+
 /// Why the MILP strategy gave no answer.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MilpError {
     /// The time limit ran out before the first LP over the seed patterns was solved: not a
     /// failure, the greedy plan stands as a time-limited answer.
+    #[error("time limit reached before the first lp was solved")]
     OutOfTime,
     /// HiGHS failed or ended in a state with no usable answer.
-    Solver(String),
+    #[error(transparent)]
+    Solver(#[from] SolverError),
 }
 
-impl std::fmt::Display for MilpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// How HiGHS's integer solve over the generated patterns (or the disruption's selection model)
+/// ended, as notes and model dumps spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MipStatus {
+    /// Proved optimal within the gap target.
+    Optimal,
+    /// Stopped at the time limit with a feasible point.
+    TimeLimit,
+    /// Ended otherwise with a feasible point.
+    Feasible,
+    /// Ended without a feasible point: the LP's roundings stand in for its answer.
+    TimeLimitLpRounding,
+    /// Not run: too many pod classes to place (see [`MAX_CLASSES_FOR_INTEGER_SOLVE`]).
+    Skipped,
+    /// The model was dumped without an integer solve over it.
+    #[serde(rename = "not run")]
+    NotRun,
+}
+
+impl MipStatus {
+    pub fn as_str(self) -> &'static str {
         match self {
-            MilpError::OutOfTime => {
-                f.write_str("time limit reached before the first lp was solved")
-            }
-            MilpError::Solver(e) => f.write_str(e),
+            MipStatus::Optimal => "optimal",
+            MipStatus::TimeLimit => "time-limit",
+            MipStatus::Feasible => "feasible",
+            MipStatus::TimeLimitLpRounding => "time-limit-lp-rounding",
+            MipStatus::Skipped => "skipped",
+            MipStatus::NotRun => "not run",
         }
     }
 }
 
-impl From<String> for MilpError {
-    fn from(e: String) -> Self {
-        MilpError::Solver(e)
+impl std::fmt::Display for MipStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -89,7 +155,7 @@ pub struct MilpAnswer {
     pub timed_out: bool,
     /// The converged pattern LP's value, when pricing proved convergence (see `Generated::bound`).
     pub lp_bound: Option<f64>,
-    pub status: String,
+    pub status: MipStatus,
     pub variables: usize,
     pub constraints: usize,
     pub iterations: usize,
@@ -103,8 +169,8 @@ pub struct Model_ {
     pub columns: Vec<Column>,
     /// HiGHS's objective for the integer program over these columns, when it found a solution.
     pub mip_objective: Option<f64>,
-    /// How HiGHS's integer solve over these columns ended (`optimal`, `time-limit`, ...).
-    pub mip_status: String,
+    /// How HiGHS's integer solve over these columns ended.
+    pub mip_status: MipStatus,
 }
 
 /// Seed patterns: the greedy plan's nodes.
@@ -191,17 +257,28 @@ pub(crate) fn build_lp(
     pb
 }
 
-pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f64) {
-    model.make_quiet();
-    model.set_option("threads", settings.threads.max(1) as i32);
-    model.set_option("random_seed", 0);
+/// Sets the options every provisioning model gets (quiet, the settings' threads, a fixed seed, a
+/// time limit of `seconds`) and `more`, and adds an injected fault's contradictory row.
+pub(crate) fn configure(
+    model: &mut Model,
+    settings: &SolveSettings,
+    seconds: f64,
+    more: SolverOptions,
+) {
     // an injected time limit fault gives the model no time at all (see `SolverFault::TimeLimit`)
     let least = if settings.fault == Some(SolverFault::TimeLimit) {
         0.0
     } else {
         0.05
     };
-    model.set_option("time_limit", seconds.max(least));
+    SolverOptions {
+        quiet: true,
+        threads: Some(settings.threads.max(1) as i32),
+        random_seed: Some(0),
+        time_limit: Some(seconds.max(least)),
+        ..more
+    }
+    .apply(model);
     if settings.fault == Some(SolverFault::Infeasible) {
         model.add_row(1.0..=1.0, std::iter::empty());
     }
@@ -212,12 +289,14 @@ pub(crate) fn configure(model: &mut Model, settings: &SolveSettings, seconds: f6
 pub(crate) fn run(
     model: Model,
     settings: &SolveSettings,
-    what: &str,
-) -> Result<highs::SolvedModel, String> {
+    what: &'static str,
+) -> Result<highs::SolvedModel, SolverError> {
     if settings.fault == Some(SolverFault::Error) {
-        return Err(format!("{what}: highs error (injected)"));
+        return Err(SolverError::Injected { what });
     }
-    model.try_solve().map_err(|e| format!("{what}: {e:?}"))
+    model
+        .try_solve()
+        .map_err(|status| SolverError::Run { what, status })
 }
 
 /// A certified pattern LP value made safe to report for `pods` pods: an LP solved to tolerance may sit
@@ -318,7 +397,7 @@ pub fn columns_and_bound(
     greedy: &State<'_>,
     demand: &[u32],
     unproven: Unproven,
-) -> Result<Generation, String> {
+) -> Result<Generation, MilpError> {
     columns_and_bound_on(p, settings, greedy, demand, unproven, bins(p))
 }
 
@@ -330,7 +409,7 @@ pub fn columns_and_bound_on(
     demand: &[u32],
     unproven: Unproven,
     all_bins: Vec<BinInfo>,
-) -> Result<Generation, String> {
+) -> Result<Generation, MilpError> {
     columns_and_bound_seeded(p, settings, greedy, demand, (unproven, 1), all_bins, &[])
 }
 
@@ -344,7 +423,7 @@ pub fn columns_and_bound_seeded(
     (unproven, threads): (Unproven, usize),
     all_bins: Vec<BinInfo>,
     extra: &[Column],
-) -> Result<Generation, String> {
+) -> Result<Generation, MilpError> {
     if demand.iter().all(|&d| d == 0) {
         return Ok(Generation {
             columns: vec![],
@@ -381,8 +460,7 @@ pub fn columns_and_bound_seeded(
         settings.time_limit.as_secs_f64(),
         start,
         &mut notes,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let offset = master.aux.len();
     let lp_values = (0..columns.len())
         .map(|j| cg.values.get(offset + j).copied().unwrap_or(0.0))
@@ -689,7 +767,7 @@ pub fn solve(
             // a time-limited integer answer can be far off (a $402/h incumbent against a $26.6/h LP
             // on the scale-in re-solve), and replaying it first could use up the replay budget
             // before the dive's plan: it goes after the dive unless it is proven optimal
-            let at = usize::from(status != "optimal");
+            let at = usize::from(status != MipStatus::Optimal);
             candidates.insert(
                 at,
                 (
@@ -703,21 +781,21 @@ pub fn solve(
         if integer {
             notes.push(format!("integer solve skipped: more than {MAX_CLASSES_FOR_INTEGER_SOLVE} pod classes to place"));
         }
-        ("skipped", None)
+        (MipStatus::Skipped, None)
     };
     tracing::debug!(
         seconds = start.elapsed().as_secs_f64(),
-        status,
+        status = status.as_str(),
         "integer solve done"
     );
     let answer = MilpAnswer {
         candidates,
-        status: status.to_string(),
+        status,
         variables: master.aux.len() + columns.len(),
         constraints: master.rows.len(),
         iterations: cg.iterations,
         lp_objective: cg.objective,
-        timed_out: cg.timed_out || (status != "optimal" && status != "skipped"),
+        timed_out: cg.timed_out || !matches!(status, MipStatus::Optimal | MipStatus::Skipped),
         lp_bound: cg.bound,
         notes,
     };
@@ -728,7 +806,7 @@ pub fn solve(
             master,
             columns,
             mip_objective,
-            mip_status: status.to_string(),
+            mip_status: status,
         },
     ))
 }
@@ -785,7 +863,7 @@ const CG_SHARE_WITH_MIP: f64 = 0.6;
 pub(crate) const MAX_CLASSES_FOR_INTEGER_SOLVE: usize = 300;
 
 /// (status, objective, column values) of an integer solve.
-type IntegerSolve = (&'static str, Option<f64>, Option<Vec<f64>>);
+type IntegerSolve = (MipStatus, Option<f64>, Option<Vec<f64>>);
 
 /// HiGHS's integer program over the generated patterns: (status, objective, column values).
 #[allow(clippy::too_many_arguments)]
@@ -798,19 +876,22 @@ fn integer_solve_over(
     columns: &[Column],
     seconds: f64,
     notes: &mut Vec<String>,
-) -> Result<IntegerSolve, String> {
+) -> Result<IntegerSolve, SolverError> {
     let mip = build_lp(p, master, bins, bin_index, columns, true);
     let mut model = mip.optimise(Sense::Minimise);
-    configure(&mut model, settings, seconds);
-    model.set_option("mip_rel_gap", settings.gap);
+    let gap = SolverOptions {
+        mip_rel_gap: Some(settings.gap),
+        ..SolverOptions::default()
+    };
+    configure(&mut model, settings, seconds, gap);
     let solved = run(model, settings, "highs mip")?;
     let has_solution = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
     let status = match solved.status() {
-        HighsModelStatus::Optimal if has_solution => "optimal",
-        HighsModelStatus::ReachedTimeLimit if has_solution => "time-limit",
+        HighsModelStatus::Optimal if has_solution => MipStatus::Optimal,
+        HighsModelStatus::ReachedTimeLimit if has_solution => MipStatus::TimeLimit,
         other => {
             notes.push(format!("integer solve ended {other:?} without a solution"));
-            "time-limit-lp-rounding"
+            MipStatus::TimeLimitLpRounding
         }
     };
     let values = has_solution.then(|| solved.get_solution().columns().to_vec());
@@ -978,13 +1059,23 @@ fn rounds(
         let round_start = Instant::now();
         // HiGHS's clock runs across solves of one model, so its limit is the whole budget; the loop
         // itself stops at `seconds`
-        configure(&mut model, settings, settings.time_limit.as_secs_f64());
-        // the previous basis stays valid when columns are added; presolve would throw it away
-        model.set_option("presolve", "off");
-        // after bounds were fixed the old basis is dual feasible only: the dual simplex restarts it
-        model.set_option(
-            "simplex_strategy",
-            if iterations == 1 && !relaxation { 1 } else { 4 },
+        let warm = SolverOptions {
+            // the previous basis stays valid when columns are added; presolve would throw it away
+            presolve: Some(false),
+            // after bounds were fixed the old basis is dual feasible only: the dual simplex
+            // restarts it
+            simplex: Some(if iterations == 1 && !relaxation {
+                Simplex::Dual
+            } else {
+                Simplex::Primal
+            }),
+            ..SolverOptions::default()
+        };
+        configure(
+            &mut model,
+            settings,
+            settings.time_limit.as_secs_f64(),
+            warm,
         );
         let lp_start = Instant::now();
         let solved = run(model, settings, "highs lp")?;
@@ -1008,7 +1099,11 @@ fn rounds(
             if solved.status() == HighsModelStatus::ReachedTimeLimit {
                 return Err(MilpError::OutOfTime);
             }
-            return Err(format!("column generation lp ended {:?}", solved.status()).into());
+            return Err(SolverError::Ended {
+                what: "column generation lp",
+                status: solved.status(),
+            }
+            .into());
         }
         let lp_seconds = lp_start.elapsed().as_secs_f64();
         slowest_lp = slowest_lp.max(lp_seconds);

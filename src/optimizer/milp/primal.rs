@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use highs::HighsModelStatus;
 
+use super::super::highs_options::{Simplex, SolverOptions};
 use super::super::problem::Problem;
 use super::super::SolveSettings;
 use super::columns::{column_cost, Bin, BinInfo, Column};
@@ -188,9 +189,17 @@ pub fn dive(
     };
     while start.elapsed().as_secs_f64() < until && out.residual.iter().any(|&r| r > 0) {
         out.steps += 1;
-        configure(&mut model, settings, settings.time_limit.as_secs_f64());
-        model.set_option("presolve", "off");
-        model.set_option("simplex_strategy", 1);
+        let warm = SolverOptions {
+            presolve: Some(false),
+            simplex: Some(Simplex::Dual),
+            ..SolverOptions::default()
+        };
+        configure(
+            &mut model,
+            settings,
+            settings.time_limit.as_secs_f64(),
+            warm,
+        );
         let Ok(solved) = super::run(model, settings, "dive lp") else {
             break;
         };

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use highs::{HighsModelStatus, RowProblem, Sense};
 
+use super::super::highs_options::SolverOptions;
 use super::super::problem::Problem;
 use super::columns::{host_counts, valid, BinInfo, NodeRules};
 
@@ -155,15 +156,17 @@ fn solve_within(
         pb.add_row(..=1.0, [(za, 1.0), (zb, 1.0)]);
     }
     let mut model = pb.optimise(Sense::Maximise);
-    model.make_quiet();
-    model.set_option("threads", 1);
-    model.set_option("random_seed", 0);
-    model.set_option("time_limit", time.as_secs_f64().max(0.001));
-    model.set_option("mip_rel_gap", 1e-9);
-    model.set_option("mip_abs_gap", 1e-9);
-    if let Some(n) = max_nodes {
-        model.set_option("mip_max_nodes", n);
+    SolverOptions {
+        quiet: true,
+        threads: Some(1),
+        random_seed: Some(0),
+        time_limit: Some(time.as_secs_f64().max(0.001)),
+        mip_rel_gap: Some(1e-9),
+        mip_abs_gap: Some(1e-9),
+        mip_max_nodes: max_nodes,
+        ..SolverOptions::default()
     }
+    .apply(&mut model);
     let solved = model.try_solve().ok()?;
     let status = solved.status();
     let has_point = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;

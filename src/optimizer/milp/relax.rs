@@ -31,6 +31,7 @@ use super::super::sets::DisjointSets;
 use super::super::state::State;
 use super::super::topology::{SpreadGroup, Topology};
 use super::super::SolveSettings;
+use super::MilpError;
 
 /// The relaxation of `p` and, per class of `p`, its class there. With `host_caps`, the classes
 /// hostname spreads count merge only among themselves and keep a per-node cap ([`capped_spreads`]),
@@ -137,7 +138,7 @@ pub fn lower_bound(
     demand: &[u32],
     settings: &SolveSettings,
     seconds: f64,
-) -> Result<Option<f64>, String> {
+) -> Result<Option<f64>, MilpError> {
     let start = std::time::Instant::now();
     let Some(relaxed) = Relaxed::of(p, demand, false) else {
         return Ok(None);
@@ -157,7 +158,7 @@ pub fn lower_bound(
         Some(_) if left > took.max(MIN_FLOORED_SECONDS) => {
             super::floors::lower_bound(p, demand, (&relaxed, &generated), settings, left)
                 .unwrap_or_else(|e| {
-                    tracing::debug!(error = e, "no floored bound");
+                    tracing::debug!(error = %e, "no floored bound");
                     None
                 })
         }
@@ -214,7 +215,7 @@ impl Relaxed {
         seeds: &[super::columns::Column],
         settings: &SolveSettings,
         seconds: f64,
-    ) -> Result<(super::Generation, Option<f64>), String> {
+    ) -> Result<(super::Generation, Option<f64>), MilpError> {
         let settings = SolveSettings {
             time_limit: std::time::Duration::from_secs_f64(seconds.max(0.05)),
             lower_bound: true,

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use highs::{HighsModelStatus, Sense};
 
+use super::super::highs_options::SolverOptions;
 use super::super::problem::Problem;
 use super::super::SolveSettings;
 use super::columns::{Bin, BinInfo, Column};
@@ -256,11 +257,12 @@ fn solve_once(
     let mut model = build_lp(p, master, bins, bin_index, columns, true).optimise(Sense::Minimise);
     // HiGHS checks the start and ignores it if it is infeasible: a hint, never a constraint
     let _ = model.try_set_solution(Some(values), None, None, None);
-    configure(&mut model, settings, seconds.max(0.01));
-    model.set_option("mip_rel_gap", settings.gap);
-    if presolve_off {
-        model.set_option("presolve", "off");
-    }
+    let options = SolverOptions {
+        mip_rel_gap: Some(settings.gap),
+        presolve: presolve_off.then_some(false),
+        ..SolverOptions::default()
+    };
+    configure(&mut model, settings, seconds.max(0.01), options);
     let solved = run(model, settings, "restricted master mip").ok()?;
     if solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
         return None;

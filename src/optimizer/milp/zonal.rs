@@ -38,6 +38,7 @@ use highs::{HighsModelStatus, RowProblem, Sense};
 
 use crate::domain::labels::ZONE;
 
+use super::super::highs_options::SolverOptions;
 use super::super::problem::Problem;
 use super::columns::{Bin, Column};
 
@@ -514,11 +515,15 @@ impl Program {
     /// the gap); None without a feasible one.
     fn solve(self, seconds: f64) -> Option<(Vec<f64>, bool)> {
         let mut model = self.problem.optimise(Sense::Minimise);
-        model.make_quiet();
-        model.set_option("threads", 1);
-        model.set_option("random_seed", 0);
-        model.set_option("time_limit", seconds.max(MIN_SECONDS));
-        model.set_option("mip_rel_gap", 1e-3);
+        SolverOptions {
+            quiet: true,
+            threads: Some(1),
+            random_seed: Some(0),
+            time_limit: Some(seconds.max(MIN_SECONDS)),
+            mip_rel_gap: Some(1e-3),
+            ..SolverOptions::default()
+        }
+        .apply(&mut model);
         let began = std::time::Instant::now();
         let solved = model.try_solve().ok()?;
         let feasible = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
