@@ -1,24 +1,27 @@
-//! The scale-in benchmark for disruption: a cluster that Karpenter filled and whose load then dropped.
+//! The scale-in benchmark for disruption: a cluster that Karpenter filled and whose load then
+//! dropped.
 //!
 //! [`scale_in`] builds `nodes` running, initialized Karpenter nodes of one NodePool `default`
 //! (EC2NodeClass `default`; c/m/r categories, generation > 2, amd64, linux, on-demand and spot;
 //! `WhenEmptyOrUnderutilized` after `0s`, one budget of `100%`) in three zones. Nodes are what
-//! Karpenter would have launched for such a workload: general-purpose, compute- and memory-optimized
-//! types of the 2xlarge and 4xlarge sizes, mostly spot, each carrying the well-known labels (nodepool,
-//! capacity type, instance type, zone, region, arch, os, hostname, the `karpenter.k8s.aws/` instance
-//! labels) and a NodeClaim, with capacity and allocatable from the catalog and a price the catalog
-//! knows for its zone and capacity type. Every node runs the pod of one DaemonSet (100m, 128Mi) and was
-//! filled to 85-95% of its allocatable by replicas of 20 Deployments (one per request shape: cpu
-//! {250m, 500m, 1, 2} x memory {256Mi, 512Mi, 1Gi, 2Gi, 4Gi}; ReplicaSet owners; three spread over
-//! zones with ScheduleAnyway and one with DoNotSchedule, maxSkew 1, respected when filling). Pods are
-//! shared out in proportion to node vCPUs so that `pods_after / (1 - drop)` pods ran before the drop.
-//! Then the load drops: pods are removed at random until exactly `pods_after` Deployment pods remain,
-//! which leaves every node partly empty; consolidation's task is to pack them again. The same seed
-//! gives the same snapshot. Times are fixed just before 2026-11-30T12:00:00Z so benchmarks are
-//! reproducible; NodeClaims expire after 720h, long after that.
+//! Karpenter would have launched for such a workload: general-purpose, compute- and
+//! memory-optimized types of the 2xlarge and 4xlarge sizes, mostly spot, each carrying the
+//! well-known labels (nodepool, capacity type, instance type, zone, region, arch, os, hostname, the
+//! `karpenter.k8s.aws/` instance labels) and a NodeClaim, with capacity and allocatable from the
+//! catalog and a price the catalog knows for its zone and capacity type. Every node runs the pod of
+//! one DaemonSet (100m, 128Mi) and was filled to 85-95% of its allocatable by replicas of 20
+//! Deployments (one per request shape: cpu {250m, 500m, 1, 2} x memory {256Mi, 512Mi, 1Gi, 2Gi,
+//! 4Gi}; ReplicaSet owners; three spread over zones with ScheduleAnyway and one with DoNotSchedule,
+//! maxSkew 1, respected when filling). Pods are shared out in proportion to node vCPUs so that
+//! `pods_after / (1 - drop)` pods ran before the drop. Then the load drops: pods are removed at
+//! random until exactly `pods_after` Deployment pods remain, which leaves every node partly empty;
+//! consolidation's task is to pack them again. The same seed gives the same snapshot. Times are
+//! fixed just before 2026-11-30T12:00:00Z so benchmarks are reproducible; NodeClaims expire after
+//! 720h, long after that.
 //!
 //! When asked for more pods than the nodes can hold (about 25 pods per 8 vCPU), fewer pods run
-//! before the drop and, should that be fewer than `pods_after`, fewer remain after it too; a catalog without the listed types gives fewer nodes.
+//! before the drop and, should that be fewer than `pods_after`, fewer remain after it too; a
+//! catalog without the listed types gives fewer nodes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,7 +38,8 @@ use crate::workload::Rng;
 
 const CPU_MILLI: [i64; 4] = [250, 500, 1000, 2000];
 const MEMORY_MIB: [i64; 5] = [256, 512, 1024, 2048, 4096];
-/// What Karpenter launched, with relative weights: 4xlarge more often than 2xlarge, general purpose most.
+/// What Karpenter launched, with relative weights: 4xlarge more often than 2xlarge, general purpose
+/// most.
 const TYPES: [(&str, u64); 18] = [
     ("m5.2xlarge", 4),
     ("m6i.2xlarge", 6),
@@ -56,7 +60,8 @@ const TYPES: [(&str, u64); 18] = [
     ("r6i.4xlarge", 5),
     ("r7i.4xlarge", 4),
 ];
-/// Share of spot nodes, in percent: with both allowed Karpenter launches spot unless it is unavailable.
+/// Share of spot nodes, in percent: with both allowed Karpenter launches spot unless it is
+/// unavailable.
 const SPOT_PERCENT: u64 = 70;
 const ZONES: usize = 3;
 const NAMESPACE: &str = "default";

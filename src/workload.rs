@@ -1,8 +1,9 @@
-//! Synthetic workloads for benchmarks: the diverse pod mix of Karpenter's scheduling benchmark
-//! (1/5 generic, 1/5 zonal spread, 1/5 hostname spread, 1/5 zonal self-affinity, 1/5 hostname
-//! anti-affinity; cpu in {100m, 250m, 500m, 1, 1.5}, memory in {100Mi, 256Mi, 512Mi, 1Gi, 2Gi, 4Gi}),
-//! built directly as domain types with a seeded generator so every run sees the same pods; its
-//! generic pods alone ([`generic`]); and a mix whose rules are preferences only (see [`preferring`]).
+//! Synthetic workloads for benchmarks: the diverse pod mix of Karpenter's scheduling benchmark (1/5
+//! generic, 1/5 zonal spread, 1/5 hostname spread, 1/5 zonal self-affinity, 1/5 hostname
+//! anti-affinity; cpu in {100m, 250m, 500m, 1, 1.5}, memory in {100Mi, 256Mi, 512Mi, 1Gi, 2Gi,
+//! 4Gi}), built directly as domain types with a seeded generator so every run sees the same pods;
+//! its generic pods alone ([`generic`]); and a mix whose rules are preferences only (see
+//! [`preferring`]).
 
 use crate::domain::labels::{HOSTNAME, ZONE};
 use crate::domain::{
@@ -12,7 +13,8 @@ use crate::domain::{
 
 const CPU_MILLI: [i64; 5] = [100, 250, 500, 1000, 1500];
 const MEMORY_MIB: [i64; 6] = [100, 256, 512, 1024, 2048, 4096];
-/// Deployments per constrained kind, so constraints are shared by groups of pods as in real clusters.
+/// Deployments per constrained kind, so constraints are shared by groups of pods as in real
+/// clusters.
 const GROUPS: usize = 10;
 
 /// A small deterministic generator (SplitMix64) shared by the benchmark generators: benchmarks need

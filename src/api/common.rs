@@ -109,7 +109,8 @@ pub struct NodeClassReference {
     pub name: String,
 }
 
-// Kubernetes resource quantities (`100m`, `2Gi`, `1e3`), as the API server's own schema checks them.
+// Kubernetes resource quantities (`100m`, `2Gi`, `1e3`), as the API server's own schema checks
+// them.
 const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
 /// Schema of a resource-name to quantity map. k8s-openapi's `Quantity` schema carries a page of

@@ -192,7 +192,8 @@ pub struct NodeClaimStatus {
     )]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
-    /// When a pod last scheduled to or left the node; consolidation waits `consolidateAfter` from it.
+    /// When a pod last scheduled to or left the node; consolidation waits `consolidateAfter` from
+    /// it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_pod_event_time: Option<Time>,
 }

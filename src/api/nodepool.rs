@@ -123,7 +123,8 @@ pub struct NodeClaimTemplateSpec {
     /// Taints every node of the pool carries; pods must tolerate them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,
-    /// Taints present only while a node starts up (removed by a daemon); pods need not tolerate them.
+    /// Taints present only while a node starts up (removed by a daemon); pods need not tolerate
+    /// them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub startup_taints: Vec<Taint>,
     /// Node selector requirements every node of the pool satisfies.

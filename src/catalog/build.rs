@@ -1,14 +1,15 @@
-//! Builds a [`Catalog`] for one region from the offline AWS reference data folder (see its README.md)
-//! and writes it as diff-friendly JSON; this is what `joiner catalog build` runs and how the bundled
-//! catalogs in `fixtures/catalogs/` are made.
+//! Builds a [`Catalog`] for one region from the offline AWS reference data folder (see its
+//! README.md) and writes it as diff-friendly JSON; this is what `joiner catalog build` runs and how
+//! the bundled catalogs in `fixtures/catalogs/` are made.
 //!
-//! Data flow: `offerings-REGION.json` says which types exist in which zone IDs (`by_zone_id`, which does
-//! not depend on the AWS account) and the DescribeAvailabilityZones map turns zone IDs into zone names.
-//! Each offered type is looked up in `instance-types.json` (hardware), priced from `prices-REGION.json`
-//! (on-demand per type, observed spot per zone ID) and, where no spot price was observed, given a spot
-//! price estimated from `spot-advisor.json` savings. Types that cannot be priced on demand or run no
-//! Linux architecture Kubernetes knows are left out and counted in the [`BuildReport`], so a reader of
-//! the bundled catalogs can see exactly what is missing and why.
+//! Data flow: `offerings-REGION.json` says which types exist in which zone IDs (`by_zone_id`, which
+//! does not depend on the AWS account) and the DescribeAvailabilityZones map turns zone IDs into
+//! zone names. Each offered type is looked up in `instance-types.json` (hardware), priced from
+//! `prices-REGION.json` (on-demand per type, observed spot per zone ID) and, where no spot price
+//! was observed, given a spot price estimated from `spot-advisor.json` savings. Types that cannot
+//! be priced on demand or run no Linux architecture Kubernetes knows are left out and counted in
+//! the [`BuildReport`], so a reader of the bundled catalogs can see exactly what is missing and
+//! why.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -21,17 +22,18 @@ use super::{Arch, CapacityType, Catalog, CatalogError, Gpu, InstanceType, Offeri
 use crate::domain::resources::EPHEMERAL_STORAGE;
 use crate::domain::{Quantity, Resources};
 
-/// Root volume size Karpenter gives a node when the EC2NodeClass does not set one (gp3, 20Gi). Written
-/// into every type's `capacity` so that checkers that do not share our capacity model still account for
-/// ephemeral-storage requests.
+/// Root volume size Karpenter gives a node when the EC2NodeClass does not set one (gp3, 20Gi).
+/// Written into every type's `capacity` so that checkers that do not share our capacity model still
+/// account for ephemeral-storage requests.
 const ROOT_VOLUME_GIB: i64 = 20;
-/// Extended resource Karpenter and the Neuron device plugin advertise: one per Inferentia/Trainium device.
+/// Extended resource Karpenter and the Neuron device plugin advertise: one per Inferentia/Trainium
+/// device.
 const NEURON_RESOURCE: &str = "aws.amazon.com/neuron";
 /// Spot Advisor's interruption bands: 0 `<5%`, 1 `5-10%`, 2 `10-15%`, 3 `15-20%`, 4 `>20%`.
 const INTERRUPTION_BANDS: u8 = 5;
 
-/// What the builder kept, left out and estimated; printed by `joiner catalog build` and stored in the
-/// catalog's `provenance.counts`.
+/// What the builder kept, left out and estimated; printed by `joiner catalog build` and stored in
+/// the catalog's `provenance.counts`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct BuildReport {
     pub region: String,
@@ -97,8 +99,9 @@ impl fmt::Display for BuildReport {
 
 // ---- input formats: only the fields the builder uses; serde ignores the rest ----
 
-/// The hardware record of one type, as `instance-types.json` stores it; `cloud::aws::discovery` builds
-/// the same record from a DescribeInstanceTypes answer, so both sources go through [`build_type`].
+/// The hardware record of one type, as `instance-types.json` stores it; `cloud::aws::discovery`
+/// builds the same record from a DescribeInstanceTypes answer, so both sources go through
+/// [`build_type`].
 #[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct RawType {
     pub(crate) name: String,
@@ -194,8 +197,8 @@ fn bad_data(path: &Path, message: String) -> CatalogError {
     }
 }
 
-/// A price from the data: finite and positive, rounded to 6 decimals (a millionth of a dollar is below
-/// any price difference EC2 publishes, and it keeps the JSON short).
+/// A price from the data: finite and positive, rounded to 6 decimals (a millionth of a dollar is
+/// below any price difference EC2 publishes, and it keeps the JSON short).
 fn checked_price(
     path: &Path,
     field: impl FnOnce() -> String,
@@ -215,8 +218,8 @@ pub(crate) fn round6(x: f64) -> f64 {
 }
 
 /// The Kubernetes architecture of an EC2 `SupportedArchitectures` list. Mac types (`arm64_mac`,
-/// `x86_64_mac`) need dedicated hosts and macOS, and i386-only types cannot run a 64-bit kubelet, so
-/// both are unsupported.
+/// `x86_64_mac`) need dedicated hosts and macOS, and i386-only types cannot run a 64-bit kubelet,
+/// so both are unsupported.
 pub(crate) fn arch_of(archs: &[String]) -> Option<Arch> {
     if archs.iter().any(|a| a == "x86_64") {
         Some(Arch::Amd64)
@@ -254,8 +257,8 @@ pub fn build_catalog(
         }
     }
 
-    // Offerings are joined on zone ID and named with the DescribeAvailabilityZones map: the data README
-    // warns that the map implied by moto's offering files disagrees with it for us-east-1.
+    // Offerings are joined on zone ID and named with the DescribeAvailabilityZones map: the data
+    // README warns that the map implied by moto's offering files disagrees with it for us-east-1.
     let mut zone_names = BTreeMap::new();
     for (name, id) in &offerings.zone_name_to_id_moto_describe_availability_zones {
         if let Some(other) = zone_names.insert(id.as_str(), name.as_str()) {
@@ -292,7 +295,8 @@ pub fn build_catalog(
             report.types_not_in_type_list += 1;
             continue;
         };
-        // Architecture first: mac types also lack prices, and the report should say why they are gone.
+        // Architecture first: mac types also lack prices, and the report should say why they are
+        // gone.
         let Some(arch) = arch_of(&raw.arch) else {
             report.types_unsupported_arch += 1;
             continue;
@@ -346,8 +350,8 @@ struct Pricing<'a> {
 }
 
 impl Pricing<'_> {
-    /// One on-demand and one spot offering per named zone, as the usage classes allow, ordered by zone
-    /// then capacity type.
+    /// One on-demand and one spot offering per named zone, as the usage classes allow, ordered by
+    /// zone then capacity type.
     fn offerings(
         &self,
         raw: &RawType,
@@ -427,13 +431,14 @@ impl Pricing<'_> {
     }
 }
 
-/// The catalog entry of one type. `max_pods` is not written: the ENI formula derives it from `max_enis`
-/// and `ipv4_per_eni`, and kubelet settings may override it.
+/// The catalog entry of one type. `max_pods` is not written: the ENI formula derives it from
+/// `max_enis` and `ipv4_per_eni`, and kubelet settings may override it.
 ///
-/// `max_enis` is the default network card's ENI count, not the total over all cards: the VPC CNI assigns
-/// pod IPs only through the default card, and Karpenter's `ENILimitedPods` uses
-/// `NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces` for the same reason. The two differ
-/// only on multi-card types (p5, trn1/trn2, c6in.32xlarge, ...), where the total would overstate max pods.
+/// `max_enis` is the default network card's ENI count, not the total over all cards: the VPC CNI
+/// assigns pod IPs only through the default card, and Karpenter's `ENILimitedPods` uses
+/// `NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces` for the same reason. The two
+/// differ only on multi-card types (p5, trn1/trn2, c6in.32xlarge, ...), where the total would
+/// overstate max pods.
 pub(crate) fn build_type(raw: &RawType, arch: Arch, offerings: Vec<Offering>) -> InstanceType {
     let mut capacity = Resources::new().with(
         EPHEMERAL_STORAGE,
@@ -548,7 +553,8 @@ fn type_line(it: &InstanceType) -> Result<String, serde_json::Error> {
     offerings.sort_by(|a, b| {
         (a.zone.as_str(), a.capacity_type).cmp(&(b.zone.as_str(), b.capacity_type))
     });
-    // serde_json's map is sorted by key (no preserve_order feature), so FIELD_ORDER imposes the order.
+    // serde_json's map is sorted by key (no preserve_order feature), so FIELD_ORDER imposes the
+    // order.
     let serde_json::Value::Object(fields) = serde_json::to_value(it)? else {
         return serde_json::to_string(it);
     };

@@ -1,6 +1,7 @@
-//! Capacity and allocatable room of an instance type, following Karpenter's AWS model: memory less a
-//! 7.5% VM overhead, ENI-limited max pods, tiered kube-reserved CPU, `11 * pods + 255` MiB kube-reserved
-//! memory and a 100Mi eviction threshold, each overridable by the EC2NodeClass kubelet settings.
+//! Capacity and allocatable room of an instance type, following Karpenter's AWS model: memory less
+//! a 7.5% VM overhead, ENI-limited max pods, tiered kube-reserved CPU, `11 * pods + 255` MiB
+//! kube-reserved memory and a 100Mi eviction threshold, each overridable by the EC2NodeClass
+//! kubelet settings.
 
 use crate::domain::resources::{AMD_GPU, CPU, EPHEMERAL_STORAGE, MEMORY, NVIDIA_GPU, PODS};
 use crate::domain::{KubeletSettings, Quantity, Resources};
@@ -19,8 +20,8 @@ pub fn eni_max_pods(max_enis: u32, ipv4_per_eni: u32) -> u32 {
         .saturating_add(2)
 }
 
-/// kube-reserved CPU in millicores for `vcpu` cores: 6% of the first core, 1% of the second, 0.5% of
-/// cores three and four, 0.25% of the rest; rounded up.
+/// kube-reserved CPU in millicores for `vcpu` cores: 6% of the first core, 1% of the second, 0.5%
+/// of cores three and four, 0.25% of the rest; rounded up.
 pub fn cpu_reserved_milli(vcpu: u32) -> i64 {
     let cores = i64::from(vcpu);
     // in micro-cores so the 0.25% tier stays exact
@@ -65,8 +66,8 @@ impl InstanceType {
         cap
     }
 
-    /// Room left for pods: capacity less kube-reserved, system-reserved and the eviction threshold, or
-    /// less the catalog's explicit `overhead`.
+    /// Room left for pods: capacity less kube-reserved, system-reserved and the eviction threshold,
+    /// or less the catalog's explicit `overhead`.
     pub fn allocatable(&self, kubelet: Option<&KubeletSettings>) -> Resources {
         let cap = self.capacity(kubelet);
         if let Some(overhead) = &self.overhead {
@@ -85,7 +86,8 @@ impl InstanceType {
             .with(MEMORY, Quantity::from_mib(11 * pods + 255));
         let mut eviction = Resources::new().with(MEMORY, Quantity::from_mib(100));
         // ephemeral storage is only modelled when the catalog states the root volume (bundled
-        // catalogs carry Karpenter's default 20Gi); then 1Gi is kube-reserved and 10% held for eviction
+        // catalogs carry Karpenter's default 20Gi); then 1Gi is kube-reserved and 10% held for
+        // eviction
         if cap.get(EPHEMERAL_STORAGE).milli() > 0 {
             kube_reserved.set(EPHEMERAL_STORAGE, Quantity::from_units(1 << 30));
             eviction.set(
@@ -113,8 +115,8 @@ impl InstanceType {
     }
 }
 
-/// An `evictionHard` value: a percentage of capacity or a quantity. Malformed values were rejected when
-/// the NodeClass was read; anything else here counts as zero.
+/// An `evictionHard` value: a percentage of capacity or a quantity. Malformed values were rejected
+/// when the NodeClass was read; anything else here counts as zero.
 fn eviction_amount(value: &str, capacity: Quantity) -> Quantity {
     match value.trim().strip_suffix('%') {
         Some(p) => p

@@ -1,6 +1,6 @@
-//! The labels a node of an instance type carries: Kubernetes' and Karpenter's well-known labels derived
-//! from the type's name and hardware, plus the catalog's extra labels. Zone, capacity type and NodePool
-//! labels depend on the offering and are added by the optimizer.
+//! The labels a node of an instance type carries: Kubernetes' and Karpenter's well-known labels
+//! derived from the type's name and hardware, plus the catalog's extra labels. Zone, capacity type
+//! and NodePool labels depend on the offering and are added by the optimizer.
 
 use crate::domain::labels::{ARCH, INSTANCE_TYPE, OS, REGION};
 use crate::domain::Labels;

@@ -3,7 +3,8 @@
 //!
 //! A catalog file is read and validated once ([`Catalog::from_json`]); the optimizer then asks each
 //! [`InstanceType`] for its capacity, its allocatable room under a NodeClass's kubelet settings
-//! (`capacity` module, Karpenter's AWS model) and the well-known labels a node of it carries (`labels`).
+//! (`capacity` module, Karpenter's AWS model) and the well-known labels a node of it carries
+//! (`labels`).
 
 pub mod build;
 mod capacity;

@@ -84,7 +84,8 @@ impl NodeTemplate {
 }
 
 impl LaunchRequest {
-    /// The request for a plan's new node: its offering, then its fallbacks, without those `unavailable` holds.
+    /// The request for a plan's new node: its offering, then its fallbacks, without those
+    /// `unavailable` holds.
     pub fn for_node(
         claim: &str,
         node: &NewNode,

@@ -21,8 +21,8 @@ pub trait Cluster {
     /// Nodes launched for NodeClaims that have not registered yet, as planned (name, node).
     fn in_flight(&self) -> Vec<(&str, &NewNode)>;
     /// The name of the next NodeClaim of `nodepool`; `seq` counts the controller's launches. The
-    /// in-cluster host appends a random suffix instead, as `generateName` does, so names never repeat
-    /// across restarts.
+    /// in-cluster host appends a random suffix instead, as `generateName` does, so names never
+    /// repeat across restarts.
     fn claim_name(&mut self, nodepool: &str, seq: u64) -> String {
         format!("{nodepool}-{seq:05}")
     }

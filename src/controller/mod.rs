@@ -98,7 +98,8 @@ pub struct SolveRecord {
     pub status: SolveStatus,
     /// Wall-clock seconds.
     pub seconds: f64,
-    /// Relative gap: to the certified lower bound for provisioning, the MIP gap for disruption (0 when none).
+    /// Relative gap: to the certified lower bound for provisioning, the MIP gap for disruption (0
+    /// when none).
     pub gap: f64,
 }
 

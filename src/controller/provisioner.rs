@@ -289,7 +289,8 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     /// The instance is going away for another reason (scheduled maintenance, stopped or terminated
-    /// outside joiner): the same cordon, evict and reclaim, without holding the offering against it.
+    /// outside joiner): the same cordon, evict and reclaim, without holding the offering against
+    /// it.
     pub fn instance_retiring(&mut self, cluster: &mut impl Cluster, instance: &str, now: f64) {
         self.reclaim(cluster, instance, false, now);
     }
@@ -437,7 +438,8 @@ mod tests {
         }
     }
 
-    /// A cluster that logs claim writes into the cloud's log, so their order against launches shows.
+    /// A cluster that logs claim writes into the cloud's log, so their order against launches
+    /// shows.
     struct Recording {
         snapshot: ClusterSnapshot,
         log: Log,

@@ -1,9 +1,9 @@
-//! The MILP strategy end to end: the selection model picks the removals, the provisioning core plans
-//! the cluster they leave (re-checking every scheduling rule, and keeping a node whose pods would
-//! find no place), and the plan is cut into independent actions — nodes that share a replacement
-//! belong to one action. Actions that save less than `minSavings`, or replace spot with spot
-//! without enough cheaper spot types, are dropped. The lower bound is the aggregated provisioning
-//! bound over every candidate's pods with every candidate an optional, priced bin.
+//! The MILP strategy end to end: the selection model picks the removals, the provisioning core
+//! plans the cluster they leave (re-checking every scheduling rule, and keeping a node whose pods
+//! would find no place), and the plan is cut into independent actions — nodes that share a
+//! replacement belong to one action. Actions that save less than `minSavings`, or replace spot with
+//! spot without enough cheaper spot types, are dropped. The lower bound is the aggregated
+//! provisioning bound over every candidate's pods with every candidate an optional, priced bin.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -263,8 +263,8 @@ fn replan(
             .map(|n| n.instance_type.as_str())
             .collect();
         let cat = without_types(catalog, &types);
-        // the re-solve keeps to its limit (building, replaying and the neighbourhood search included);
-        // the rest is for extracting its plan and the fallback lists
+        // the re-solve keeps to its limit (building, replaying and the neighbourhood search
+        // included); the rest is for extracting its plan and the fallback lists
         let left = ((budget - start.elapsed().as_secs_f64()) * 0.95).max(budget * 0.1);
         // the bound's thread is done by the time the re-solve's neighbourhood search starts (see
         // BOUND_SHARE): the second core runs a second search
@@ -443,8 +443,8 @@ fn rank(r: Reason) -> u8 {
     }
 }
 
-/// Consolidation actions must pay: at least `minSavings`, and a spot node goes to spot capacity only
-/// with enough cheaper spot types to choose from. Forced actions always stand.
+/// Consolidation actions must pay: at least `minSavings`, and a spot node goes to spot capacity
+/// only with enough cheaper spot types to choose from. Forced actions always stand.
 fn worth_it(
     a: &Action,
     t: &Triage<'_>,

@@ -1,18 +1,18 @@
 //! Karpenter's own disruption pass (v1.0), the yardstick the MILP strategy is measured against.
 //! Forced removals from the triage come first: expired nodes (one command each, pods rescheduled
 //! wherever they fit), drifted nodes (one command each, any number of replacements, skipped when a
-//! pod would find no place) and one command for all empty nodes. When no drift command was produced,
-//! multi-node consolidation binary-searches the longest prefix of the candidates (cheapest to disrupt
-//! first) that one delete or one cheaper replacement can remove; failing that, single-node
-//! consolidation takes the first candidate, pools interleaved, that can go. Every "can it go" is
-//! Karpenter's scheduling simulation: the provisioning core's first-fit-decreasing solve
-//! (`Strategy::Greedy`) of the cluster without the nodes. Commands are simulated one after another on
-//! a working copy of the cluster, as Karpenter would see them one pass after another: the nodes this
-//! pass removes anyway, and the nodes one command launches, are cordoned there, so actions stay
-//! independent and never overcommit the same free room. Emptiness and expiration do not end the pass
-//! (Karpenter would run consolidation on its next pass anyway); drift does. `run_to_fixpoint`
-//! repeats passes until one finds nothing, which is how the benchmark measures the baseline's end
-//! state.
+//! pod would find no place) and one command for all empty nodes. When no drift command was
+//! produced, multi-node consolidation binary-searches the longest prefix of the candidates
+//! (cheapest to disrupt first) that one delete or one cheaper replacement can remove; failing that,
+//! single-node consolidation takes the first candidate, pools interleaved, that can go. Every "can
+//! it go" is Karpenter's scheduling simulation: the provisioning core's first-fit-decreasing solve
+//! (`Strategy::Greedy`) of the cluster without the nodes. Commands are simulated one after another
+//! on a working copy of the cluster, as Karpenter would see them one pass after another: the nodes
+//! this pass removes anyway, and the nodes one command launches, are cordoned there, so actions
+//! stay independent and never overcommit the same free room. Emptiness and expiration do not end
+//! the pass (Karpenter would run consolidation on its next pass anyway); drift does.
+//! `run_to_fixpoint` repeats passes until one finds nothing, which is how the benchmark measures
+//! the baseline's end state.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -125,7 +125,8 @@ impl<'s, 'a> Pass<'s, 'a> {
         // command's nodes as it starts it); a drifted node that stays is opened again
         let going: BTreeSet<&str> = t.forced.iter().map(|(n, _)| n.name.as_str()).collect();
         self.cordon(&going, true);
-        // expiration is its own forceful controller in v1: the node goes even if a pod finds no place
+        // expiration is its own forceful controller in v1: the node goes even if a pod finds no
+        // place
         for (n, _) in t.forced.iter().filter(|(_, r)| *r == Reason::Expired) {
             let sim = self.simulate(&[n], self.catalog)?;
             let lost = self.unplaced(&sim);
@@ -169,7 +170,8 @@ impl<'s, 'a> Pass<'s, 'a> {
         Ok(())
     }
 
-    /// Cordons `names` in the working copy, or lifts a cordon this pass set (never the cluster's own).
+    /// Cordons `names` in the working copy, or lifts a cordon this pass set (never the cluster's
+    /// own).
     fn cordon(&mut self, names: &BTreeSet<&str>, on: bool) {
         for n in self
             .work
@@ -232,7 +234,8 @@ impl<'s, 'a> Pass<'s, 'a> {
         Ok(true)
     }
 
-    /// Single-node consolidation: candidates round-robin across pools, the first valid one is taken.
+    /// Single-node consolidation: candidates round-robin across pools, the first valid one is
+    /// taken.
     fn single_node(&mut self) -> Result<(), DisruptionError> {
         let mut pools: Vec<(String, Vec<&NodeInfo>)> = Vec::new();
         for n in self.sorted() {
@@ -295,7 +298,8 @@ impl<'s, 'a> Pass<'s, 'a> {
         self.start.elapsed() >= self.settings.time_limit
     }
 
-    /// Karpenter's computeConsolidation: a delete, one strictly cheaper replacement, or why neither.
+    /// Karpenter's computeConsolidation: a delete, one strictly cheaper replacement, or why
+    /// neither.
     fn compute(&self, nodes: &[&NodeInfo]) -> Result<Result<Sim, Refusal>, DisruptionError> {
         let sim = self.simulate(nodes, self.catalog)?;
         if let Some(why) = self.unplaced(&sim).into_iter().next() {
@@ -360,10 +364,12 @@ impl<'s, 'a> Pass<'s, 'a> {
         Ok(Ok(sim))
     }
 
-    /// Schedules the working cluster without `nodes`: their reschedulable pods are the only pending ones.
+    /// Schedules the working cluster without `nodes`: their reschedulable pods are the only pending
+    /// ones.
     fn simulate(&self, nodes: &[&NodeInfo], catalog: &Catalog) -> Result<Sim, DisruptionError> {
         let names: BTreeSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
-        // from the working copy, not the triage: earlier commands may have moved pods onto these nodes
+        // from the working copy, not the triage: earlier commands may have moved pods onto these
+        // nodes
         let home = self
             .work
             .pods
@@ -435,7 +441,8 @@ impl<'s, 'a> Pass<'s, 'a> {
             "",
             &self.now,
         ));
-        // another command's new nodes are not room for later commands: actions must stay independent
+        // another command's new nodes are not room for later commands: actions must stay
+        // independent
         let ids: BTreeSet<&str> = sim.plan.nodes.iter().map(|n| n.id.as_str()).collect();
         work.nodes
             .iter_mut()

@@ -92,8 +92,8 @@ fn budget_limit(budget: &Budget, num_nodes: usize, now: Timestamp) -> Limit {
 /// when none applies, and always for [`Reason::Expired`].
 ///
 /// A budget whose schedule, duration or (while active) nodes cannot be parsed blocks every reason
-/// of the pool, not just its own: Karpenter aggregates the errors of all budgets and then returns 0,
-/// since it cannot know what the operator meant.
+/// of the pool, not just its own: Karpenter aggregates the errors of all budgets and then returns
+/// 0, since it cannot know what the operator meant.
 pub fn allowed_disruptions(
     budgets: &[Budget],
     reason: Reason,
@@ -180,8 +180,8 @@ impl BudgetTable {
         BudgetTable { pools }
     }
 
-    /// Disruptions still allowed; 0 for a pool the table doesn't know. For [`Reason::Expired`] it is
-    /// the pool's node count, as expiration is not limited.
+    /// Disruptions still allowed; 0 for a pool the table doesn't know. For [`Reason::Expired`] it
+    /// is the pool's node count, as expiration is not limited.
     pub fn allowed(&self, pool: &str, reason: Reason) -> usize {
         let Some(entry) = self.pools.get(pool) else {
             return 0;

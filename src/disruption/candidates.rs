@@ -34,7 +34,8 @@ pub struct NodeInfo {
     /// Why it has drifted, when it has.
     pub drift: Option<String>,
     pub expired: bool,
-    /// Consolidation (empty or underutilized) may take it: its pool's policy and consolidateAfter allow.
+    /// Consolidation (empty or underutilized) may take it: its pool's policy and consolidateAfter
+    /// allow.
     pub consolidatable: bool,
     /// Why no voluntary disruption may take it.
     pub block: Option<String>,
@@ -157,7 +158,8 @@ fn drift(
             ));
         }
     }
-    // as Karpenter, a well-known label the node does not carry is not drift (AllowUndefinedWellKnownLabels)
+    // as Karpenter, a well-known label the node does not carry is not drift
+    // (AllowUndefinedWellKnownLabels)
     let undefined_well_known = |key: &str| !node.labels.contains_key(key) && is_well_known(key);
     if let Some(r) = pool
         .requirements
@@ -322,7 +324,8 @@ fn protected(pod: &Pod, now: Timestamp) -> bool {
 }
 
 /// A PDB's allowed disruptions: `status.disruptionsAllowed` when reported, otherwise computed from
-/// the spec over the running pods it selects (percentages rounded up, as the disruption controller does).
+/// the spec over the running pods it selects (percentages rounded up, as the disruption controller
+/// does).
 pub fn allowed_disruptions(
     snapshot: &ClusterSnapshot,
     b: &crate::domain::PodDisruptionBudget,

@@ -5,11 +5,11 @@
 //! blocks it) and `budget` the NodePools' disruption budgets at `now`. Expired nodes are taken
 //! unconditionally; empty and drifted nodes within their budgets next. The remaining consolidation
 //! candidates go to `model`, a mixed-integer program that keeps or removes each of them at once
-//! (m->n, including one node split into several). The cluster that the chosen removals leave is then
-//! planned by the provisioning core (`crate::optimizer`), which enforces every scheduling rule, and
-//! `actions` turns that plan into independent actions. `baseline` is Karpenter's own consolidation,
-//! the yardstick; `edit` applies decisions to snapshots. Everything here is pure: a snapshot, a
-//! catalog and a clock in, a [`DisruptionPlan`] out.
+//! (m->n, including one node split into several). The cluster that the chosen removals leave is
+//! then planned by the provisioning core (`crate::optimizer`), which enforces every scheduling
+//! rule, and `actions` turns that plan into independent actions. `baseline` is Karpenter's own
+//! consolidation, the yardstick; `edit` applies decisions to snapshots. Everything here is pure: a
+//! snapshot, a catalog and a clock in, a [`DisruptionPlan`] out.
 
 pub mod actions;
 pub mod baseline;
@@ -51,7 +51,8 @@ pub enum DisruptionStrategy {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DisruptionSettings {
     pub strategy: DisruptionStrategy,
-    /// The decision's clock: budgets' schedules, consolidateAfter, expiry and do-not-disrupt read it.
+    /// The decision's clock: budgets' schedules, consolidateAfter, expiry and do-not-disrupt read
+    /// it.
     pub now: Timestamp,
     /// Limit for the whole decision.
     pub time_limit: Duration,
@@ -91,7 +92,8 @@ impl DisruptionSettings {
             gap: self.gap,
             threads: self.threads,
             max_fallbacks: self.max_fallbacks,
-            // disruption reports its own bound; the provisioning bound of a sub-problem is not needed
+            // disruption reports its own bound; the provisioning bound of a sub-problem is not
+            // needed
             lower_bound: false,
             fault: self.fault,
             searches: 1,

@@ -26,7 +26,8 @@ pub struct Action {
     pub moves: Vec<Move>,
     /// Hourly price of the deleted nodes less that of the launched ones, $/h.
     pub savings_per_hour: f64,
-    /// The disruption cost of evicting the pods and draining the nodes, in the objective's $/h units.
+    /// The disruption cost of evicting the pods and draining the nodes, in the objective's $/h
+    /// units.
     pub disruption_cost: f64,
 }
 

@@ -286,7 +286,8 @@ mod tests {
             schedule_active("@midnight", ten_minutes, at("2024-05-01T00:05:00Z")),
             Ok(true)
         );
-        // The window is (now - duration, now]: a firing at now counts, one exactly duration ago not.
+        // The window is (now - duration, now]: a firing at now counts, one exactly duration ago
+        // not.
         assert_eq!(
             schedule_active("@daily", ten_minutes, at("2024-05-01T00:00:00Z")),
             Ok(true)

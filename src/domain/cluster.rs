@@ -80,7 +80,8 @@ pub struct NodeClaim {
     /// `spec.expireAfter` as written (`720h`, `Never`).
     #[serde(default)]
     pub expire_after: Option<String>,
-    /// The `karpenter.sh/nodepool-hash` annotation: the NodePool template hash it was launched from.
+    /// The `karpenter.sh/nodepool-hash` annotation: the NodePool template hash it was launched
+    /// from.
     #[serde(default)]
     pub nodepool_hash: Option<String>,
 }

@@ -169,7 +169,8 @@ impl fmt::Display for Requirement {
     }
 }
 
-/// Required node affinity: terms are ORed, the requirements inside a term ANDed. No terms match all.
+/// Required node affinity: terms are ORed, the requirements inside a term ANDed. No terms match
+/// all.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct NodeSelector {
     pub terms: Vec<Vec<Requirement>>,
@@ -185,7 +186,8 @@ impl NodeSelector {
     }
 }
 
-/// A Kubernetes label selector. `None` selectors (absent) match nothing; empty ones match everything.
+/// A Kubernetes label selector. `None` selectors (absent) match nothing; empty ones match
+/// everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct LabelSelector {
     pub match_labels: Labels,
@@ -256,8 +258,8 @@ impl Toleration {
     }
 }
 
-/// Whether pods with these tolerations may be placed on a node with `taints`. `PreferNoSchedule` never
-/// blocks placement; it is a soft cost handled by the optimizer.
+/// Whether pods with these tolerations may be placed on a node with `taints`. `PreferNoSchedule`
+/// never blocks placement; it is a soft cost handled by the optimizer.
 pub fn tolerates_all(tolerations: &[Toleration], taints: &[Taint]) -> bool {
     taints
         .iter()

@@ -1,6 +1,6 @@
 //! Domain types of the decision core: quantities, resources, labels and requirements, pods, nodes,
-//! NodePools and the cluster snapshot. They hold only what decisions need and carry no Kubernetes or
-//! AWS API types; `crate::snapshot` converts API objects into them at the edge, `crate::catalog`
+//! NodePools and the cluster snapshot. They hold only what decisions need and carry no Kubernetes
+//! or AWS API types; `crate::snapshot` converts API objects into them at the edge, `crate::catalog`
 //! supplies the instance offerings, and `crate::optimizer` turns both into plans.
 
 pub mod cluster;

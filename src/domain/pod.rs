@@ -64,7 +64,8 @@ pub struct HostPort {
 }
 
 impl HostPort {
-    /// Two host ports collide when port and protocol match and the IPs overlap (empty or 0.0.0.0 is all).
+    /// Two host ports collide when port and protocol match and the IPs overlap (empty or 0.0.0.0 is
+    /// all).
     pub fn conflicts(&self, other: &HostPort) -> bool {
         let wild = |ip: &str| ip.is_empty() || ip == "0.0.0.0";
         self.port == other.port

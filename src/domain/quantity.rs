@@ -1,8 +1,8 @@
 //! Kubernetes quantities as exact integers.
 //!
-//! A [`Quantity`] holds a value in milli-units of its resource's base unit (millicores for cpu, millibytes
-//! for memory, milli-pods for pods), so `100m` cpu, `1.5Gi` memory and `110` pods are all exact `i64`s and
-//! sums never drift the way floats do.
+//! A [`Quantity`] holds a value in milli-units of its resource's base unit (millicores for cpu,
+//! millibytes for memory, milli-pods for pods), so `100m` cpu, `1.5Gi` memory and `110` pods are
+//! all exact `i64`s and sums never drift the way floats do.
 
 use std::fmt;
 use std::str::FromStr;
@@ -98,8 +98,8 @@ impl Quantity {
         if s.is_empty() {
             return Err(QuantityError::Empty);
         }
-        // the suffix starts at the first letter, unless that letter opens an exponent (`1e3`, `2E-1`);
-        // `E` alone or `Ei` is a suffix
+        // the suffix starts at the first letter, unless that letter opens an exponent (`1e3`,
+        // `2E-1`); `E` alone or `Ei` is a suffix
         let split = exponent_start(s)
             .or_else(|| s.find(|c: char| c.is_ascii_alphabetic()))
             .unwrap_or(s.len());

@@ -1,5 +1,6 @@
-//! Resource lists (`cpu`, `memory`, `pods`, `ephemeral-storage`, GPUs, any extended resource) as exact
-//! integer quantities, with the arithmetic the scheduler needs: sums, differences and "fits within".
+//! Resource lists (`cpu`, `memory`, `pods`, `ephemeral-storage`, GPUs, any extended resource) as
+//! exact integer quantities, with the arithmetic the scheduler needs: sums, differences and "fits
+//! within".
 
 use std::collections::BTreeMap;
 use std::fmt;

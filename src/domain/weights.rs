@@ -1,6 +1,6 @@
 //! joiner's cost weights: how many dollars per hour a broken preference, an unplaced pod or a risky
-//! spot offering is worth in the objective. Read from the `joiner-cost-weights` ConfigMap; every key
-//! is optional and documented in docs/plan.md.
+//! spot offering is worth in the objective. Read from the `joiner-cost-weights` ConfigMap; every
+//! key is optional and documented in docs/plan.md.
 
 use std::collections::BTreeMap;
 

@@ -7,8 +7,8 @@
 //!   gone; the claim gets Initialized and Ready, the Node `karpenter.sh/initialized=true`.
 //! - **Timeouts**: a claim never launched after the launch timeout, or never registered after the
 //!   registration timeout, is given up (the host terminates its instance and re-solves).
-//! - **Termination**: a Node or NodeClaim someone deleted (it carries the finalizer) is cordoned and
-//!   drained through the Eviction API in Karpenter's order, then its instance goes.
+//! - **Termination**: a Node or NodeClaim someone deleted (it carries the finalizer) is cordoned
+//!   and drained through the Eviction API in Karpenter's order, then its instance goes.
 //!
 //! These functions write to the API server and return what the host must tell the controller.
 

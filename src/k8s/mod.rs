@@ -4,8 +4,10 @@
 //! form, converted once per watch event, see [`cached`]) → [`snapshot`] (the same conversions a
 //! dump goes through, into domain types) → decisions (`controller`) → [`cluster::KubeCluster`]
 //! (NodeClaims, taints, evictions, deletes) → API server. [`lifecycle`] carries NodeClaims from
-//! launch to registration and initialization and drains what users delete; [`lease`] elects the
-//! one replica that acts; [`status`] reports conditions on NodeClaims and NodePools. [`claims`] is the NodeClaim format joiner writes and reads back; [`events`] publishes Events, thinned as Karpenter thins them.
+//! launch to registration and initialization and drains what users delete; [`lease`] elects the one
+//! replica that acts; [`status`] reports conditions on NodeClaims and NodePools. [`claims`] is the
+//! NodeClaim format joiner writes and reads back; [`events`] publishes Events, thinned as Karpenter
+//! thins them.
 
 pub mod cached;
 pub mod caches;

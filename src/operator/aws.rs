@@ -8,8 +8,9 @@
 //!   10 seconds after start and every 2 minutes.
 //! - With an interruption queue, its events become [`HostEvent`]s for the decision thread (which
 //!   cordons, drains and reclaims), and each message is deleted once handed over.
-//! - Every 12 hours the catalog is discovered again from the EC2 APIs, with on-demand prices from the
-//!   Pricing API (or the bundled catalog's in an isolated VPC); the decision thread takes it up.
+//! - Every 12 hours the catalog is discovered again from the EC2 APIs, with on-demand prices from
+//!   the Pricing API (or the bundled catalog's in an isolated VPC); the decision thread takes it
+//!   up.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -183,7 +184,8 @@ async fn refresh_catalog(cloud: AwsCloud, bundled: Catalog) {
     }
 }
 
-/// `major.minor` of the API server (`1.33`), or `1.33` when it cannot be read: only AMI aliases use it.
+/// `major.minor` of the API server (`1.33`), or `1.33` when it cannot be read: only AMI aliases use
+/// it.
 async fn kubernetes_version(client: &Client) -> String {
     match client.apiserver_version().await {
         Ok(info) => format!("{}.{}", info.major, info.minor.trim_end_matches('+')),

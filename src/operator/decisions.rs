@@ -34,7 +34,8 @@ pub struct LoopSettings {
     pub resync: Duration,
 }
 
-/// Something the cloud reported about an instance, handed from the async side to the decision thread.
+/// Something the cloud reported about an instance, handed from the async side to the decision
+/// thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostEvent {
     /// A spot interruption warning: the instance is reclaimed after the notice and its offering is

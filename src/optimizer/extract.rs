@@ -1,6 +1,6 @@
 //! Turns a placement state into a [`Plan`]: names the pods on each node, lists each new node's
-//! fallback offerings (cheapest first, same pods, same topology domains, minValues kept), and adds up
-//! cost and objective.
+//! fallback offerings (cheapest first, same pods, same topology domains, minValues kept), and adds
+//! up cost and objective.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,11 +1,12 @@
-//! Karpenter's provisioning heuristic, reproduced as the baseline: pods in cpu-then-memory descending
-//! order; first fit on existing nodes; then on this round's new nodes (fewest pods first); else a new
-//! node of the highest-weight NodePool that can take the pod. A new node keeps every offering that
-//! could still hold all its pods and launches the cheapest of them at the end, so nodes fill up to the
-//! largest compatible type, exactly the behaviour joiner's MILP is measured against. Preferences are
-//! held as requirements and dropped one at a time when a pod fits nowhere, as Karpenter relaxes them
-//! ([`Ladder`]). Two variants share the packing: [`seed`], the optimizer's start, which leaves most
-//! preferences to the objective, and [`repair`], which places what a MILP plan's replay left over.
+//! Karpenter's provisioning heuristic, reproduced as the baseline: pods in cpu-then-memory
+//! descending order; first fit on existing nodes; then on this round's new nodes (fewest pods
+//! first); else a new node of the highest-weight NodePool that can take the pod. A new node keeps
+//! every offering that could still hold all its pods and launches the cheapest of them at the end,
+//! so nodes fill up to the largest compatible type, exactly the behaviour joiner's MILP is measured
+//! against. Preferences are held as requirements and dropped one at a time when a pod fits nowhere,
+//! as Karpenter relaxes them ([`Ladder`]). Two variants share the packing: [`seed`], the
+//! optimizer's start, which leaves most preferences to the objective, and [`repair`], which places
+//! what a MILP plan's replay left over.
 
 use std::collections::BTreeMap;
 
@@ -50,10 +51,11 @@ pub fn place_all<'p>(
 }
 
 /// The same placement as a starting plan for the optimizer: a pod is held to all its preferred pod
-/// terms and then to none, and ScheduleAnyway spreads, preferred node terms and soft taints are left
-/// to the objective. Holding them, as the baseline does, hands column generation more nodes than it
-/// needs: with the baseline as its start, two scale-in decisions (docs/disruption.md) ended 3.8% and
-/// 8.1% above the bound, one of them in 5.1 s, against 1.3-1.8% in about 4 s with this start.
+/// terms and then to none, and ScheduleAnyway spreads, preferred node terms and soft taints are
+/// left to the objective. Holding them, as the baseline does, hands column generation more nodes
+/// than it needs: with the baseline as its start, two scale-in decisions (docs/disruption.md) ended
+/// 3.8% and 8.1% above the bound, one of them in 5.1 s, against 1.3-1.8% in about 4 s with this
+/// start.
 pub fn seed<'p>(
     p: &'p Problem,
     state: State<'p>,
@@ -159,11 +161,12 @@ struct Greedy<'p> {
 }
 
 /// Karpenter's preference relaxation for one class (karpenter-reference.md section 3.8): a pod is
-/// first tried with every preference held as a requirement; each failure drops one, in a fixed order:
-/// required node-affinity terms but the last (only the first remaining term is held), preferred pod
-/// affinity terms heaviest first, then preferred anti-affinity terms, then preferred node-affinity
-/// terms (only the heaviest remaining is held), ScheduleAnyway spreads (see [`drop_order`]), and last the
-/// refusal of untolerated PreferNoSchedule taints. Rung `i` is the state after `i` drops.
+/// first tried with every preference held as a requirement; each failure drops one, in a fixed
+/// order: required node-affinity terms but the last (only the first remaining term is held),
+/// preferred pod affinity terms heaviest first, then preferred anti-affinity terms, then preferred
+/// node-affinity terms (only the heaviest remaining is held), ScheduleAnyway spreads (see
+/// [`drop_order`]), and last the refusal of untolerated PreferNoSchedule taints. Rung `i` is the
+/// state after `i` drops.
 struct Ladder<'p> {
     required: &'p [Vec<crate::domain::Requirement>],
     affinity: Vec<usize>,
@@ -215,7 +218,8 @@ impl<'p> Ladder<'p> {
             ),
             // Karpenter has the toleration step only when a NodePool carries such a taint (existing
             // nodes with one then wait for the last rung too); without it Karpenter would refuse a
-            // soft-tainted existing node for good, where joiner lets it take the pod as kube-scheduler does
+            // soft-tainted existing node for good, where joiner lets it take the pod as
+            // kube-scheduler does
             soft_taints: p.shapes.iter().any(|s| untolerated(&s.taints)),
             wide: (c.node_affinity.terms.len() > 1 || !c.preferred_node_affinity.is_empty())
                 .then(|| wide_offerings(p, domains, k).into()),
@@ -383,8 +387,8 @@ impl Domains {
 }
 
 impl<'p> Greedy<'p> {
-    /// Climbs class `k`'s preference ladder until a rung places the pod (see [`Ladder`]); the repair
-    /// of a MILP plan leaves preferences to the objective instead.
+    /// Climbs class `k`'s preference ladder until a rung places the pod (see [`Ladder`]); the
+    /// repair of a MILP plan leaves preferences to the objective instead.
     fn add_preferring(&mut self, k: usize) -> Result<(), UnschedulableReason> {
         let steps = self.ladders.get(k).map_or(0, Ladder::steps);
         if steps == 0 {
@@ -481,7 +485,8 @@ impl<'p> Greedy<'p> {
         if !held && self.claims[c].refuses(k) {
             return false;
         }
-        // the claim's room is the most any candidate offers; no survivor exists when even that is short
+        // the claim's room is the most any candidate offers; no survivor exists when even that is
+        // short
         if !fits(
             &self.p.classes[k].req,
             &self.state.nodes[self.claims[c].node].free,
@@ -585,8 +590,8 @@ impl<'p> Greedy<'p> {
                         && self.state.can_open(cs, co)
                 })
                 .collect();
-            // cheapest first, so the offering that stands for the claim (the first survivor) and the
-            // domain a later topology-reading pod inherits do not depend on catalog order
+            // cheapest first, so the offering that stands for the claim (the first survivor) and
+            // the domain a later topology-reading pod inherits do not depend on catalog order
             candidates.sort_by(|a, b| {
                 self.p
                     .offering(a.0, a.1)
@@ -598,7 +603,8 @@ impl<'p> Greedy<'p> {
                 reason = UnschedulableReason::MinValues;
                 continue;
             }
-            // opened only now, so the trial node does not count against the limits its candidates use
+            // opened only now, so the trial node does not count against the limits its candidates
+            // use
             let node = self.state.open(s, o);
             let zero = vec![0; self.p.dims.len()];
             self.state.nodes[node].free = max_free(self.p, &candidates, &zero);
@@ -715,9 +721,9 @@ fn topology_keys(p: &Problem, k: usize) -> Vec<String> {
     keys
 }
 
-/// Class `k`'s offerings including those the menu dropped as dominated: every compatible offering of
-/// a pool and topology domain (the values of the keys its rules read) that `class.offerings` still
-/// has, so the restrictions by NodePool weight and by running pods' domains still apply.
+/// Class `k`'s offerings including those the menu dropped as dominated: every compatible offering
+/// of a pool and topology domain (the values of the keys its rules read) that `class.offerings`
+/// still has, so the restrictions by NodePool weight and by running pods' domains still apply.
 fn wide_offerings(p: &Problem, domains: &Domains, k: usize) -> Vec<(usize, usize)> {
     let class = &p.classes[k];
     let domain = |c: (usize, usize)| (p.shapes[c.0].pool, domains.signature(k, c));
@@ -783,7 +789,8 @@ mod tests {
 
     #[test]
     fn schedule_anyway_spreads_drop_in_gos_swap_remove_order() {
-        // (group, hard) in spec order: soft 0, hard 1, soft 2, soft 3. Dropping 0 moves 3 into its place
+        // (group, hard) in spec order: soft 0, hard 1, soft 2, soft 3. Dropping 0 moves 3 into its
+        // place
         assert_eq!(
             drop_order(vec![(0, false), (1, true), (2, false), (3, false)]),
             [0, 3, 2]
@@ -998,8 +1005,9 @@ mod tests {
 
     #[test]
     fn a_held_zone_term_is_met_before_it_is_dropped() {
-        // required terms a, z2, z1 and both zones at one price: term a matches nothing and is dropped,
-        // z2 fits. Read as one union the terms would leave the choice to the offering order (z1 first)
+        // required terms a, z2, z1 and both zones at one price: term a matches nothing and is
+        // dropped, z2 fits. Read as one union the terms would leave the choice to the offering
+        // order (z1 first)
         let mut p = ladder_problem(&[], false);
         p.classes[0].constraints.node_affinity.terms =
             vec![zone_is("a"), zone_is("z2"), zone_is("z1")];

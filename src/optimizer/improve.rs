@@ -1,9 +1,10 @@
 //! Local improvement of a finished placement: every new node is relaunched as the cheaper offering
-//! that holds the same pods with the same topology domains and lowers price plus preference penalties
-//! most, and nodes whose pods have zonal preferences are tried in other zones. Rounding a fractional
-//! LP and repairing leftovers often leaves nodes sized for pods that went elsewhere; this takes the
-//! slack back without touching any placement. Pools with limits or minValues are left alone (a
-//! different type changes what the limit counts, and the fallback set must keep minValues).
+//! that holds the same pods with the same topology domains and lowers price plus preference
+//! penalties most, and nodes whose pods have zonal preferences are tried in other zones. Rounding a
+//! fractional LP and repairing leftovers often leaves nodes sized for pods that went elsewhere;
+//! this takes the slack back without touching any placement. Pools with limits or minValues are
+//! left alone (a different type changes what the limit counts, and the fallback set must keep
+//! minValues).
 
 use super::extract::{alternatives, Keep};
 use super::preferred;

@@ -1,10 +1,10 @@
-//! Large-neighbourhood search on the chosen plan. Rounding an LP leaves most nodes well packed and a
-//! few poorly: nodes sized for pods that went elsewhere, nodes of a type whose shape does not match
-//! their pods', small nodes the repair opened a few pods at a time. Each step takes the nodes a
-//! ranking of the new nodes ([`Waste`]) calls most wasteful, returns their pods to demand and plans
-//! those pods again with the MILP, seeded with the nodes they came from. The untouched nodes and
-//! the new ones are replayed together through every rule; the result replaces the plan only when it
-//! scores lower. A step that finds nothing widens its ranking's next neighbourhood.
+//! Large-neighbourhood search on the chosen plan. Rounding an LP leaves most nodes well packed and
+//! a few poorly: nodes sized for pods that went elsewhere, nodes of a type whose shape does not
+//! match their pods', small nodes the repair opened a few pods at a time. Each step takes the nodes
+//! a ranking of the new nodes ([`Waste`]) calls most wasteful, returns their pods to demand and
+//! plans those pods again with the MILP, seeded with the nodes they came from. The untouched nodes
+//! and the new ones are replayed together through every rule; the result replaces the plan only
+//! when it scores lower. A step that finds nothing widens its ranking's next neighbourhood.
 //!
 //! A search alone ranks by idle cost. When several run side by side (`SolveSettings::searches`),
 //! three rankings take turns in each, each search starting at another, so they take other paths; a
@@ -95,7 +95,8 @@ pub fn search<'p>(
         if seconds < MIN_STEP_SECONDS {
             break;
         }
-        // the rankings take turns; one that has run out of new neighbourhoods leaves them to the others
+        // the rankings take turns; one that has run out of new neighbourhoods leaves them to the
+        // others
         let Some(r) = (0..rankings.len())
             .map(|i| (turn + i) % rankings.len())
             .find(|&i| !rankings[i].done)
@@ -173,8 +174,8 @@ enum Waste {
 }
 
 /// One ranking's place in the search: the next neighbourhood's size, how many of the most wasteful
-/// nodes it passes over (once the pod cap stops it from growing, a failed neighbourhood gives way to
-/// the next nodes down the ranking), the last one tried, and whether it has run out.
+/// nodes it passes over (once the pod cap stops it from growing, a failed neighbourhood gives way
+/// to the next nodes down the ranking), the last one tried, and whether it has run out.
 struct Ranking {
     waste: Waste,
     size: usize,
@@ -279,8 +280,8 @@ fn pro_rata(p: &Problem, shape: usize, zone: &str, alloc: &[i64], free: &[i64]) 
         .fold(f64::INFINITY, f64::min)
 }
 
-/// One step: the neighbourhood's pods planned again, then every node replayed and repaired; the best
-/// result with its score.
+/// One step: the neighbourhood's pods planned again, then every node replayed and repaired; the
+/// best result with its score.
 fn step<'p>(
     p: &'p Problem,
     around: Option<&mut Problem>,
@@ -344,8 +345,8 @@ fn step<'p>(
 
 /// Sets `q` (a copy of `p`) to `p` with the pods the plan keeps outside the neighbourhood counted
 /// as running in every spread group on a zone-like key; false when they hold none. Without them the
-/// sub-solve spreads the neighbourhood's pods as if they were the group's only ones; the replay then
-/// turns away the nodes that tip the skew, and the repair places those pods a few at a time on
+/// sub-solve spreads the neighbourhood's pods as if they were the group's only ones; the replay
+/// then turns away the nodes that tip the skew, and the repair places those pods a few at a time on
 /// small nodes.
 fn count_kept(p: &Problem, q: &mut Problem, state: &State<'_>, hood: &[usize]) -> bool {
     let mut any = false;
@@ -553,8 +554,8 @@ mod tests {
         let p = four_pods();
         let state = plan(&p, &[("one.large", 1), ("four.xlarge", 3)]);
         let (one, four) = (0, 1);
-        // one.large is full (one pod) yet pays 0.12 for a pod four.xlarge hosts for a quarter of 0.2
-        // at most (its cpu share; pods and memory take less of it)
+        // one.large is full (one pod) yet pays 0.12 for a pod four.xlarge hosts for a quarter of
+        // 0.2 at most (its cpu share; pods and memory take less of it)
         let mismatch = waste(&p, &state, one, Waste::Mismatch);
         assert!(
             mismatch > 0.12 - 0.2 / 4.0 - 1e-9 && mismatch < 0.12 - 0.2 / 5.0 + 1e-9,

@@ -1,12 +1,12 @@
 //! The menu: which offerings are worth considering at all. An offering is dominated when another
 //! offering of the same NodePool, with the same value for every label a topology rule reads (zone,
-//! capacity type, ...), costs no more, has at least its room in every resource, is accepted by every
-//! label group that accepts it, carries no DaemonSet host port it lacks, and costs no class more in
-//! preference penalties. Then every pod that fits the dominated offering fits the other one too, so
-//! any plan using it stays feasible, and no dearer, with the other: greedy's launch choice and the
-//! MILP optimum are unchanged while both look at a few hundred offerings instead of ten thousand.
-//! Pools with limits or minValues keep everything (a bigger node uses more of a limit, and minValues
-//! counts distinct types). Fallback lists still walk the whole catalog.
+//! capacity type, ...), costs no more, has at least its room in every resource, is accepted by
+//! every label group that accepts it, carries no DaemonSet host port it lacks, and costs no class
+//! more in preference penalties. Then every pod that fits the dominated offering fits the other one
+//! too, so any plan using it stays feasible, and no dearer, with the other: greedy's launch choice
+//! and the MILP optimum are unchanged while both look at a few hundred offerings instead of ten
+//! thousand. Pools with limits or minValues keep everything (a bigger node uses more of a limit,
+//! and minValues counts distinct types). Fallback lists still walk the whole catalog.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,9 +1,10 @@
 //! The optimizer: turns a cluster snapshot and a catalog into a provisioning plan.
 //!
 //! Flow: `problem` builds the instance (pod classes, candidate node shapes per NodePool with their
-//! offerings, existing nodes' free room, compatibility); `greedy` is Karpenter's first-fit-decreasing
-//! baseline; `milp` prices node patterns by column generation and lets HiGHS pick an integer set of
-//! them; `extract` turns either answer into a [`Plan`] with fallbacks; `check` re-verifies the plan.
+//! offerings, existing nodes' free room, compatibility); `greedy` is Karpenter's
+//! first-fit-decreasing baseline; `milp` prices node patterns by column generation and lets HiGHS
+//! pick an integer set of them; `extract` turns either answer into a [`Plan`] with fallbacks;
+//! `check` re-verifies the plan.
 
 pub mod extract;
 #[cfg(test)]
@@ -138,7 +139,8 @@ pub struct Solved {
     pub model_skipped: bool,
 }
 
-/// Plans the cheapest placement of every pending pod in `snapshot` on existing room or new offerings.
+/// Plans the cheapest placement of every pending pod in `snapshot` on existing room or new
+/// offerings.
 pub fn solve(
     snapshot: &ClusterSnapshot,
     catalog: &Catalog,
@@ -150,8 +152,8 @@ pub fn solve(
 pub(crate) type Leftover = BTreeMap<usize, (usize, UnschedulableReason)>;
 
 /// [`solve`], with the problem and the model for `solve-dump`. Where the full model was not
-/// generated (see [`pinned_alone`]), the model is its master over the seed patterns, built after the
-/// solve and outside its clock.
+/// generated (see [`pinned_alone`]), the model is its master over the seed patterns, built after
+/// the solve and outside its clock.
 pub fn solve_detailed(
     snapshot: &ClusterSnapshot,
     catalog: &Catalog,
@@ -244,8 +246,9 @@ fn solve_with(
         vec![]
     };
     let bound_seconds = settings.time_limit.as_secs_f64().max(5.0);
-    // the bound's LP needs only the problem and which pods are placed; on a second core it runs while
-    // the MILP works, for the pods greedy places (what every plan places unless a pod fits nowhere)
+    // the bound's LP needs only the problem and which pods are placed; on a second core it runs
+    // while the MILP works, for the pods greedy places (what every plan places unless a pod fits
+    // nowhere)
     let early =
         settings.lower_bound && settings.strategy == Strategy::Milp && !p.classes.is_empty();
     let (decided, early_bound) = std::thread::scope(|scope| {
@@ -447,9 +450,10 @@ fn decide<'p>(
             match milp::solve(p, &milp_settings(settings, (start, until)), &greedy_state, demand, bins.to_vec(), true) {
                 Ok((mut answer, model)) => {
                     let mut notes = std::mem::take(&mut answer.notes);
-                    // after the MILP's best guess, which wins a tie, when the MILP finished; first when
-                    // the clock cut it short: the first candidate is always replayed, and at 10,000 pods
-                    // of the diverse mix the MILP's guess took 0.9 s to replay and left no time for it
+                    // after the MILP's best guess, which wins a tie, when the MILP finished; first
+                    // when the clock cut it short: the first candidate is always replayed, and at
+                    // 10,000 pods of the diverse mix the MILP's guess took 0.9 s to replay and left
+                    // no time for it
                     let at = if answer.timed_out { 0 } else { 1 };
                     let always = at + lifted.len() + usize::from(!seed.is_empty());
                     for (i, candidate) in lifted.into_iter().enumerate() {
@@ -460,9 +464,9 @@ fn decide<'p>(
                     }
                     let (state, left, origin, replay) = best_candidate(p, settings, (start, until), (&answer.candidates, always), greedy_state, greedy_left, &mut notes);
                     notes.push(format!("plan from {origin}"));
-                    // HiGHS's integer solve can run far past its limit in its root node (2.1 s over a
-                    // 0.3 s limit on a neighbourhood of the scale-in benchmark): neighbourhoods use it only
-                    // when it proved its answer over the whole problem in time
+                    // HiGHS's integer solve can run far past its limit in its root node (2.1 s over
+                    // a 0.3 s limit on a neighbourhood of the scale-in benchmark): neighbourhoods
+                    // use it only when it proved its answer over the whole problem in time
                     let integer = answer.status == milp::MipStatus::Optimal;
                     let (state, left) = search_neighbourhoods(p, settings, (start, until), bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
                     notes.push(format!("integer solve over the generated patterns: {}", answer.status));
@@ -481,8 +485,8 @@ fn decide<'p>(
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "milp failed; falling back to greedy");
-                    // the fallback is the baseline's plan, the one `--strategy greedy` gives, not the
-                    // optimizer's start (they differ where preferences apply, see greedy::seed)
+                    // the fallback is the baseline's plan, the one `--strategy greedy` gives, not
+                    // the optimizer's start (they differ where preferences apply, see greedy::seed)
                     let (state, left) = greedy::place_all(p, State::new(p), &p.class_demands());
                     plain(state, left, PlanStatus::FallbackGreedy, vec![format!("solver failed: {e}")])
                 }
@@ -694,15 +698,16 @@ const RELAXED_SECONDS_PER_POD: f64 = 4e-5;
 ///
 /// The first `always` (at least one) are always replayed: the seed, the MILP's best guess when it
 /// finished, and the relaxation's candidates, whose zone program's answer and cover win in turn (at
-/// 1,000 pods of the diverse mix and 1 s, zones pinned, the cover replayed at 4.24 $/h against 4.28,
-/// at 100 pods and 0.5 s the zone program's at 0.387 against 0.406) and whose replays are cheap
-/// next to the solve (0.02 s at 1,000 pods, 0.18 s at 10,000). A later one is replayed when three times the slowest replay so far
-/// would still end by `deadline` ([`finish_by`]; a replay's repair grows with the pods it
-/// rejects: 0.6 s and 1.6 s for two candidates at 10,000 pods; with the whole limit as the deadline,
-/// a third candidate whose repair placed 1,970 pods ended the replays at 9.8-10.0 s of a 10 s limit
-/// and the extraction after them at 10.0-10.3 s), or, past the deadline, while the replays have
-/// cost at most a fortieth of the limit: they are cheap next to the solve at a few hundred pods, and
-/// HiGHS's integer solve can overrun its limit in its root cut rounds.
+/// 1,000 pods of the diverse mix and 1 s, zones pinned, the cover replayed at 4.24 $/h against
+/// 4.28, at 100 pods and 0.5 s the zone program's at 0.387 against 0.406) and whose replays are
+/// cheap next to the solve (0.02 s at 1,000 pods, 0.18 s at 10,000). A later one is replayed when
+/// three times the slowest replay so far would still end by `deadline` ([`finish_by`]; a replay's
+/// repair grows with the pods it rejects: 0.6 s and 1.6 s for two candidates at 10,000 pods; with
+/// the whole limit as the deadline, a third candidate whose repair placed 1,970 pods ended the
+/// replays at 9.8-10.0 s of a 10 s limit and the extraction after them at 10.0-10.3 s), or, past
+/// the deadline, while the replays have cost at most a fortieth of the limit: they are cheap next
+/// to the solve at a few hundred pods, and HiGHS's integer solve can overrun its limit in its root
+/// cut rounds.
 fn best_candidate<'p>(
     p: &'p Problem,
     settings: &SolveSettings,
@@ -850,8 +855,8 @@ fn search_neighbourhoods<'p>(
 
 /// The share of the time left until the replays must end ([`finish_by`]) that the MILP gets; the
 /// replays and the neighbourhood search have the rest. Counted to the time limit instead, the MILP
-/// left the replays too little at short limits: 5,000 pods of the diverse mix at 2 s took 2.05-2.12 s,
-/// against 1.85 s this way for the same plan.
+/// left the replays too little at short limits: 5,000 pods of the diverse mix at 2 s took 2.05-2.12
+/// s, against 1.85 s this way for the same plan.
 const MILP_SHARE: f64 = 0.7;
 
 fn milp_settings(settings: &SolveSettings, (start, until): (Instant, Duration)) -> SolveSettings {

@@ -1,5 +1,5 @@
-//! Plans are values: what to launch, where each pending pod goes, what cannot be placed and why, and
-//! how good the answer is. The JSON form is documented in docs/plan.md.
+//! Plans are values: what to launch, where each pending pod goes, what cannot be placed and why,
+//! and how good the answer is. The JSON form is documented in docs/plan.md.
 
 use std::collections::BTreeMap;
 
@@ -36,7 +36,8 @@ pub struct NewNode {
     pub capacity_type: CapacityType,
     pub price: f64,
     pub labels: BTreeMap<String, String>,
-    /// Node allocatable (capacity less system reservations; DaemonSet pods not subtracted), as quantity strings.
+    /// Node allocatable (capacity less system reservations; DaemonSet pods not subtracted), as
+    /// quantity strings.
     pub allocatable: BTreeMap<String, String>,
     pub pods: Vec<String>,
     /// Other offerings that hold the same pods, cheapest first, for the executor's fallback.

@@ -37,9 +37,9 @@ fn unmet(r: &PreferredRule, members: i64) -> bool {
     }
 }
 
-/// The hostname terms' penalty of one node: the pods `counts` (class, pods) on a node with `labels`.
-/// Running pods count through the node's hostname, and so do running pods' own hostname terms
-/// that these pods would break.
+/// The hostname terms' penalty of one node: the pods `counts` (class, pods) on a node with
+/// `labels`. Running pods count through the node's hostname, and so do running pods' own hostname
+/// terms that these pods would break.
 pub fn host_penalty(p: &Problem, labels: &Labels, counts: &[(usize, u32)]) -> f64 {
     let host = labels.get(HOSTNAME).map_or("", String::as_str);
     let mut total = 0.0;

@@ -31,7 +31,8 @@ pub struct PodClass {
     pub req: Vec<i64>,
     /// (shape, offering) pairs worth using: compatible and not dominated (see [`super::menu`]).
     pub offerings: Vec<(usize, usize)>,
-    /// Index into [`Problem::label_groups`]: the offerings whose labels and taints this class accepts.
+    /// Index into [`Problem::label_groups`]: the offerings whose labels and taints this class
+    /// accepts.
     pub group: usize,
     /// Existing nodes this class may use.
     pub existing: Vec<usize>,
@@ -97,7 +98,8 @@ pub struct ExistingNode {
 pub struct PoolInfo {
     pub name: String,
     pub weight: i32,
-    /// Remaining room under `spec.limits` (capacity of existing nodes subtracted); `nodes` included.
+    /// Remaining room under `spec.limits` (capacity of existing nodes subtracted); `nodes`
+    /// included.
     pub remaining: Option<Resources>,
     /// Requirements with minValues, checked against a node's fallback set.
     pub min_values: Vec<crate::domain::Requirement>,
@@ -116,8 +118,8 @@ pub struct Problem {
     pub weights: CostWeights,
     /// Pods that no offering or node can ever host, with the reason.
     pub rejected: Vec<Unschedulable>,
-    /// Distinct label compatibilities: sorted (shape, offering) lists whose labels and taints a class
-    /// accepts, before requests, host ports and dominance are looked at.
+    /// Distinct label compatibilities: sorted (shape, offering) lists whose labels and taints a
+    /// class accepts, before requests, host ports and dominance are looked at.
     pub label_groups: Vec<Vec<(usize, usize)>>,
     /// Every (shape, offering), cheapest price first (fallback lists walk this).
     pub by_price: Vec<(usize, usize)>,
@@ -129,7 +131,8 @@ pub struct Problem {
 /// and nodes: the same catalog, NodePools, EC2NodeClasses, DaemonSets and cost weights. Building
 /// them is most of building a problem on a full catalog (tens of thousands of label maps), and the
 /// disruption baseline builds one problem per consolidation candidate. The caller keeps a cache to
-/// problems that share those inputs; shapes are rebuilt when the pending pods' resource names differ.
+/// problems that share those inputs; shapes are rebuilt when the pending pods' resource names
+/// differ.
 #[derive(Debug, Default)]
 pub struct ShapeCache {
     built: std::sync::Mutex<Option<Built>>,
@@ -168,7 +171,8 @@ impl Problem {
         Problem::build_with(snapshot, catalog, None)
     }
 
-    /// [`Problem::build`], taking the shapes from `cache` when it has them for these resource names.
+    /// [`Problem::build`], taking the shapes from `cache` when it has them for these resource
+    /// names.
     pub fn build_with(
         snapshot: &ClusterSnapshot,
         catalog: &Catalog,
@@ -185,8 +189,8 @@ impl Problem {
         let mut classes = group_classes(snapshot, &dims);
         let mut rejected = Vec::new();
         let label_groups = label_groups(&mut classes, &shapes);
-        // dominated offerings are dropped before any per-class list is built (see `menu`)
-        // the topology reads only the classes' constraints, so this one build serves the menu's keys
+        // dominated offerings are dropped before any per-class list is built (see `menu`) the
+        // topology reads only the classes' constraints, so this one build serves the menu's keys
         // and the restriction below
         let topology = Topology::build(snapshot, &classes, &shapes, &existing);
         let dropped = super::menu::dominated(
@@ -270,8 +274,9 @@ impl Problem {
         &self.shapes[shape].offerings[offering]
     }
 
-    /// The (shape, offering) of `nodepool`'s `instance_type` in `zone` at `capacity_type`, when this
-    /// problem has it: how plans and patterns of another problem (or none) are found here by name.
+    /// The (shape, offering) of `nodepool`'s `instance_type` in `zone` at `capacity_type`, when
+    /// this problem has it: how plans and patterns of another problem (or none) are found here by
+    /// name.
     pub fn find_offering(
         &self,
         nodepool: &str,
@@ -297,7 +302,8 @@ impl Problem {
         preference_penalty(&self.classes[k].constraints, &self.weights, labels, taints)
     }
 
-    /// Whether class `k` may use offering `(s, o)` (dominated offerings included), for fallback lists.
+    /// Whether class `k` may use offering `(s, o)` (dominated offerings included), for fallback
+    /// lists.
     pub fn compatible(&self, k: usize, (s, o): (usize, usize)) -> bool {
         let c = &self.classes[k];
         self.label_groups[c.group].binary_search(&(s, o)).is_ok()
@@ -395,7 +401,8 @@ fn pool_infos(snapshot: &ClusterSnapshot, catalog: &Catalog) -> Vec<PoolInfo> {
     pools
         .into_iter()
         .map(|np| {
-            // a written limit of 0 is a limit (Karpenter's way to pause a pool), so test for keys, not values
+            // a written limit of 0 is a limit (Karpenter's way to pause a pool), so test for keys,
+            // not values
             let remaining = np.limits.names().next().is_some().then(|| {
                 let mut used = Resources::new();
                 for node in snapshot
@@ -550,7 +557,8 @@ fn missing_class_note(snapshot: &ClusterSnapshot) -> Option<String> {
     (!notes.is_empty()).then(|| notes.join("; "))
 }
 
-/// Requests and host ports of the DaemonSet pods that would run on a node with these labels and taints.
+/// Requests and host ports of the DaemonSet pods that would run on a node with these labels and
+/// taints.
 pub fn daemon_overhead(
     snapshot: &ClusterSnapshot,
     labels: &Labels,
@@ -751,8 +759,8 @@ pub fn preference_penalty(
         + untolerated_soft_taints(&c.tolerations, taints) as f64 * weights.prefer_no_schedule
 }
 
-/// What decides label compatibility of a class with an offering; classes that differ only in requests
-/// share one label scan.
+/// What decides label compatibility of a class with an offering; classes that differ only in
+/// requests share one label scan.
 type LabelKey = (
     Vec<crate::domain::Requirement>,
     crate::domain::NodeSelector,
@@ -805,8 +813,8 @@ fn compatible_existing(c: &PodConstraints, req: &[i64], nodes: &[ExistingNode]) 
         .collect()
 }
 
-/// Karpenter tries NodePools by weight and uses a lower one only when no higher one can host the pod;
-/// a pool whose limits cannot fit even one compatible node does not count as able.
+/// Karpenter tries NodePools by weight and uses a lower one only when no higher one can host the
+/// pod; a pool whose limits cannot fit even one compatible node does not count as able.
 fn restrict_by_weight(class: &mut PodClass, shapes: &[Shape], pools: &[PoolInfo]) {
     let able = |pool: usize| {
         class.offerings.iter().any(|&(s, _)| {

@@ -1,6 +1,6 @@
-//! Placement state: nodes (existing and planned) with the classes placed on them, and the checks that
-//! decide whether one more pod of a class may go on a node. Greedy placement and the replay of MILP
-//! patterns both go through [`State::can_place`], so every plan honours the same rules.
+//! Placement state: nodes (existing and planned) with the classes placed on them, and the checks
+//! that decide whether one more pod of a class may go on a node. Greedy placement and the replay of
+//! MILP patterns both go through [`State::can_place`], so every plan honours the same rules.
 
 use std::collections::BTreeMap;
 
@@ -59,8 +59,8 @@ impl NodeState {
 }
 
 /// Preferences held as requirements while greedy placement places one pod: a rung of Karpenter's
-/// relaxation ladder (`greedy::Ladder`), or of the optimizer start's shorter one. [`State::can_place`] then refuses what a rung forbids on top
-/// of the hard rules.
+/// relaxation ladder (`greedy::Ladder`), or of the optimizer start's shorter one.
+/// [`State::can_place`] then refuses what a rung forbids on top of the hard rules.
 #[derive(Debug, Clone, Default)]
 pub struct Held<'p> {
     /// Preferred pod (anti-)affinity rules read as required terms.
@@ -72,8 +72,8 @@ pub struct Held<'p> {
     pub terms: Vec<&'p [Requirement]>,
     /// Whether an untolerated PreferNoSchedule taint refuses the node.
     pub soft_taints: bool,
-    /// The offerings the pod may use on this rung when they are more than its class's menu (sorted):
-    /// a held node term may need one the menu dropped as dominated.
+    /// The offerings the pod may use on this rung when they are more than its class's menu
+    /// (sorted): a held node term may need one the menu dropped as dominated.
     pub offerings: Option<std::sync::Arc<[(usize, usize)]>>,
 }
 
@@ -140,7 +140,8 @@ pub struct State<'p> {
     /// Per zone-like spread group: domain -> matching pods (running + placed). Hostname groups keep
     /// only their running counts here.
     spread_counts: Vec<BTreeMap<String, i64>>,
-    /// Per spread group: the fewest matching pods in any eligible domain (kept up to date by `place`).
+    /// Per spread group: the fewest matching pods in any eligible domain (kept up to date by
+    /// `place`).
     spread_min: Vec<i64>,
     /// Per affinity rule: domain -> member pods (running + placed).
     affinity_counts: Vec<BTreeMap<String, i64>>,
@@ -333,7 +334,8 @@ impl<'p> State<'p> {
                 if r.anti {
                     return here == 0;
                 }
-                // as for a required term, the first pod of a group that selects itself may go anywhere
+                // as for a required term, the first pod of a group that selects itself may go
+                // anywhere
                 here > 0
                     || (r.members.binary_search(&k).is_ok()
                         && r.running.is_empty()
@@ -397,9 +399,9 @@ impl<'p> State<'p> {
             .map(|&ri| (ri, &self.p.topology.affinities[ri]))
             .all(|(ri, r)| {
                 let counts = &self.affinity_counts[ri];
-                // a hostname is one node: count its members from the node itself, not a map of every host
-                // (and look the hostname up only where members run: string keys were a fifth of the
-                // greedy start's time on 10,000 pods)
+                // a hostname is one node: count its members from the node itself, not a map of
+                // every host (and look the hostname up only where members run: string keys were a
+                // fifth of the greedy start's time on 10,000 pods)
                 let here = if r.is_host() {
                     let running = if r.running.is_empty() {
                         0
@@ -450,7 +452,8 @@ impl<'p> State<'p> {
             .extend(self.p.classes[k].constraints.host_ports.iter().cloned());
         *n.placed.entry(k).or_insert(0) += 1;
         let host = n.hostname().to_string();
-        // hostname groups are counted from the node itself (`spread_ok`), so only zone-like ones here
+        // hostname groups are counted from the node itself (`spread_ok`), so only zone-like ones
+        // here
         for (gi, g) in self.p.topology.spreads.iter().enumerate() {
             if !g.is_host() && g.members.binary_search(&k).is_ok() {
                 if let Some(d) = self.nodes[node].labels.get(&g.key).cloned() {
@@ -511,10 +514,10 @@ impl<'p> State<'p> {
                 .any(|x| off.ds_ports.iter().any(|y| x.conflicts(y)))
     }
 
-    /// Launches new node `i` as offering `(shape, to)` with the same pods, keeping its hostname (see
-    /// [`Self::can_relaunch`]; `improve::downsize` changes the type too). Only the preferred-term
-    /// counts follow the node to its new domains, so the caller must not move pods that a spread or
-    /// required affinity on a changed key counts.
+    /// Launches new node `i` as offering `(shape, to)` with the same pods, keeping its hostname
+    /// (see [`Self::can_relaunch`]; `improve::downsize` changes the type too). Only the
+    /// preferred-term counts follow the node to its new domains, so the caller must not move pods
+    /// that a spread or required affinity on a changed key counts.
     pub fn relaunch(&mut self, i: usize, (shape, to): (usize, usize)) {
         let NodeKind::New {
             shape: old,

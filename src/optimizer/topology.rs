@@ -1,5 +1,5 @@
-//! Topology spread, pod affinity and pod anti-affinity, resolved against pod classes: which classes a
-//! constraint counts, how many matching pods already run in each domain, and which domains are
+//! Topology spread, pod affinity and pod anti-affinity, resolved against pod classes: which classes
+//! a constraint counts, how many matching pods already run in each domain, and which domains are
 //! eligible. Hostname constraints act per node; every other key (zone, capacity type, ...) acts on
 //! the value an offering or existing node carries for that key.
 
@@ -80,10 +80,10 @@ impl PreferredRule {
     }
 }
 
-/// Running pods' preferred anti-affinity toward the classes in `members`. kube-scheduler weighs such
-/// a term both ways: a new pod it selects, placed in the running pod's domain, makes the running pod
-/// miss it. Only running pods that meet their term now count (one that already shares its domain
-/// with a pod it selects loses nothing more).
+/// Running pods' preferred anti-affinity toward the classes in `members`. kube-scheduler weighs
+/// such a term both ways: a new pod it selects, placed in the running pod's domain, makes the
+/// running pod miss it. Only running pods that meet their term now count (one that already shares
+/// its domain with a pod it selects loses nothing more).
 #[derive(Debug, Clone)]
 pub struct Shunning {
     pub members: Vec<usize>,
@@ -108,7 +108,8 @@ pub struct Topology {
     pub preferred_of: Vec<Vec<usize>>,
     /// Per class: indices into `preferred` of the rules that count it.
     pub preferred_counting: Vec<Vec<usize>>,
-    /// Per class: (key, domain) pairs where a running pod's required anti-affinity selects the class.
+    /// Per class: (key, domain) pairs where a running pod's required anti-affinity selects the
+    /// class.
     pub inverse_forbidden: Vec<Vec<(String, String)>>,
     /// Running pods' preferred anti-affinity toward classes.
     pub shunned: Vec<Shunning>,
@@ -176,7 +177,8 @@ impl Topology {
             &'a str,
         );
         let mut eligible_memo: BTreeMap<DomainKey<'_>, BTreeSet<String>> = BTreeMap::new();
-        // classes of one workload repeat the same selectors: count their members and running pods once
+        // classes of one workload repeat the same selectors: count their members and running pods
+        // once
         type SpreadKey<'a> = (&'a str, &'a LabelSelector, &'a str);
         let mut spread_memo: BTreeMap<SpreadKey<'_>, Selected> = BTreeMap::new();
         let mut term_memo: BTreeMap<(&str, &PodAffinityTerm), Selected> = BTreeMap::new();
@@ -288,7 +290,8 @@ impl Topology {
         t
     }
 
-    /// Indices into `preferred` of the rules class `k` owns (none for a class the topology does not list).
+    /// Indices into `preferred` of the rules class `k` owns (none for a class the topology does not
+    /// list).
     pub fn owned_preferred(&self, k: usize) -> &[usize] {
         self.preferred_of.get(k).map_or(&[], Vec::as_slice)
     }
@@ -417,7 +420,8 @@ type Selected = (Vec<usize>, BTreeMap<String, i64>);
 struct Running<'a> {
     /// A stand-in pod per (namespace, labels), with the labels of the nodes its copies run on.
     groups: Vec<(Pod, Vec<&'a Labels>)>,
-    /// Running pods with a required anti-affinity (they can repel a class), with their nodes' labels.
+    /// Running pods with a required anti-affinity (they can repel a class), with their nodes'
+    /// labels.
     repelling: Vec<(&'a Pod, Vec<&'a Labels>)>,
     /// Running pods with a preferred anti-affinity, one per (namespace, labels, terms), with the
     /// labels of each copy's node.
@@ -494,7 +498,8 @@ impl<'a> Running<'a> {
     }
 }
 
-/// Values of `key` the pod could reach: existing nodes it selects and offerings of NodePools it tolerates.
+/// Values of `key` the pod could reach: existing nodes it selects and offerings of NodePools it
+/// tolerates.
 fn eligible_domains(
     c: &PodConstraints,
     key: &str,

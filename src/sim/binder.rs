@@ -1,5 +1,5 @@
-//! A stand-in for kube-scheduler: binds pending pods to registered, schedulable nodes with room.
-//! It reuses the decision core's placement rules (resources, taints, node affinity, topology spread,
+//! A stand-in for kube-scheduler: binds pending pods to registered, schedulable nodes with room. It
+//! reuses the decision core's placement rules (resources, taints, node affinity, topology spread,
 //! pod (anti-)affinity, host ports) by asking the greedy strategy to place the pending pods with a
 //! catalog that offers nothing, so only existing nodes can take them.
 

@@ -15,8 +15,8 @@ use crate::domain::{
 
 use super::NEVER_MATCH_KEY;
 
-/// A problem inside one object: where (a field path such as `spec.containers[0].resources`) and what.
-/// The dispatcher adds the object's kind and name.
+/// A problem inside one object: where (a field path such as `spec.containers[0].resources`) and
+/// what. The dispatcher adds the object's kind and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FieldError {
     pub path: String,
@@ -172,7 +172,8 @@ pub(crate) fn require_label(selector: &mut LabelSelector, key: &str, value: &str
                 .insert(key.to_string(), value.to_string());
         }
         Some(v) if v == value => {}
-        // Both conditions must hold, so keep the existing label and add the new one as an expression.
+        // Both conditions must hold, so keep the existing label and add the new one as an
+        // expression.
         Some(_) => selector
             .match_expressions
             .push(Requirement::in_values(key, &[value])),

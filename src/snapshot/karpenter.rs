@@ -1,5 +1,5 @@
-//! Karpenter's custom resources as joiner reads them: serde structs for karpenter.sh/v1 NodePool and
-//! NodeClaim and karpenter.k8s.aws/v1 EC2NodeClass holding only the fields joiner uses (unknown
+//! Karpenter's custom resources as joiner reads them: serde structs for karpenter.sh/v1 NodePool
+//! and NodeClaim and karpenter.k8s.aws/v1 EC2NodeClass holding only the fields joiner uses (unknown
 //! fields are ignored), plus the NodeClaim and EC2NodeClass conversions. NodePools are converted in
 //! `nodepool.rs`.
 
@@ -13,7 +13,8 @@ use crate::domain::{
     KubeletSettings, Labels, NodeClaim, NodeClass, Quantity, Requirement, Resources, NODEPOOL,
 };
 
-/// Karpenter's annotation holding a NodePool template's hash, on the NodePool and on its NodeClaims.
+/// Karpenter's annotation holding a NodePool template's hash, on the NodePool and on its
+/// NodeClaims.
 pub(crate) const NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 
 use super::convert::{is_percentage, requirement, resources, FieldError, FieldResult};

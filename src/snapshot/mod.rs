@@ -1,13 +1,13 @@
-//! Reads cluster snapshots into domain types. A snapshot is what `kubectl get ... -o yaml` prints: a
-//! multi-document YAML stream, a `kind: List` (or any `*List` with `items`), or both mixed. Data flows
-//! text → one `serde_yaml_ng::Value` per document → dispatch on (apiVersion, kind) → a typed API object
-//! (k8s-openapi for core kinds, the structs of `karpenter.rs` for Karpenter's CRDs), deserialized with
-//! `serde_path_to_error` so failures name the field → a conversion to domain types (`pod.rs`,
-//! `node.rs`, `nodepool.rs`, `karpenter.rs`, `policy.rs`) that validates what the API server would and
-//! names the field path of anything it rejects. Kinds joiner does not use are skipped with a warning;
-//! a second object of the same kind and name is an error; nothing is guessed silently. The
-//! controller's caches hold typed objects already and convert each one as it changes ([`live`]),
-//! through the same conversions. See docs/snapshot.md.
+//! Reads cluster snapshots into domain types. A snapshot is what `kubectl get ... -o yaml` prints:
+//! a multi-document YAML stream, a `kind: List` (or any `*List` with `items`), or both mixed. Data
+//! flows text → one `serde_yaml_ng::Value` per document → dispatch on (apiVersion, kind) → a typed
+//! API object (k8s-openapi for core kinds, the structs of `karpenter.rs` for Karpenter's CRDs),
+//! deserialized with `serde_path_to_error` so failures name the field → a conversion to domain
+//! types (`pod.rs`, `node.rs`, `nodepool.rs`, `karpenter.rs`, `policy.rs`) that validates what the
+//! API server would and names the field path of anything it rejects. Kinds joiner does not use are
+//! skipped with a warning; a second object of the same kind and name is an error; nothing is
+//! guessed silently. The controller's caches hold typed objects already and convert each one as it
+//! changes ([`live`]), through the same conversions. See docs/snapshot.md.
 
 mod convert;
 mod karpenter;
@@ -244,7 +244,8 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// Only the cost-weight ConfigMap matters; other ConfigMaps are common in `-A` dumps and skipped quietly.
+    /// Only the cost-weight ConfigMap matters; other ConfigMaps are common in `-A` dumps and
+    /// skipped quietly.
     fn read_config_map(&mut self, value: Value, object: &str) -> FieldResult<()> {
         if str_at(&value, &["metadata", "name"]) != Some(CONFIGMAP_NAME) {
             return Ok(());

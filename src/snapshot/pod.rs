@@ -144,7 +144,8 @@ fn pod_requests(spec: &core::PodSpec, path: &str) -> FieldResult<Resources> {
     }
     total.max_with(&init_peak);
     if let Some(pod_level) = &spec.resources {
-        // Pod-level resources (KEP 2837) replace the container aggregate for the resources they name.
+        // Pod-level resources (KEP 2837) replace the container aggregate for the resources they
+        // name.
         for (name, q) in requirements_requests(pod_level, &format!("{path}.resources"))?.iter() {
             total.set(name, q);
         }
@@ -173,7 +174,8 @@ fn requirements_requests(r: &core::ResourceRequirements, path: &str) -> FieldRes
     Ok(out)
 }
 
-/// Host ports of the app containers and sidecars (regular init containers exit before the pod runs).
+/// Host ports of the app containers and sidecars (regular init containers exit before the pod
+/// runs).
 fn host_ports(spec: &core::PodSpec, path: &str) -> FieldResult<Vec<HostPort>> {
     let apps = spec
         .containers

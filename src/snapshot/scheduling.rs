@@ -99,7 +99,8 @@ fn node_selector(sel: &core::NodeSelector, path: &str) -> FieldResult<NodeSelect
     let mut terms = Vec::new();
     for (i, t) in sel.node_selector_terms.iter().enumerate() {
         let mut term = node_selector_term(t, &format!("{path}.nodeSelectorTerms[{i}]"))?;
-        // An empty term matches no node in Kubernetes, while an empty domain term matches every node.
+        // An empty term matches no node in Kubernetes, while an empty domain term matches every
+        // node.
         if term.is_empty() {
             term.push(never_requirement());
         }
@@ -207,8 +208,8 @@ fn spread(
         })?),
     };
     let mut selector = label_selector(s.label_selector.as_ref(), &format!("{path}.labelSelector"))?;
-    // matchLabelKeys narrows the selector to pods sharing this pod's values (e.g. pod-template-hash);
-    // keys the pod does not carry are ignored, as in the scheduler.
+    // matchLabelKeys narrows the selector to pods sharing this pod's values (e.g.
+    // pod-template-hash); keys the pod does not carry are ignored, as in the scheduler.
     if s.label_selector.is_some() {
         for key in s.match_label_keys.iter().flatten() {
             if let Some(v) = labels.get(key) {

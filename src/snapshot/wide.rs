@@ -1,8 +1,9 @@
-//! Integers beyond 64 bits. `serde_yaml_ng::Value` has no 128-bit numbers, so one unquoted integer such
-//! as `memory: 99999999999999999999` fails the whole document before joiner knows which object it is
-//! in: serde_yaml_ng's message has the field path but not the object. On that failure the document is
-//! read again by a walker that builds the same value with such integers set aside (as null, with
-//! their field path), so the error can name the object and field like every other object error.
+//! Integers beyond 64 bits. `serde_yaml_ng::Value` has no 128-bit numbers, so one unquoted integer
+//! such as `memory: 99999999999999999999` fails the whole document before joiner knows which object
+//! it is in: serde_yaml_ng's message has the field path but not the object. On that failure the
+//! document is read again by a walker that builds the same value with such integers set aside (as
+//! null, with their field path), so the error can name the object and field like every other object
+//! error.
 
 use std::fmt;
 
@@ -53,8 +54,8 @@ enum Step {
     Index(usize),
 }
 
-/// The object a path points into, and the path inside it: `items[N]` of a `*List` is an object of its
-/// own, as the reader treats it.
+/// The object a path points into, and the path inside it: `items[N]` of a `*List` is an object of
+/// its own, as the reader treats it.
 fn inside_lists<'v, 'p>(mut value: &'v Value, mut path: &'p [Step]) -> (&'v Value, &'p [Step]) {
     while let [Step::Key(key), Step::Index(i), rest @ ..] = path {
         let is_list = str_at(value, &["kind"]).is_some_and(|k| k.ends_with("List"));
@@ -66,7 +67,8 @@ fn inside_lists<'v, 'p>(mut value: &'v Value, mut path: &'p [Step]) -> (&'v Valu
     (value, path)
 }
 
-/// `spec.containers[0].resources`, as `serde_path_to_error` writes paths for the other object errors.
+/// `spec.containers[0].resources`, as `serde_path_to_error` writes paths for the other object
+/// errors.
 fn field_path(path: &[Step]) -> String {
     let mut out = String::new();
     for step in path {
@@ -197,7 +199,8 @@ impl<'de> Visitor<'de> for Seed<'_> {
         Ok(Value::Mapping(out))
     }
 
-    /// A tagged value (`!Thing x`): the tag does not matter for finding the object, the value is kept.
+    /// A tagged value (`!Thing x`): the tag does not matter for finding the object, the value is
+    /// kept.
     fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
         let (_, contents) = data.variant::<IgnoredAny>()?;
         contents.newtype_variant_seed(self)

@@ -1,7 +1,7 @@
 //! The SDK clients the provider uses and the settings they are built from. Production builds them
 //! from the default credential chain (environment, web identity for IRSA, the EKS Pod Identity and
-//! ECS container endpoints, instance metadata); tests hand in an [`aws_config::SdkConfig`] with static
-//! credentials and the emulator's endpoint.
+//! ECS container endpoints, instance metadata); tests hand in an [`aws_config::SdkConfig`] with
+//! static credentials and the emulator's endpoint.
 
 use std::time::Duration;
 
@@ -25,7 +25,8 @@ pub struct AwsSettings {
     pub cluster_cidr: Option<String>,
     /// One endpoint for every AWS service (an emulator, a VPC endpoint proxy); None uses AWS's.
     pub endpoint_url: Option<String>,
-    /// Attempts per call, retries included, with the SDK's adaptive (client-side rate limited) mode.
+    /// Attempts per call, retries included, with the SDK's adaptive (client-side rate limited)
+    /// mode.
     pub max_attempts: u32,
     /// SQS queue of interruption events (Karpenter's `INTERRUPTION_QUEUE`); None disables it.
     pub interruption_queue: Option<String>,

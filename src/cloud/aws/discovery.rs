@@ -1,17 +1,17 @@
-//! The instance catalog from the live EC2 APIs: the same [`Catalog`] `joiner catalog build` makes from
-//! the offline data folder, built from what the account sees now.
+//! The instance catalog from the live EC2 APIs: the same [`Catalog`] `joiner catalog build` makes
+//! from the offline data folder, built from what the account sees now.
 //!
 //! Data flow: four fetchers read every page of DescribeInstanceTypes (hardware),
 //! DescribeInstanceTypeOfferings with location type `availability-zone-id` (where each type is
 //! offered), DescribeAvailabilityZones (zone ID -> zone name for this account) and
-//! DescribeSpotPriceHistory (`Linux/UNIX` and `Linux/UNIX (Amazon VPC)`, the latest price per type and zone name). On-demand prices
-//! come from the caller: the Pricing API ([`super::pricing`]) or, with no route to it, the bundled
-//! catalog. [`catalog_from_api`] is the pure join: it converts each offered type's record into the
-//! offline builder's hardware record and goes through the same conversion (`catalog::build`:
-//! architecture rule, GPUs, Neuron devices, ENIs of the default network card, root-volume
-//! ephemeral-storage, price rounding), names zones by zone ID, and gives a type one on-demand offering
-//! per offered zone and a spot offering where a spot price was observed. What it leaves out is counted
-//! in the [`DiscoveryReport`].
+//! DescribeSpotPriceHistory (`Linux/UNIX` and `Linux/UNIX (Amazon VPC)`, the latest price per type
+//! and zone name). On-demand prices come from the caller: the Pricing API ([`super::pricing`]) or,
+//! with no route to it, the bundled catalog. [`catalog_from_api`] is the pure join: it converts
+//! each offered type's record into the offline builder's hardware record and goes through the same
+//! conversion (`catalog::build`: architecture rule, GPUs, Neuron devices, ENIs of the default
+//! network card, root-volume ephemeral-storage, price rounding), names zones by zone ID, and gives
+//! a type one on-demand offering per offered zone and a spot offering where a spot price was
+//! observed. What it leaves out is counted in the [`DiscoveryReport`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -50,7 +50,8 @@ pub struct DiscoveryReport {
     pub types_unsupported_arch: usize,
     /// Left out: offered but not described, or described without a name, vCPUs or memory.
     pub types_not_described: usize,
-    /// Left out: priced and supported, but no offering in a named zone under a usage class it is sold by.
+    /// Left out: priced and supported, but no offering in a named zone under a usage class it is
+    /// sold by.
     pub types_without_offerings: usize,
     pub offerings: usize,
     pub on_demand_offerings: usize,
@@ -110,8 +111,8 @@ impl fmt::Display for DiscoveryReport {
 }
 
 /// Builds the catalog of `region` from API answers. `offerings` must be of location type
-/// `availability-zone-id` (zone IDs name the same physical zone in every account; zone names do not),
-/// `zones` names them, `on_demand` prices types and `spot` is keyed by (type, zone name).
+/// `availability-zone-id` (zone IDs name the same physical zone in every account; zone names do
+/// not), `zones` names them, `on_demand` prices types and `spot` is keyed by (type, zone name).
 pub fn catalog_from_api(
     region: &str,
     types: &[InstanceTypeInfo],
@@ -164,7 +165,8 @@ struct Join<'a> {
 }
 
 impl Join<'_> {
-    /// The catalog entry of type `name` offered in `zone_ids`, or None (counted) when it is left out.
+    /// The catalog entry of type `name` offered in `zone_ids`, or None (counted) when it is left
+    /// out.
     fn instance_type(
         &self,
         name: &str,
@@ -434,8 +436,8 @@ pub async fn describe_zones(ec2: &aws_sdk_ec2::Client) -> Result<Vec<Availabilit
 }
 
 /// The current Linux spot price of every (type, zone name), from every page of
-/// DescribeSpotPriceHistory starting now (EC2 then returns the price in effect for each pair), and the
-/// number of unusable records.
+/// DescribeSpotPriceHistory starting now (EC2 then returns the price in effect for each pair), and
+/// the number of unusable records.
 pub async fn spot_prices(ec2: &aws_sdk_ec2::Client) -> Result<(SpotPrices, usize), AwsError> {
     let now = DateTime::from(std::time::SystemTime::now());
     let request = ec2
@@ -472,8 +474,8 @@ pub async fn discover(
     Ok((catalog, report))
 }
 
-/// On-demand prices of a catalog (the bundled one when the Pricing API is out of reach): each type's
-/// lowest on-demand offering price, since a catalog prices a type per zone.
+/// On-demand prices of a catalog (the bundled one when the Pricing API is out of reach): each
+/// type's lowest on-demand offering price, since a catalog prices a type per zone.
 pub fn on_demand_prices_of(catalog: &Catalog) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for t in &catalog.instance_types {
@@ -606,7 +608,8 @@ mod tests {
             .build()
     }
 
-    /// Zone names and IDs deliberately crossed (1a = az2) so a join on names would misplace offerings.
+    /// Zone names and IDs deliberately crossed (1a = az2) so a join on names would misplace
+    /// offerings.
     fn zones() -> Vec<AvailabilityZone> {
         [("test-1a", "t1-az2"), ("test-1b", "t1-az1")]
             .map(|(name, id)| {

@@ -4,12 +4,12 @@
 //! NodeClaim's status, a launch that timed out on the client but succeeded in EC2, or a NodeClaim
 //! deleted by hand without its finalizer.
 //!
-//! Data flow: [`collect`] lists the cluster's instances ([`list_cluster_instances`], DescribeInstances
-//! by the `kubernetes.io/cluster/<name>` tag key) FIRST, then asks the caller for the NodeClaims'
-//! [`Owners`]: a NodeClaim written while the listing ran is then seen, so its instance is never
-//! taken for a leak. The pure [`to_collect`] keeps the running or pending instances no NodeClaim owns
-//! that were launched more than `grace` ago (an instance launched just before its NodeClaim status is
-//! written is young, and safe), and [`terminate`] ends them.
+//! Data flow: [`collect`] lists the cluster's instances ([`list_cluster_instances`],
+//! DescribeInstances by the `kubernetes.io/cluster/<name>` tag key) FIRST, then asks the caller for
+//! the NodeClaims' [`Owners`]: a NodeClaim written while the listing ran is then seen, so its
+//! instance is never taken for a leak. The pure [`to_collect`] keeps the running or pending
+//! instances no NodeClaim owns that were launched more than `grace` ago (an instance launched just
+//! before its NodeClaim status is written is young, and safe), and [`terminate`] ends them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -395,7 +395,8 @@ mod tests {
                 prop_assert!(old(n), "{id} launched at {} is young at {now}, grace {grace:?}", specs[n].0);
                 prop_assert!(matches!(specs[n].1, Ec2State::Pending | Ec2State::Running), "{id} is {:?}", specs[n].1);
             }
-            // and nothing else is kept: every unowned, old, running or pending instance is collected
+            // and nothing else is kept: every unowned, old, running or pending instance is
+            // collected
             let expected = (0..specs.len()).filter(|&n| matches!(specs[n].1, Ec2State::Pending | Ec2State::Running) && !owned(n) && old(n)).count();
             prop_assert_eq!(collected.len(), expected);
         }

@@ -1,6 +1,7 @@
 //! Instances as the provider sees them: DescribeInstances by id or by the cluster's tag, turned
 //! into [`Instance`]s (the NodeClaim and NodePool come from the instance's tags, the offering from
-//! its type, zone and lifecycle), and TerminateInstances that treats an instance already gone as done.
+//! its type, zone and lifecycle), and TerminateInstances that treats an instance already gone as
+//! done.
 
 use aws_sdk_ec2::types::{Filter, InstanceLifecycleType, InstanceStateName};
 
@@ -129,9 +130,9 @@ pub async fn describe(
 pub const PAGE: i32 = 500;
 
 /// Every pending, running, stopping or stopped instance carrying the cluster's tag
-/// (`kubernetes.io/cluster/<name>: owned`) and a NodePool tag, all pages of `page_size` reservations. The cluster tag alone is not joiner's: EKS managed
-/// node groups and self-managed groups carry it too, and joiner must never list (and so never
-/// collect) their instances.
+/// (`kubernetes.io/cluster/<name>: owned`) and a NodePool tag, all pages of `page_size`
+/// reservations. The cluster tag alone is not joiner's: EKS managed node groups and self-managed
+/// groups carry it too, and joiner must never list (and so never collect) their instances.
 pub async fn tagged(
     clients: &AwsClients,
     cluster: &str,
@@ -210,7 +211,8 @@ pub async fn terminate(clients: &AwsClients, ids: &[String]) -> Result<(), AwsEr
     for batch in ids.chunks(BATCH) {
         match terminate_batch(clients, batch).await {
             Err(e) if is_not_found(&e) && batch.len() > 1 => {
-                // EC2 fails the whole call for one unknown id: retry one by one so the others still go
+                // EC2 fails the whole call for one unknown id: retry one by one so the others still
+                // go
                 for id in batch {
                     terminate_one(clients, id).await?;
                 }

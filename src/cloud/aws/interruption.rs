@@ -2,13 +2,14 @@
 //! recommendations, instance state changes and AWS Health scheduled changes to an SQS queue
 //! (Karpenter's `INTERRUPTION_QUEUE`), and joiner reads them from there.
 //!
-//! Data flow: [`queue_url`] resolves the queue name once (GetQueueUrl). Each poll, [`receive`] long-polls
-//! up to 10 messages and runs the pure [`parse`] on every body, giving either an
+//! Data flow: [`queue_url`] resolves the queue name once (GetQueueUrl). Each poll, [`receive`]
+//! long-polls up to 10 messages and runs the pure [`parse`] on every body, giving either an
 //! [`InterruptionEvent`] (kind, instance ids, time) or an [`Ignored`] saying why the message needs
-//! nothing. The caller maps each event to an [`InterruptionAction`] with [`InterruptionEvent::action`],
-//! applies it to the nodes of those instances, then [`delete`]s the message. Garbled messages are
-//! deleted too (counted, never retried: a body that does not parse now never will); a message whose
-//! handling failed is left in the queue and comes back after the visibility timeout.
+//! nothing. The caller maps each event to an [`InterruptionAction`] with
+//! [`InterruptionEvent::action`], applies it to the nodes of those instances, then [`delete`]s the
+//! message. Garbled messages are deleted too (counted, never retried: a body that does not parse
+//! now never will); a message whose handling failed is left in the queue and comes back after the
+//! visibility timeout.
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use chrono::{DateTime, Utc};

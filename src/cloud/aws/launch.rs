@@ -1,14 +1,15 @@
 //! Launching one node: launch templates and CreateFleet.
 //!
 //! A request's offerings are grouped by capacity type in the order the plan gave them (one fleet
-//! cannot mix spot and on-demand). For each group, every offering becomes an override (instance type
-//! and the zone's subnet with the most free addresses) of the launch template its options need: the
-//! AMI of its architecture and the user data for its pod density. Templates are named after a hash
-//! of their resolved options, so identical requests share one and a changed EC2NodeClass makes new
-//! ones; they are created on first use and remembered. The group is launched with CreateFleet
-//! `instant` for one instance (lowest-price for on-demand, price-capacity-optimized for spot). When
-//! EC2 answers with insufficient-capacity errors and no instance, the next group is tried; the
-//! offerings that failed are returned so the caller keeps them out of later solves.
+//! cannot mix spot and on-demand). For each group, every offering becomes an override (instance
+//! type and the zone's subnet with the most free addresses) of the launch template its options
+//! need: the AMI of its architecture and the user data for its pod density. Templates are named
+//! after a hash of their resolved options, so identical requests share one and a changed
+//! EC2NodeClass makes new ones; they are created on first use and remembered. The group is launched
+//! with CreateFleet `instant` for one instance (lowest-price for on-demand,
+//! price-capacity-optimized for spot). When EC2 answers with insufficient-capacity errors and no
+//! instance, the next group is tried; the offerings that failed are returned so the caller keeps
+//! them out of later solves.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -42,8 +43,8 @@ use crate::cloud::{LaunchRequest, OfferingKey};
 use crate::domain::labels::Taint;
 use crate::optimizer::OfferingRef;
 
-/// EC2 error codes that mean "no capacity for this offering now": the offering is kept out of solves
-/// for a while instead of failing the claim (Karpenter's list).
+/// EC2 error codes that mean "no capacity for this offering now": the offering is kept out of
+/// solves for a while instead of failing the claim (Karpenter's list).
 pub const INSUFFICIENT_CAPACITY_CODES: [&str; 6] = [
     "InsufficientInstanceCapacity",
     "MaxSpotInstanceCountExceeded",

@@ -1,5 +1,5 @@
-//! The AWS provider: [`AwsCloud`] implements [`CloudProvider`](super::CloudProvider) on EC2, and the
-//! modules around it do the AWS-specific work Karpenter's AWS provider does.
+//! The AWS provider: [`AwsCloud`] implements [`CloudProvider`](super::CloudProvider) on EC2, and
+//! the modules around it do the AWS-specific work Karpenter's AWS provider does.
 //!
 //! Data flow: `clients` builds the SDK clients once (region, retries, timeouts, endpoint overrides,
 //! credentials from the default chain). `discovery` and `pricing` turn DescribeInstanceTypes,
@@ -7,12 +7,12 @@
 //! [`Catalog`](crate::catalog::Catalog) the bundled files produce. `nodeclass` resolves each
 //! EC2NodeClass's selectors (subnets, security groups, AMIs) into a [`ResolvedNodeClass`] and the
 //! status conditions the operator writes back; `profile` keeps the instance profile of a class that
-//! names a role. A launch goes through `launch`: a launch template keyed
-//! by the hash of its resolved options (user data from `userdata`), then CreateFleet `instant` with
-//! the plan's offering first and its fallbacks as overrides; insufficient-capacity errors come back as
+//! names a role. A launch goes through `launch`: a launch template keyed by the hash of its
+//! resolved options (user data from `userdata`), then CreateFleet `instant` with the plan's
+//! offering first and its fallbacks as overrides; insufficient-capacity errors come back as
 //! offerings to mark unavailable. `instances` lists, describes and terminates instances by the
-//! cluster's tags; `gc` terminates instances no NodeClaim owns; `interruption` reads the SQS queue of
-//! spot interruption warnings, rebalance recommendations, state changes and scheduled events.
+//! cluster's tags; `gc` terminates instances no NodeClaim owns; `interruption` reads the SQS queue
+//! of spot interruption warnings, rebalance recommendations, state changes and scheduled events.
 //!
 //! Every SDK call runs on the tokio runtime handle the provider was built with, so the synchronous
 //! decision thread can block on the provider's futures without a runtime of its own.

@@ -3,11 +3,11 @@
 //!
 //! Terms are ORed and each term's fields ANDed: every term is one Describe call with EC2 filters
 //! (`tag:K=V`, `tag-key=K` for the `*` wildcard, ids, names) and the answers are unioned by id. AMI
-//! aliases (`al2023@latest`, `bottlerocket@v1.20.0`, ...) and `ssmParameter` terms go through SSM to
-//! an image id first. The result is a [`ResolvedNodeClass`], which launches read (one subnet per zone,
-//! the newest usable AMI per architecture), and an [`EC2NodeClassStatus`] with the `SubnetsReady`,
-//! `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady` and `Ready` conditions the operator
-//! writes back.
+//! aliases (`al2023@latest`, `bottlerocket@v1.20.0`, ...) and `ssmParameter` terms go through SSM
+//! to an image id first. The result is a [`ResolvedNodeClass`], which launches read (one subnet per
+//! zone, the newest usable AMI per architecture), and an [`EC2NodeClassStatus`] with the
+//! `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady` and `Ready`
+//! conditions the operator writes back.
 
 use std::collections::BTreeMap;
 

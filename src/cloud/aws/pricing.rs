@@ -1,14 +1,15 @@
 //! On-demand prices from the AWS Price List API, the way Karpenter's pricing provider reads them.
 //!
-//! Data flow: [`on_demand_prices`] asks `GetProducts` (service `AmazonEC2`) two questions, each with
-//! Karpenter's filter set for Linux on-demand capacity in one region (`regionCode`, `serviceCode`,
-//! `preInstalledSw=NA`, `operatingSystem=Linux`, `capacitystatus=Used`, `marketoption=OnDemand`):
-//! shared-tenancy compute instances, then bare-metal instances, which the price list files under
-//! dedicated tenancy. It follows `NextToken` to the last page of each. Every `PriceList` entry is a
-//! JSON document of its own; [`parse_entry`] takes `product.attributes.instanceType` and the single
-//! hourly `pricePerUnit` of its OnDemand terms. An entry that cannot be read is skipped and counted by
-//! reason in the [`PricingReport`], never fatal: one odd product must not cost the whole price list.
-//! A type whose entries disagree on its price is dropped rather than priced by whichever came last.
+//! Data flow: [`on_demand_prices`] asks `GetProducts` (service `AmazonEC2`) two questions, each
+//! with Karpenter's filter set for Linux on-demand capacity in one region (`regionCode`,
+//! `serviceCode`, `preInstalledSw=NA`, `operatingSystem=Linux`, `capacitystatus=Used`,
+//! `marketoption=OnDemand`): shared-tenancy compute instances, then bare-metal instances, which the
+//! price list files under dedicated tenancy. It follows `NextToken` to the last page of each. Every
+//! `PriceList` entry is a JSON document of its own; [`parse_entry`] takes
+//! `product.attributes.instanceType` and the single hourly `pricePerUnit` of its OnDemand terms. An
+//! entry that cannot be read is skipped and counted by reason in the [`PricingReport`], never
+//! fatal: one odd product must not cost the whole price list. A type whose entries disagree on its
+//! price is dropped rather than priced by whichever came last.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -27,8 +28,8 @@ const PAGE_SIZE: i32 = 100;
 /// so that an endpoint handing out fresh tokens forever cannot hang discovery.
 const MAX_PAGES: usize = 1000;
 
-/// The two product families Karpenter prices: shared-tenancy instances, and bare-metal instances, which
-/// the price list files under `Dedicated` tenancy.
+/// The two product families Karpenter prices: shared-tenancy instances, and bare-metal instances,
+/// which the price list files under `Dedicated` tenancy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProductQuery {
     Shared,
@@ -38,7 +39,8 @@ pub enum ProductQuery {
 impl ProductQuery {
     pub const ALL: [ProductQuery; 2] = [ProductQuery::Shared, ProductQuery::BareMetal];
 
-    /// The (field, value) TERM_MATCH filters of this query for `region`, in the order they are sent.
+    /// The (field, value) TERM_MATCH filters of this query for `region`, in the order they are
+    /// sent.
     pub fn filters(self, region: &str) -> Vec<(&'static str, String)> {
         let (tenancy, family) = match self {
             ProductQuery::Shared => ("Shared", "Compute Instance"),
@@ -369,7 +371,8 @@ mod tests {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    /// One exchange: the request we expect (body from `request`) and the stored response `response`.
+    /// One exchange: the request we expect (body from `request`) and the stored response
+    /// `response`.
     fn event(request: &str, response: &str) -> ReplayEvent {
         let mut req = HttpRequest::new(SdkBody::from(fixture(request)));
         req.set_uri("https://api.pricing.us-east-1.amazonaws.com/")
@@ -413,7 +416,8 @@ mod tests {
         let (prices, report) = on_demand_prices(&client(&http), "us-east-1")
             .await
             .expect("prices");
-        // URI, X-Amz-Target and the JSON bodies (filters, NextToken of the previous page) must match.
+        // URI, X-Amz-Target and the JSON bodies (filters, NextToken of the previous page) must
+        // match.
         http.relaxed_requests_match();
         // Real us-east-1 prices (see fixtures/aws/pricing/README.md).
         for (name, price) in [
@@ -434,7 +438,8 @@ mod tests {
             .await
             .expect("prices");
         let names: Vec<&str> = prices.keys().map(String::as_str).collect();
-        // c5.large is priced 0.085 on page 1 and 0.09 on page 2: left out. t3.micro twice at one price: kept.
+        // c5.large is priced 0.085 on page 1 and 0.09 on page 2: left out. t3.micro twice at one
+        // price: kept.
         assert_eq!(
             names,
             [

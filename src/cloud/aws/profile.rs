@@ -1,10 +1,10 @@
 //! Instance profiles for EC2NodeClasses that name a `role`: EC2 attaches an instance profile, not a
 //! role, so (like Karpenter) joiner keeps one profile per cluster and node class holding that role.
 //!
-//! The profile's name is derived from the region, cluster and node class, so every replica and every
-//! restart finds the same one: GetInstanceProfile first; when it is missing it is created (under the
-//! path `/joiner/<region>/<cluster>/`, tagged for the cluster and node class); when it holds another
-//! role (the class's role changed) that role is swapped for the class's.
+//! The profile's name is derived from the region, cluster and node class, so every replica and
+//! every restart finds the same one: GetInstanceProfile first; when it is missing it is created
+//! (under the path `/joiner/<region>/<cluster>/`, tagged for the cluster and node class); when it
+//! holds another role (the class's role changed) that role is swapped for the class's.
 
 use sha2::{Digest, Sha256};
 

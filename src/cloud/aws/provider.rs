@@ -64,8 +64,8 @@ impl AwsCloud {
         &self.settings
     }
 
-    /// Records what EC2NodeClass `name` resolved to (None: it is gone or not ready). Launch templates
-    /// are looked up again, as their options may have changed.
+    /// Records what EC2NodeClass `name` resolved to (None: it is gone or not ready). Launch
+    /// templates are looked up again, as their options may have changed.
     pub fn set_node_class(&self, name: &str, resolved: Option<ResolvedNodeClass>) {
         let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
         let changed = match resolved {
@@ -147,7 +147,8 @@ impl AwsCloud {
         let mut insufficient: Vec<OfferingKey> = vec![];
         let mut errors = vec![];
         for fleet in fleets {
-            // offerings the node class cannot serve are kept out of solves like ones without capacity
+            // offerings the node class cannot serve are kept out of solves like ones without
+            // capacity
             insufficient.extend(fleet.skipped.iter().cloned());
             if fleet.groups.is_empty() {
                 continue;

@@ -1,9 +1,9 @@
-//! User data: how a new instance learns which cluster to join, with which labels, taints and kubelet
-//! settings. Each AMI family bootstraps differently:
+//! User data: how a new instance learns which cluster to join, with which labels, taints and
+//! kubelet settings. Each AMI family bootstraps differently:
 //!
 //! - **AL2023** reads `NodeConfig` documents (`application/node.eks.aws`) from a MIME multipart
-//!   archive; the user's own parts go first and joiner's NodeConfig last, so nodeadm merges ours over
-//!   theirs for the fields joiner owns.
+//!   archive; the user's own parts go first and joiner's NodeConfig last, so nodeadm merges ours
+//!   over theirs for the fields joiner owns.
 //! - **AL2** runs `/etc/eks/bootstrap.sh` from a shell part after the user's parts.
 //! - **Bottlerocket** takes one TOML document: the user's settings with joiner's
 //!   `settings.kubernetes` keys written over them.

@@ -126,7 +126,8 @@ fn prune_dominated(p: &Problem, bins: &mut Vec<BinInfo>, across_zones: bool) {
         if p.pools[pool].remaining.is_some() || !p.pools[pool].min_values.is_empty() {
             continue;
         }
-        // cheapest first; a bin can only be dominated by one at least as cheap, earlier in this order
+        // cheapest first; a bin can only be dominated by one at least as cheap, earlier in this
+        // order
         members.sort_by(|&a, &b| bins[a].cost.total_cmp(&bins[b].cost).then(a.cmp(&b)));
         let mut kept: Vec<usize> = Vec::new();
         for &i in &members {

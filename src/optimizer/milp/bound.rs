@@ -1,14 +1,15 @@
 //! A certified lower bound: the LP relaxation of the aggregated model. Nodes of each bin are a
-//! continuous count, pods are spread over bins, and a bin's pods must fit in its node count times its
-//! room in every resource, with per-node caps (hostname anti-affinity, hostname spread, host ports)
-//! scaled by the node count, and dual-feasible-function cuts per bin and resource so that pods above
-//! half (a third, a quarter) of a node cannot share it fractionally. Every plan that places the same
-//! pods is feasible for this LP, so its optimum bounds every such plan's objective from below.
+//! continuous count, pods are spread over bins, and a bin's pods must fit in its node count times
+//! its room in every resource, with per-node caps (hostname anti-affinity, hostname spread, host
+//! ports) scaled by the node count, and dual-feasible-function cuts per bin and resource so that
+//! pods above half (a third, a quarter) of a node cannot share it fractionally. Every plan that
+//! places the same pods is feasible for this LP, so its optimum bounds every such plan's objective
+//! from below.
 //!
 //! Zone-level rules are left out (dropping rows only lowers the optimum), which lets the LP merge
-//! what only those rules tell apart: bins of any zone and capacity type are pruned by dominance within
-//! their NodePool, and classes with the same requests, bins, penalties and anti-affinity clique become
-//! one row. That keeps the LP to a few thousand columns at 10,000 pods.
+//! what only those rules tell apart: bins of any zone and capacity type are pruned by dominance
+//! within their NodePool, and classes with the same requests, bins, penalties and anti-affinity
+//! clique become one row. That keeps the LP to a few thousand columns at 10,000 pods.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,7 +46,8 @@ pub fn lower_bound(
     let rules = NodeRules::build(p);
     let kept = prune_across_zones(p, bins);
     let groups = merge_classes(p, bins, &kept, demand, &rules);
-    // HiGHS rejects huge matrix values (memory is in milli-bytes): scale each resource by the largest room
+    // HiGHS rejects huge matrix values (memory is in milli-bytes): scale each resource by the
+    // largest room
     let scale: Vec<f64> = (0..p.dims.len())
         .map(|d| {
             kept.iter()
@@ -57,7 +59,9 @@ pub fn lower_bound(
     let demand_rows: Vec<highs::Row> = groups.iter().map(|g| pb.add_row(g.demand..)).collect();
     let mut cap_rows: BTreeMap<(usize, usize), highs::Row> = BTreeMap::new(); // (bin, dim)
     let mut clique_rows: BTreeMap<(usize, usize), highs::Row> = BTreeMap::new(); // (bin, clique)
-                                                                                 // per group and bin, the row x <= cap * n, remembered per bin for the node column's coefficient
+
+    // per group and bin, the row x <= cap * n, remembered per bin for the node column's
+    // coefficient
     let mut per_class_rows: Vec<Vec<Option<highs::Row>>> = Vec::new();
     let mut node_caps: BTreeMap<usize, Vec<(highs::Row, f64)>> = BTreeMap::new();
     for g in &groups {
@@ -174,17 +178,18 @@ pub fn lower_bound(
         });
     }
     let value = solved.objective_value();
-    // an LP solved to tolerance may sit a hair above its true optimum; step down so the bound stays safe
+    // an LP solved to tolerance may sit a hair above its true optimum; step down so the bound stays
+    // safe
     Ok((value * (1.0 - 1e-7) - 1e-7).max(0.0))
 }
 
 /// The dual-feasible functions u_k (Fekete and Schepers) the bound applies to each bin's resources.
 const DFF_KS: [i64; 3] = [1, 2, 3];
 
-/// u_k(req / room): the share of one node a pod is charged in the cut Σ u_k(x) y <= n. Any pods that
-/// fit one node have u_k-shares summing to at most 1, so the cut holds for every integer plan; it is
-/// stronger than the resource row where pods are large next to the node (two pods of 60% of a node
-/// each need a node of their own, which the resource row alone lets them share at 1.2 nodes).
+/// u_k(req / room): the share of one node a pod is charged in the cut Σ u_k(x) y <= n. Any pods
+/// that fit one node have u_k-shares summing to at most 1, so the cut holds for every integer plan;
+/// it is stronger than the resource row where pods are large next to the node (two pods of 60% of a
+/// node each need a node of their own, which the resource row alone lets them share at 1.2 nodes).
 fn dff_value(req: i64, room: i64, k: i64) -> f64 {
     if req <= 0 || room <= 0 {
         return 0.0;
@@ -225,8 +230,8 @@ fn dff_rows(
     out
 }
 
-/// Hostname anti-affinity rules whose members all repel each other (each member owns a rule selecting
-/// the same members): at most one of them per node. Returns class -> clique id.
+/// Hostname anti-affinity rules whose members all repel each other (each member owns a rule
+/// selecting the same members): at most one of them per node. Returns class -> clique id.
 pub(super) fn anti_cliques(p: &Problem) -> BTreeMap<usize, usize> {
     let mut rules_of: BTreeMap<usize, BTreeSet<Vec<usize>>> = BTreeMap::new();
     for r in p
@@ -258,8 +263,8 @@ pub(super) fn anti_cliques(p: &Problem) -> BTreeMap<usize, usize> {
     out
 }
 
-/// Indices of the bins the bound keeps: existing nodes, and new offerings not dominated within their
-/// NodePool regardless of zone and capacity type (pools with limits keep all).
+/// Indices of the bins the bound keeps: existing nodes, and new offerings not dominated within
+/// their NodePool regardless of zone and capacity type (pools with limits keep all).
 fn prune_across_zones(p: &Problem, bins: &[BinInfo]) -> Vec<usize> {
     let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut out = Vec::new();

@@ -66,7 +66,8 @@ impl BinInfo {
 
 /// Single-node rules, precomputed per class.
 pub struct NodeRules {
-    /// At most this many pods of the class on one node (host anti-affinity, host spread, self ports).
+    /// At most this many pods of the class on one node (host anti-affinity, host spread, self
+    /// ports).
     pub per_node_cap: Vec<u32>,
     /// Pairs of classes that may not share a node.
     pub conflicts: BTreeSet<(usize, usize)>,
@@ -205,8 +206,9 @@ pub(super) fn knapsack_size(req: &[i64], room: &[i64]) -> f64 {
         .fold(1e-6, f64::max)
 }
 
-/// Greedy multi-dimensional knapsack: fills the bin with the classes of highest value per unit of its
-/// scarcest resource, honouring every single-node rule. `value[k]` is the dual value of one pod.
+/// Greedy multi-dimensional knapsack: fills the bin with the classes of highest value per unit of
+/// its scarcest resource, honouring every single-node rule. `value[k]` is the dual value of one
+/// pod.
 pub fn pack(
     p: &Problem,
     rules: &NodeRules,

@@ -527,7 +527,8 @@ mod tests {
         );
     }
 
-    /// 60 pods of the diverse mix on the bundled catalog: the problem, its rules, every class's demand.
+    /// 60 pods of the diverse mix on the bundled catalog: the problem, its rules, every class's
+    /// demand.
     fn diverse_60(seed: u64) -> (Problem, NodeRules, Vec<u32>) {
         let catalog = Catalog::bundled("us-east-1").expect("bundled catalog");
         let p = Problem::build(&crate::workload::diverse(60, seed), &catalog);

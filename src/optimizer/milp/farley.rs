@@ -2,13 +2,13 @@
 //!
 //! Let π be the restricted master's optimal duals and z its value. If every pattern j of every bin
 //! satisfies π·a_j ≤ r·c_j for some r ≥ 1, then π/r is feasible for the dual of the full master
-//! (all patterns), so z/r bounds the full LP and with it every plan. For a bin of cost c > 0,
-//! r ≥ (bin dual + the most any pattern can collect under π) / c suffices; a bin of cost 0 (an
-//! existing node that stays anyway) must be proven to have no improving pattern at all. The "most a
-//! pattern can collect" is bounded from above by the Lagrangian bound (`lagrange`), which relaxes fit
-//! into resource prices and keeps only per-node caps, so the ratio is safe without solving any
-//! knapsack; a settled exact knapsack, or else HiGHS's bound on the bin's knapsack (`prove`),
-//! tightens it where the Lagrangian bound alone would raise r.
+//! (all patterns), so z/r bounds the full LP and with it every plan. For a bin of cost c > 0, r ≥
+//! (bin dual + the most any pattern can collect under π) / c suffices; a bin of cost 0 (an existing
+//! node that stays anyway) must be proven to have no improving pattern at all. The "most a pattern
+//! can collect" is bounded from above by the Lagrangian bound (`lagrange`), which relaxes fit into
+//! resource prices and keeps only per-node caps, so the ratio is safe without solving any knapsack;
+//! a settled exact knapsack, or else HiGHS's bound on the bin's knapsack (`prove`), tightens it
+//! where the Lagrangian bound alone would raise r.
 
 use std::time::Instant;
 

@@ -1,12 +1,14 @@
-//! A third certified bound: the relaxation of `relax.rs` with what zone spreads force on every zone.
+//! A third certified bound: the relaxation of `relax.rs` with what zone spreads force on every
+//! zone.
 //!
 //! The relaxed bound drops zone spreads, and its LP buys nearly every node in the cheapest zones.
-//! Yet a hard zone spread of N pods with max skew s over E eligible zones leaves at least
-//! ⌈(N − (E−1)·s) / E⌉ of them in every eligible zone, whatever the plan (a zone above the emptiest
-//! one by more than s never takes a pod, so N ≤ E·min + (E−1)·s). At 1,000 pods of the diverse mix
-//! that is 3 of each Deployment's 20 zone-spread pods in us-east-1e, where the cheap types are not
+//! Yet a hard zone spread of N pods with max skew s over E eligible zones leaves at least ⌈(N −
+//! (E−1)·s) / E⌉ of them in every eligible zone, whatever the plan (a zone above the emptiest one
+//! by more than s never takes a pod, so N ≤ E·min + (E−1)·s). At 1,000 pods of the diverse mix that
+//! is 3 of each Deployment's 20 zone-spread pods in us-east-1e, where the cheap types are not
 //! offered. Here those floors are rows of the relaxed LP ([`super::master`]'s `domain_floor`): the
-//! spread's classes merge only with classes of the same spreads, and each floor counts them per zone.
+//! spread's classes merge only with classes of the same spreads, and each floor counts them per
+//! zone.
 //!
 //! Zones apart cost bins: every zone is a bin set of its own. Zones where the relaxed LP's nodes
 //! can be bought at no more cost ([`cheap_zones`]) are one domain, with the sum of their floors,
@@ -300,7 +302,8 @@ mod tests {
 
     #[test]
     fn a_zone_spread_leaves_its_floor_in_every_eligible_zone() {
-        // 12 pods, skew 1 over three zones: no zone below 4 (13 would allow 4, 4, 5; 11 allows 3, 4, 4)
+        // 12 pods, skew 1 over three zones: no zone below 4 (13 would allow 4, 4, 5; 11 allows 3,
+        // 4, 4)
         let p = zone_spread_priced(12, &[("z1", 0.1), ("z2", 0.1), ("z3", 0.3)]);
         for (pods, least) in [(12, 4), (13, 4), (11, 3), (2, 0)] {
             let demand: Vec<u32> = p.classes.iter().map(|_| pods).collect();
@@ -324,12 +327,14 @@ mod tests {
 
     #[test]
     fn a_spread_counting_pods_that_do_not_own_it_gives_no_floor() {
-        // kube-scheduler does not check the skew when it places a pod that only matches the selector
+        // kube-scheduler does not check the skew when it places a pod that only matches the
+        // selector
         let mut p = zone_spread_priced(12, &[("z1", 0.1), ("z2", 0.1), ("z3", 0.3)]);
         p.classes.push(p.classes[0].clone());
         p.topology.spreads[0].members = vec![0, 1];
         assert!(spread_floors(&p, &[6, 6]).is_empty());
-        // once the second class owns the rule too (skew 2), the larger skew counts: ceil((12 - 2 x 2) / 3)
+        // once the second class owns the rule too (skew 2), the larger skew counts: ceil((12 - 2
+        // x 2) / 3)
         let mut second = p.topology.spreads[0].clone();
         second.owner = 1;
         second.max_skew = 2;
@@ -345,7 +350,8 @@ mod tests {
 
     #[test]
     fn the_floored_bound_charges_the_dear_zone_its_floor_and_no_plan_beats_it() {
-        // a node holds two pods; 4 of the 12 must go to z3 at three times the price: 2 x 0.3 + 4 x 0.1
+        // a node holds two pods; 4 of the 12 must go to z3 at three times the price: 2 x 0.3 + 4 x
+        // 0.1
         let p = zone_spread_priced(12, &[("z1", 0.1), ("z2", 0.1), ("z3", 0.3)]);
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let floored = relaxation(&p, &demand, &zones(&["z1", "z2"])).expect("a floor");

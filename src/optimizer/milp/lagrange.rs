@@ -1,8 +1,9 @@
 //! Upper bounds on what one node's pattern can collect, by weak Lagrangian duality. For resource
 //! prices λ ≥ 0, λ·room plus every item's count times max(0, value − λ·req) bounds any pattern that
-//! fits the room; items that share a per-node cap (an anti-affinity clique, a hostname spread group)
-//! add only their best cap's worth. Any λ gives a safe bound; a good λ gives a tight one, found by
-//! coordinate ternary search (the function is convex in λ) from the best point of a coarse grid.
+//! fits the room; items that share a per-node cap (an anti-affinity clique, a hostname spread
+//! group) add only their best cap's worth. Any λ gives a safe bound; a good λ gives a tight one,
+//! found by coordinate ternary search (the function is convex in λ) from the best point of a coarse
+//! grid.
 
 /// One class as the bound sees it.
 #[derive(Debug, Clone)]

@@ -51,9 +51,9 @@ use super::{primal, relax, restricted};
 /// the generation resumed in the bound's pricing mode and a second integer program ([`extend`]).
 ///
 /// The zone program values each pod it leaves out at twice its LP dual, and at 1,000 pods of the
-/// diverse mix (zones pinned, 10 s) it left 43 for the greedy repair, whose nodes took its candidate
-/// from 3.797 $/h planned to 4.038 replayed; the integer program planned 3.843 with every pod placed
-/// and replayed at 3.996, the lifting leaving 24-25 hostname spread pods without a slot.
+/// diverse mix (zones pinned, 10 s) it left 43 for the greedy repair, whose nodes took its
+/// candidate from 3.797 $/h planned to 4.038 replayed; the integer program planned 3.843 with every
+/// pod placed and replayed at 3.996, the lifting leaving 24-25 hostname spread pods without a slot.
 /// With the relaxation's per-node caps (`relax::capped_spreads`) it planned 3.844 and replayed at
 /// 3.872 (10 pods repaired).
 ///
@@ -79,7 +79,8 @@ pub struct Run {
 }
 
 impl Candidates {
-    /// Each candidate there is, the zone program's first, named `zones` or `cover` after its rounding.
+    /// Each candidate there is, the zone program's first, named `zones` or `cover` after its
+    /// rounding.
     pub fn named(self, zones: &str, cover: &str) -> Vec<(String, Vec<(Column, u32)>)> {
         let extended = format!("{zones}-extended");
         [
@@ -95,8 +96,8 @@ impl Candidates {
 
 /// The candidates for placing `demand[k]` pods of each class of `p`, from a relaxation, its greedy
 /// start, its column generation and the zones for its nodes within `seconds` in all; None when the
-/// relaxation does not shrink the problem (the full model's own LP is then as good), its LP fails or
-/// no time is left for it.
+/// relaxation does not shrink the problem (the full model's own LP is then as good), its LP fails
+/// or no time is left for it.
 pub fn candidates(
     p: &Problem,
     demand: &[u32],
@@ -105,8 +106,9 @@ pub fn candidates(
 ) -> Option<Candidates> {
     let began = std::time::Instant::now();
     let short = settings.time_limit.as_secs_f64() < COVER_SECONDS_PER_POD * p.total_pods() as f64;
-    // with no zone rule left and time for it, the integer program buys the copies (see `restricted`),
-    // over patterns that keep the hostname spreads' per-node caps (`relax::capped_spreads`)
+    // with no zone rule left and time for it, the integer program buys the copies (see
+    // `restricted`), over patterns that keep the hostname spreads' per-node caps
+    // (`relax::capped_spreads`)
     let integer = zonal::zoneless(p) && seconds * (1.0 - COLUMN_SHARE) >= MIN_INTEGER_SECONDS;
     let relaxed = relax::Relaxed::of(p, demand, integer)?;
     let seed = relaxed.seed();
@@ -248,7 +250,8 @@ fn extend(
         time_limit: std::time::Duration::from_secs_f64(seconds * EXTENSION_COLUMN_SHARE),
         ..settings.clone()
     };
-    // the bound's thread is the only other one, and at 1,000 pods of the diverse mix it is done by now
+    // the bound's thread is the only other one, and at 1,000 pods of the diverse mix it is done by
+    // now
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let more = super::columns_and_bound_seeded(
         &relaxed.problem,
@@ -309,9 +312,9 @@ type PatternRef<'a> = (Bin, &'a [(usize, u32)]);
 const MIN_EXTENSION_SECONDS: f64 = 5.0;
 /// The share of [`extend`]'s time its column generation gets; the integer program has the rest.
 const EXTENSION_COLUMN_SHARE: f64 = 0.8;
-/// The gap target of [`extend`]'s integer program, when the solve's is wider. Started from the first
-/// program's answer, at the solve's 1% HiGHS proved that start within 0.03 s at 1,000 pods of the
-/// diverse mix (3.8231 $/h against an LP of 3.7873), and the extension bought nothing new.
+/// The gap target of [`extend`]'s integer program, when the solve's is wider. Started from the
+/// first program's answer, at the solve's 1% HiGHS proved that start within 0.03 s at 1,000 pods of
+/// the diverse mix (3.8231 $/h against an LP of 3.7873), and the extension bought nothing new.
 const EXTENSION_GAP: f64 = 0.001;
 
 /// The relaxed LP's copies rounded down and the rest covered by whole patterns, best value per
@@ -389,8 +392,8 @@ const COLUMN_SHARE: f64 = 0.6;
 const MIN_INTEGER_SECONDS: f64 = 0.1;
 /// How many pods deep [`Lifting::augment`] displaces others to place one left over.
 const AUGMENT_DEPTH: usize = 3;
-/// The work [`Lifting::augment`] may do in one lifting: a displacement tried costs 1, and a look for
-/// room costs 1 per [`AUGMENT_NODES_PER_TRY`] nodes. At 10,000 pods of the diverse mix (zones
+/// The work [`Lifting::augment`] may do in one lifting: a displacement tried costs 1, and a look
+/// for room costs 1 per [`AUGMENT_NODES_PER_TRY`] nodes. At 10,000 pods of the diverse mix (zones
 /// pinned, 10 s) the costliest lifting placed 11 pods with 60,627 displacements tried and 621,600
 /// nodes looked at, in 7.6 ms: 122,787 of this budget.
 const AUGMENT_TRIES: usize = 300_000;
@@ -626,17 +629,17 @@ impl<'a> Lifting<'a> {
     }
 
     /// A slot of `rk` on `fill` that no member with pods left may take, each blocked by a pod of
-    /// its own Deployment (or a conflicting one) in another slot of the node: that pod, of class `j`,
-    /// gives way, and its slot goes to another member of its relaxed class, one with pods left or
-    /// one an earlier node gives up for `j`; failing both, `j`'s pod moves to an earlier new node
-    /// with room for it. One relaxed class mixes Deployments with one request, and a one-per-node
-    /// hostname spread already used on the node by a pod of another request left the slot empty.
-    /// At 1,000 pods of the diverse mix (zones pinned, 10 s) the last node's three such slots went
-    /// to the replay's repair; the trade fills one of them, and the other two find neither a node
-    /// to trade with nor room (the integer program's nodes are full), so the repair's node for them
-    /// made the candidate 0.3% dearer (3.836 $/h replayed against 3.823 planned; 3.843 without the
-    /// trade) until [`Self::augment`] placed them. At 5,000 pods the move to a node with room took
-    /// the candidate from 19.553 to 19.514.
+    /// its own Deployment (or a conflicting one) in another slot of the node: that pod, of class
+    /// `j`, gives way, and its slot goes to another member of its relaxed class, one with pods left
+    /// or one an earlier node gives up for `j`; failing both, `j`'s pod moves to an earlier new
+    /// node with room for it. One relaxed class mixes Deployments with one request, and a
+    /// one-per-node hostname spread already used on the node by a pod of another request left the
+    /// slot empty. At 1,000 pods of the diverse mix (zones pinned, 10 s) the last node's three such
+    /// slots went to the replay's repair; the trade fills one of them, and the other two find
+    /// neither a node to trade with nor room (the integer program's nodes are full), so the
+    /// repair's node for them made the candidate 0.3% dearer (3.836 $/h replayed against 3.823
+    /// planned; 3.843 without the trade) until [`Self::augment`] placed them. At 5,000 pods the
+    /// move to a node with room took the candidate from 19.553 to 19.514.
     fn trade(&mut self, filled: &mut [(usize, Fill)], fill: &mut Fill, rk: usize) {
         let wanting: Vec<usize> = self
             .members
@@ -668,8 +671,8 @@ impl<'a> Lifting<'a> {
         }
     }
 
-    /// Fills the slot of `rj` that `j`'s pod left on `fill` with another member: one with pods left,
-    /// else one an earlier node gives up for `j` ([`Self::swap_in`]); None if neither can.
+    /// Fills the slot of `rj` that `j`'s pod left on `fill` with another member: one with pods
+    /// left, else one an earlier node gives up for `j` ([`Self::swap_in`]); None if neither can.
     fn refill(
         &mut self,
         filled: &mut [(usize, Fill)],
@@ -825,8 +828,8 @@ mod tests {
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
         let (relaxed, of_class) = relax::relax(&p, true);
         let (_, group_of) = zonal::spread_groups(&p);
-        // two classes of different spread groups merged into one relaxed class; `planned` is the one
-        // the old order (most pods left, then the lower index) would not have picked
+        // two classes of different spread groups merged into one relaxed class; `planned` is the
+        // one the old order (most pods left, then the lower index) would not have picked
         let spread: Vec<usize> = (0..p.classes.len())
             .filter(|&k| group_of[k].is_some())
             .collect();
@@ -872,7 +875,8 @@ mod tests {
             signature_of,
             proven: true,
         };
-        // (the lifting's later pass fills the node's room with pods left over: the slot is asked here)
+        // (the lifting's later pass fills the node's room with pods left over: the slot is asked
+        // here)
         let lifting = Lifting::new(&p, &of_class, &demand, &zoned);
         assert_eq!(
             lifting.best(&lifting.empty(bin, "z2"), r),
@@ -881,8 +885,8 @@ mod tests {
         );
     }
 
-    /// `fixtures::host_spread_deployments(pods)`, its demand, its relaxation's map of classes, and the
-    /// class of each entry of `pods`.
+    /// `fixtures::host_spread_deployments(pods)`, its demand, its relaxation's map of classes, and
+    /// the class of each entry of `pods`.
     fn deployments(pods: &[(&str, i64, usize)]) -> (Problem, Vec<u32>, Vec<usize>, Vec<usize>) {
         let p = crate::optimizer::fixtures::host_spread_deployments(pods);
         let demand: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();
@@ -938,8 +942,8 @@ mod tests {
             counts: vec![(r1, 1), (r2, 1)],
             cost,
         };
-        // the program's plan puts b's 1 cpu pod in z1 and a's in z2: the z1 node takes b's, then the
-        // z2 node's 1 cpu slot takes a's, and a's 500m pod may not join it
+        // the program's plan puts b's 1 cpu pod in z1 and a's in z2: the z1 node takes b's, then
+        // the z2 node's 1 cpu slot takes a's, and a's 500m pod may not join it
         let signature_of: Vec<usize> = (0..p.classes.len()).map(|k| usize::from(k == b1)).collect();
         let node = |bin, pattern| zonal::Node {
             bin,
@@ -963,8 +967,8 @@ mod tests {
         let lifted = lift(&p, &of_class, &demand, &zoned, &[(&one, 1.0), (&both, 1.0)]);
         let (placed, doubled) = placed_and_doubled(&p, &lifted, &[a1, a2]);
         assert!(!doubled, "{lifted:?}: two pods of a on one node");
-        // the first node gives b's pod to the second for one of a's 1 cpu pods, and the second holds
-        // b's and a's 500m pods
+        // the first node gives b's pod to the second for one of a's 1 cpu pods, and the second
+        // holds b's and a's 500m pods
         assert_eq!(placed, demand, "{lifted:?}");
         assert!(
             lifted.iter().any(|(c, _)| c.bin == z2
@@ -987,7 +991,8 @@ mod tests {
             offering: 0,
         };
         let cost = p.offering(0, 0).cost;
-        // the first node holds b's pod and has room for more; the second's two slots are a's requests
+        // the first node holds b's pod and has room for more; the second's two slots are a's
+        // requests
         let first = Column {
             bin,
             counts: vec![(of_class[b], 1)],
@@ -1032,8 +1037,9 @@ mod tests {
             offering: 0,
         };
         let cost = p.offering(0, 0).cost;
-        // the first node's 500m slot goes to a (most pods left), which blocks a's 1 cpu pod from its
-        // 1 cpu slot: a's 500m pod gives way and b's takes its slot; two more nodes of one 500m slot
+        // the first node's 500m slot goes to a (most pods left), which blocks a's 1 cpu pod from
+        // its 1 cpu slot: a's 500m pod gives way and b's takes its slot; two more nodes of one 500m
+        // slot
         let first = Column {
             bin,
             counts: vec![(r2, 1), (r1, 1)],

@@ -1,7 +1,7 @@
 //! The master problem over node patterns: rows (demand, existing-node convexity, NodePool limits,
-//! zone-like topology spread, zone self-affinity and self-anti-affinity), auxiliary variables, and the
-//! coefficients a pattern contributes to each row. The same description builds the column-generation
-//! LP, the final integer program and the `.lp`/`.mps` dumps.
+//! zone-like topology spread, zone self-affinity and self-anti-affinity), auxiliary variables, and
+//! the coefficients a pattern contributes to each row. The same description builds the
+//! column-generation LP, the final integer program and the `.lp`/`.mps` dumps.
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! Primal heuristics: turn the column-generation LP into integer node counts fast. Rounding down
 //! keeps what the LP is sure of; the residual cover then adds whole patterns by value per dollar
-//! under the LP duals; diving re-solves the LP with rounded patterns fixed. The caller replays every
-//! candidate and keeps the cheapest, so a heuristic may be rough but never unsafe.
+//! under the LP duals; diving re-solves the LP with rounded patterns fixed. The caller replays
+//! every candidate and keeps the cheapest, so a heuristic may be rough but never unsafe.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -160,10 +160,10 @@ pub struct DiveInput<'a> {
 
 /// Residual diving: commits whole nodes of the patterns the LP uses (every whole node it already
 /// uses, else one node of its most used pattern), trims each to the pods still wanted, moves every
-/// row's bounds by what the committed nodes contribute, and re-solves from the previous basis, until
-/// no pod is left or time is up. Surplus pods never enter the rows: fixing pattern counts instead
-/// (the earlier dive) made zone-spread rows demand ever more nodes to balance pods no plan would
-/// place ($412/h against an LP of $26 on the scale-in benchmark).
+/// row's bounds by what the committed nodes contribute, and re-solves from the previous basis,
+/// until no pod is left or time is up. Surplus pods never enter the rows: fixing pattern counts
+/// instead (the earlier dive) made zone-spread rows demand ever more nodes to balance pods no plan
+/// would place ($412/h against an LP of $26 on the scale-in benchmark).
 pub fn dive(
     mut model: highs::Model,
     settings: &SolveSettings,

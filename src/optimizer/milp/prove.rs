@@ -28,7 +28,8 @@ pub const BIN_SECONDS: f64 = 0.05;
 pub struct Knapsack {
     /// No pattern of the bin collects more than this (value less the bin's per-pod penalties).
     pub upper: f64,
-    /// The best pattern found (classes ascending), valid under the node's rules, and what it collects.
+    /// The best pattern found (classes ascending), valid under the node's rules, and what it
+    /// collects.
     pub best: Vec<(usize, u32)>,
     pub best_value: f64,
     /// Whether `best` is proven optimal (then `upper` is `best_value`, up to tolerances).
@@ -288,7 +289,8 @@ mod tests {
         let catalog = crate::optimizer::fixtures::tiny_catalog();
         let mut checked = 0;
         for seed in 0..12u64 {
-            // anti-affinity cliques, hostname spread groups and conflicts, as in the exact search's test
+            // anti-affinity cliques, hostname spread groups and conflicts, as in the exact search's
+            // test
             let p = Problem::build(&crate::workload::diverse(14, seed), &catalog);
             let rules = NodeRules::build(&p);
             let limit: Vec<u32> = p.classes.iter().map(|c| c.demand() as u32).collect();

@@ -3,23 +3,25 @@
 //! Karpenter's diverse mix at 1,000 pods has about 600 classes, because the pods of each Deployment
 //! are tied together by its zone spread, zone affinity or hostname spread and differ in requests.
 //! Column generation over that many classes does not converge within seconds, so the only bound
-//! left is the aggregated LP (`bound.rs`), which lets pods share nodes fractionally and is far below
-//! any plan. Here every rule that ties pods of different nodes together is dropped (zone spread and
-//! zone (anti-)affinity, hostname spread, required hostname affinity, running pods' rules toward the
-//! class) along with every preference, and the classes that are then alike (same requests, same
-//! offerings, existing nodes and node-level terms) become one. Required hostname anti-affinity is
-//! kept, with its classes as they are: it is what forces one node per pod of a clique. The relaxed
-//! problem has a few dozen classes, column generation converges on it, and its value is certified
-//! by exact pricing (or bounded by Farley's ratio) as in the full model. As nothing but the bound
-//! waits for it, it runs in a mode of its own ([`super::Unproven::Any`]): every improving pattern
-//! the exact search or HiGHS finds enters, HiGHS is asked about every bin the search leaves open,
-//! and offerings that differ only in zone are one bin ([`super::bins_across_zones`]).
+//! left is the aggregated LP (`bound.rs`), which lets pods share nodes fractionally and is far
+//! below any plan. Here every rule that ties pods of different nodes together is dropped (zone
+//! spread and zone (anti-)affinity, hostname spread, required hostname affinity, running pods'
+//! rules toward the class) along with every preference, and the classes that are then alike (same
+//! requests, same offerings, existing nodes and node-level terms) become one. Required hostname
+//! anti-affinity is kept, with its classes as they are: it is what forces one node per pod of a
+//! clique. The relaxed problem has a few dozen classes, column generation converges on it, and its
+//! value is certified by exact pricing (or bounded by Farley's ratio) as in the full model. As
+//! nothing but the bound waits for it, it runs in a mode of its own ([`super::Unproven::Any`]):
+//! every improving pattern the exact search or HiGHS finds enters, HiGHS is asked about every bin
+//! the search leaves open, and offerings that differ only in zone are one bin
+//! ([`super::bins_across_zones`]).
 //!
 //! Dropping rows and nonnegative penalties only lowers the optimum, and a plan of the full problem
-//! is a plan of the relaxation with the same node costs, so the relaxed pattern LP bounds every plan
-//! that places the same pods. It charges what the full model's aggregated LP does not: that pods
-//! come in whole per node, in every resource at once. What is left of its clock goes to the same
-//! relaxation with the zone spreads' floors per zone (`floors.rs`), seeded with this LP's patterns.
+//! is a plan of the relaxation with the same node costs, so the relaxed pattern LP bounds every
+//! plan that places the same pods. It charges what the full model's aggregated LP does not: that
+//! pods come in whole per node, in every resource at once. What is left of its clock goes to the
+//! same relaxation with the zone spreads' floors per zone (`floors.rs`), seeded with this LP's
+//! patterns.
 
 use std::collections::BTreeMap;
 
@@ -184,9 +186,10 @@ pub struct Relaxed {
 impl Relaxed {
     /// The relaxation of `p` for placing `demand[k]` pods of each class, when it is [`worth_it`];
     /// `host_caps` as for [`relax`]. The plan candidate keeps the caps and the bound does not: with
-    /// them its classes grow (at 1,000 pods of the diverse mix, zones pinned, 622 classes become 179
-    /// rather than 149), and at 10,000 pods its LP was not certified within the solve (36.49 reported, the
-    /// aggregated bound, against 37.86), for a tightening of 0.01% where it was (3.7107 to 3.7110).
+    /// them its classes grow (at 1,000 pods of the diverse mix, zones pinned, 622 classes become
+    /// 179 rather than 149), and at 10,000 pods its LP was not certified within the solve (36.49
+    /// reported, the aggregated bound, against 37.86), for a tightening of 0.01% where it was
+    /// (3.7107 to 3.7110).
     pub fn of(p: &Problem, demand: &[u32], host_caps: bool) -> Option<Relaxed> {
         let (problem, of_class) = relax(p, host_caps);
         worth_it(p, &problem).then(|| Relaxed::new((problem, of_class), demand))
@@ -261,11 +264,12 @@ type MergeKey = (
     Vec<usize>,
 );
 
-/// `host_capped`: a hard hostname spread counts the class; such classes merge only among themselves.
-/// `tag`: what else must agree (see [`relax_tagged`]).
+/// `host_capped`: a hard hostname spread counts the class; such classes merge only among
+/// themselves. `tag`: what else must agree (see [`relax_tagged`]).
 fn merge_key(c: &PodClass, host_capped: bool, tag: Vec<usize>) -> MergeKey {
     let k = &c.constraints;
-    // the node-level terms decide fit and penalties; pod labels and rules between pods no longer matter
+    // the node-level terms decide fit and penalties; pod labels and rules between pods no longer
+    // matter
     let terms = format!(
         "{:?}",
         (
@@ -287,8 +291,8 @@ fn merge_key(c: &PodClass, host_capped: bool, tag: Vec<usize>) -> MergeKey {
     )
 }
 
-/// The hard hostname spreads of `p` as (members, max skew), one per set of members: every owner of a
-/// Deployment's spread has a group of its own, all alike.
+/// The hard hostname spreads of `p` as (members, max skew), one per set of members: every owner of
+/// a Deployment's spread has a group of its own, all alike.
 fn host_spreads(p: &Problem) -> Vec<(Vec<usize>, i64)> {
     let mut seen: BTreeMap<&[usize], i64> = BTreeMap::new();
     for g in p.topology.spreads.iter().filter(|g| g.hard && g.is_host()) {
@@ -301,8 +305,9 @@ fn host_spreads(p: &Problem) -> Vec<(Vec<usize>, i64)> {
 /// A per-node cap for each relaxed class that merges pods hostname spreads count: a node holds at
 /// most max skew pods of each spread, so at most their sum of the merged class. The rule between
 /// nodes is gone, the single-node one it implies is kept: without it the relaxed patterns put more
-/// pods of one request on a node than its spreads allow, and at 1,000 pods of the diverse mix, zones
-/// pinned, the lifting left 24-25 such pods for the greedy repair (0.15 $/h of a 3.84 $/h candidate).
+/// pods of one request on a node than its spreads allow, and at 1,000 pods of the diverse mix,
+/// zones pinned, the lifting left 24-25 such pods for the greedy repair (0.15 $/h of a 3.84 $/h
+/// candidate).
 fn capped_spreads(host: &[(Vec<usize>, i64)], of_class: &[usize]) -> Vec<SpreadGroup> {
     let mut caps: BTreeMap<usize, i64> = BTreeMap::new();
     for (members, skew) in host {
@@ -374,7 +379,8 @@ fn family_caps(
         .collect()
 }
 
-/// `c` with the rules between pods cleared (only the topology reads them; cleared for clarity in dumps).
+/// `c` with the rules between pods cleared (only the topology reads them; cleared for clarity in
+/// dumps).
 fn unruled(c: &PodClass) -> PodClass {
     let mut out = c.clone();
     let k = &mut out.constraints;
@@ -540,8 +546,8 @@ mod tests {
 
     #[test]
     fn the_relaxed_bound_is_certified_between_the_anti_affinity_floor_and_every_plan() {
-        // 60 pods of the diverse mix: 12 share one hostname anti-affinity, so any plan buys at least
-        // 12 of the catalog's one node type (0.3 $/h); the relaxation keeps that clique
+        // 60 pods of the diverse mix: 12 share one hostname anti-affinity, so any plan buys at
+        // least 12 of the catalog's one node type (0.3 $/h); the relaxation keeps that clique
         let snapshot = crate::workload::diverse(60, 7);
         let catalog = two_zones();
         let p = Problem::build(&snapshot, &catalog);

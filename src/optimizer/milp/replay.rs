@@ -1,9 +1,9 @@
-//! Replaying a candidate: the chosen patterns become nodes of a fresh placement state and their pods
-//! are placed one at a time through every rule, as kube-scheduler would check them. The patterns only
-//! promise final counts; zone spread is checked at each step and zone affinity fixes its domain with
-//! the first pod, so the order matters. Classes linked by a zone spread or zone affinity rule are
-//! placed together: always the pod whose target domain holds the fewest matching pods, and for a
-//! self-affinity group the domain most of its targets lie in first.
+//! Replaying a candidate: the chosen patterns become nodes of a fresh placement state and their
+//! pods are placed one at a time through every rule, as kube-scheduler would check them. The
+//! patterns only promise final counts; zone spread is checked at each step and zone affinity fixes
+//! its domain with the first pod, so the order matters. Classes linked by a zone spread or zone
+//! affinity rule are placed together: always the pod whose target domain holds the fewest matching
+//! pods, and for a self-affinity group the domain most of its targets lie in first.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,8 +12,9 @@ use super::super::sets::DisjointSets;
 use super::super::state::State;
 use super::columns::{Bin, Column};
 
-/// Replays chosen patterns into a fresh state; returns it with the pods (class, count) it did not place:
-/// left unplaced by the MILP, or refused by a rule. Surplus pods a pattern carries are not counted.
+/// Replays chosen patterns into a fresh state; returns it with the pods (class, count) it did not
+/// place: left unplaced by the MILP, or refused by a rule. Surplus pods a pattern carries are not
+/// counted.
 pub fn replay<'p>(p: &'p Problem, chosen: &[(Column, u32)]) -> (State<'p>, Vec<(usize, usize)>) {
     let mut state = State::new(p);
     let mut targets: Vec<Vec<(usize, u32)>> = vec![Vec::new(); p.classes.len()]; // per class: (node, count)
@@ -38,7 +39,8 @@ pub fn replay<'p>(p: &'p Problem, chosen: &[(Column, u32)]) -> (State<'p>, Vec<(
     let mut placed = vec![0usize; p.classes.len()];
     for component in links.components() {
         loop {
-            // the next pod: first those in an affinity group's chosen domain, then the emptiest domain
+            // the next pod: first those in an affinity group's chosen domain, then the emptiest
+            // domain
             let pick = component
                 .iter()
                 .filter(|&&k| placed[k] < p.classes[k].demand())

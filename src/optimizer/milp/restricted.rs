@@ -272,10 +272,10 @@ fn solve_once(
     let copies: Vec<u32> = (0..columns.len())
         .map(|j| solution.columns()[offset + j].round().max(0.0) as u32)
         .collect();
-    // HiGHS sometimes reports an optimum it found in its presolved space while handing back the start
-    // (at 100 pods of the diverse mix, zones pinned, 0.5 s: "optimal" at 0.3843 $/h with the start's
-    // 0.4071 as the solution; at 10 s, 0.3508 with the start's 0.3954, below the LP's 0.3738): the
-    // answer is what it hands back, and only proven when the two agree
+    // HiGHS sometimes reports an optimum it found in its presolved space while handing back the
+    // start (at 100 pods of the diverse mix, zones pinned, 0.5 s: "optimal" at 0.3843 $/h with the
+    // start's 0.4071 as the solution; at 10 s, 0.3508 with the start's 0.3954, below the LP's
+    // 0.3738): the answer is what it hands back, and only proven when the two agree
     let cost: f64 = columns
         .iter()
         .zip(&copies)

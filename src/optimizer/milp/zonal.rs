@@ -14,9 +14,10 @@
 //!   zone every relaxed class in it accepts (some instance types are not offered in every zone).
 //!   Copies are integers; the pods each zone takes are continuous, one column per relaxed class,
 //!   zone and signature (free, a zone spread group, or a set of allowed zones), so that HiGHS has a
-//!   good answer within a few tenths of a second. Rows: the pods of a relaxed class in a zone fit its slots there;
-//!   a zone spread group's counts (running pods included) differ by at most the skew between any
-//!   two eligible zones (or stay within it where `minDomains` forces the minimum to zero).
+//!   good answer within a few tenths of a second. Rows: the pods of a relaxed class in a zone fit
+//!   its slots there; a zone spread group's counts (running pods included) differ by at most the
+//!   skew between any two eligible zones (or stay within it where `minDomains` forces the minimum
+//!   to zero).
 //! - It minimises the nodes' cost less a reward per pod placed: [`REWARD_PER_DUAL`] times the
 //!   relaxed LP's dual of the pod's relaxed class (a pod the greedy repair places cost about twice
 //!   its LP share in our runs), and at least [`MIN_REWARD`].
@@ -574,12 +575,14 @@ mod tests {
         let (state, _) = super::super::replay(&p, &lifted);
         let (mut asked, mut got) = (0, 0);
         for &k in &spread {
-            // the quotas keep every lifted pod within its skew, whatever order the replay takes them in
+            // the quotas keep every lifted pod within its skew, whatever order the replay takes
+            // them in
             assert_eq!(state.placed_of(k) as u32, lifted_of(k), "class {k}");
             asked += demand[k];
             got += lifted_of(k);
         }
-        // a pod the program leaves out would need a node of its own here; the repair fits it in slack
+        // a pod the program leaves out would need a node of its own here; the repair fits it in
+        // slack
         assert!(2 * got >= asked, "{got} of {asked} zone spread pods lifted");
     }
 }

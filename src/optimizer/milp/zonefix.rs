@@ -4,8 +4,8 @@
 //! rounding of that LP keeps the split, and the replay, which must put the whole group in one zone,
 //! sends the pods planned elsewhere to the greedy repair (2,853 of 10,000 pods in the bench once).
 //! Here each group gets the zone where the LP puts most of its pods, the choice variables of the
-//! other zones are fixed at zero, and column generation goes on from the same basis, so the patterns
-//! adapt before the rounding. The fixed LP is a restriction, never a bound.
+//! other zones are fixed at zero, and column generation goes on from the same basis, so the
+//! patterns adapt before the rounding. The fixed LP is a restriction, never a bound.
 
 use std::collections::BTreeMap;
 

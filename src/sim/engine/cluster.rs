@@ -1,7 +1,7 @@
 //! The simulated cluster: the controller's [`Cluster`] in memory. It holds the nodes and pods,
-//! registers launched nodes when the host says their boot is over (with their DaemonSet pods), plays
-//! the Eviction API (PodDisruptionBudgets enforced) and the disruption controller (budget status),
-//! and records when each pod waited and started.
+//! registers launched nodes when the host says their boot is over (with their DaemonSet pods),
+//! plays the Eviction API (PodDisruptionBudgets enforced) and the disruption controller (budget
+//! status), and records when each pod waited and started.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
