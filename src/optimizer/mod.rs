@@ -99,8 +99,6 @@ pub enum SolverFault {
 pub enum OptimizerError {
     #[error("invalid settings: {0}")]
     Settings(String),
-    #[error("model: {0}")]
-    Model(String),
 }
 
 impl SolveSettings {
