@@ -1,6 +1,6 @@
-//! The `joiner` binary's contract with scripts (docs/cli.md): exit code 0 on success, 1 on a runtime
-//! error, 2 on a usage error, 3 when `solve` or `consolidate` leaves pods unschedulable (0 again with
-//! `--allow-unschedulable`), and `-o json|yaml` documents on stdout alone.
+//! The `joiner` binary's contract with scripts (docs/cli.md): exit code 0 on success, 1 on a
+//! runtime error, 2 on a usage error, 3 when `solve` or `consolidate` leaves pods unschedulable (0
+//! again with `--allow-unschedulable`), and `-o json|yaml` documents on stdout alone.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

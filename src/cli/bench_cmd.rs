@@ -1,5 +1,6 @@
-//! `joiner bench`: the diverse-mix benchmark against a catalog, MILP and greedy in the same run, as a
-//! table of solve seconds, plan cost, lower bound and the ratios between them, or as JSON or YAML.
+//! `joiner bench`: the diverse-mix benchmark against a catalog, MILP and greedy in the same run, as
+//! a table of solve seconds, plan cost, lower bound and the ratios between them, or as JSON or
+//! YAML.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -195,7 +196,8 @@ fn header(r: &Report) -> String {
 
 fn row(c: &Case) -> String {
     format!(
-        "{:>6} {:>7} {:>9.3} {:>10.4} {:>10.4} {:>7.2} {:>9.3} {:>10.4} {:>10.3} {:>6} {:>6} {:>9.4} {:>10.4}\n",
+        "{:>6} {:>7} {:>9.3} {:>10.4} {:>10.4} {:>7.2} {:>9.3} {:>10.4} {:>10.3} {:>6} {:>6} \
+        {:>9.4} {:>10.4}\n",
         c.pods,
         c.pod_classes,
         c.milp_seconds,

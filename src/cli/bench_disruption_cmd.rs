@@ -1,7 +1,8 @@
-//! `joiner bench-disruption`: the scale-in benchmark (`joiner::scalein`) against the bundled catalog,
-//! joiner's MILP consolidation (one decision) and Karpenter's baseline (passes to a fixpoint) in the
-//! same run, as one table of cluster cost, lower bound, decision time and evictions, or as JSON.
-//! The clock is fixed at `joiner::scalein::NOW` so every run decides on the same inputs.
+//! `joiner bench-disruption`: the scale-in benchmark (`joiner::scalein`) against the bundled
+//! catalog, joiner's MILP consolidation (one decision) and Karpenter's baseline (passes to a
+//! fixpoint) in the same run, as one table of cluster cost, lower bound, decision time and
+//! evictions, or as JSON. The clock is fixed at `joiner::scalein::NOW` so every run decides on the
+//! same inputs.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -209,7 +210,8 @@ fn cluster(args: &BenchDisruptionArgs, catalog: &Catalog) -> anyhow::Result<Clus
         .count();
     anyhow::ensure!(
         snapshot.nodes.len() == args.nodes && running == args.pods,
-        "{} nodes cannot hold {:.0} pods before the drop ({} nodes, {running} pods built); lower --pods or --drop",
+        "{} nodes cannot hold {:.0} pods before the drop ({} nodes, {running} pods built); lower \
+        --pods or --drop",
         args.nodes,
         args.pods as f64 / (1.0 - args.drop),
         snapshot.nodes.len()
@@ -289,7 +291,8 @@ fn table(r: &Report) -> String {
     let pods_before = (r.pods_after as f64 / (1.0 - r.drop)).round();
     let _ = writeln!(
         w,
-        "scale-in: {} nodes, {pods_before:.0} -> {} deployment pods (drop {:.2}), seed {}, us-east-1, now {}, time limit {}s",
+        "scale-in: {} nodes, {pods_before:.0} -> {} deployment pods (drop {:.2}), seed {}, \
+        us-east-1, now {}, time limit {}s",
         r.nodes, r.pods_after, r.drop, r.seed, r.now, r.time_limit_s
     );
     let (j, b) = (&r.joiner, &r.baseline);

@@ -1,6 +1,6 @@
-//! `joiner catalog build` writes a catalog file from the offline AWS reference data; `joiner catalog
-//! live` writes one from the live EC2 APIs (hardware, zone offerings, spot prices) with on-demand prices
-//! from the Pricing API or, where it cannot be reached, from the bundled catalog.
+//! `joiner catalog build` writes a catalog file from the offline AWS reference data; `joiner
+//! catalog live` writes one from the live EC2 APIs (hardware, zone offerings, spot prices) with
+//! on-demand prices from the Pricing API or, where it cannot be reached, from the bundled catalog.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,7 +17,8 @@ use super::progress::Progress;
 pub enum CatalogCommand {
     /// Build a catalog JSON for one region from the AWS reference data folder.
     Build {
-        /// Folder with instance-types.json, offerings-REGION.json, prices-REGION.json, spot-advisor.json.
+        /// Folder with instance-types.json, offerings-REGION.json, prices-REGION.json,
+        /// spot-advisor.json.
         #[arg(long, env = "JOINER_AWS_DATA", default_value = "../shared/data/aws")]
         data: PathBuf,
         /// Region whose offerings and prices the catalog holds.
@@ -133,7 +134,8 @@ async fn on_demand_prices(
             let (prices, report) = pricing::on_demand_prices(&clients.pricing, region).await?;
             eprintln!("{report}");
             let origin = format!(
-                "AWS Price List API GetProducts (AmazonEC2, Linux, shared tenancy and bare metal), {} types",
+                "AWS Price List API GetProducts (AmazonEC2, Linux, shared tenancy and bare \
+                metal), {} types",
                 prices.len()
             );
             Ok((prices, origin))

@@ -1,7 +1,8 @@
-//! `joiner consolidate`: read a snapshot and a catalog, decide which nodes to delete or replace, and
-//! print the disruption plan as JSON, YAML or a table. It exits 3 when the cluster the decision leaves
-//! cannot run every pod: once its actions are carried out, a provisioning solve of the pods then
-//! pending (the snapshot's pending pods and any evicted pod without a place) leaves some unschedulable.
+//! `joiner consolidate`: read a snapshot and a catalog, decide which nodes to delete or replace,
+//! and print the disruption plan as JSON, YAML or a table. It exits 3 when the cluster the decision
+//! leaves cannot run every pod: once its actions are carried out, a provisioning solve of the pods
+//! then pending (the snapshot's pending pods and any evicted pod without a place) leaves some
+//! unschedulable.
 
 use std::process::ExitCode;
 
@@ -78,8 +79,8 @@ pub fn run(args: ConsolidateArgs) -> anyhow::Result<ExitCode> {
     Ok(args.gate.exit(left.iter().map(String::as_str)))
 }
 
-/// The pods a provisioning solve cannot place once `plan` is carried out: pending before the decision
-/// or evicted by it without a place. Each is `namespace/name`.
+/// The pods a provisioning solve cannot place once `plan` is carried out: pending before the
+/// decision or evicted by it without a place. Each is `namespace/name`.
 fn unschedulable_after(
     snapshot: &ClusterSnapshot,
     catalog: &Catalog,
@@ -134,7 +135,8 @@ pub fn table(plan: &DisruptionPlan) -> String {
     }
     let _ = writeln!(
         w,
-        "\n{} actions deleting {} nodes, evicting {} pods: ${:.4}/h -> ${:.4}/h (saves ${:.4}/h; lower bound ${:.4}/h); disruption cost {:.4}; {} in {:.2}s",
+        "\n{} actions deleting {} nodes, evicting {} pods: ${:.4}/h -> ${:.4}/h (saves ${:.4}/h; \
+        lower bound ${:.4}/h); disruption cost {:.4}; {} in {:.2}s",
         plan.actions.len(),
         plan.deleted_nodes(),
         plan.evictions(),

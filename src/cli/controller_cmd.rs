@@ -22,7 +22,8 @@ use joiner::optimizer::Strategy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Provider {
-    /// In-process simulated EC2: launches succeed at once; nodes join when something registers them.
+    /// In-process simulated EC2: launches succeed at once; nodes join when something registers
+    /// them.
     Sim,
     /// EC2 through the AWS APIs (credentials from the default chain: IRSA, Pod Identity, env).
     Aws,
@@ -33,8 +34,8 @@ pub struct ControllerArgs {
     /// Kubeconfig file; in-cluster configuration (or ~/.kube/config) when omitted.
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
-    /// The cluster's name: in instance tags (`kubernetes.io/cluster/<name>: owned`), launch template
-    /// and instance profile names, and user data.
+    /// The cluster's name: in instance tags (`kubernetes.io/cluster/<name>: owned`), launch
+    /// template and instance profile names, and user data.
     #[arg(long, env = "CLUSTER_NAME")]
     cluster_name: String,
     /// joiner's namespace: its cost-weight ConfigMap and leader Lease live here.
@@ -126,8 +127,8 @@ pub struct ControllerArgs {
     /// Catalog JSON file (docs/catalog.md); the bundled catalog of --region when omitted.
     #[arg(long, env = "JOINER_CATALOG")]
     catalog: Option<PathBuf>,
-    /// The cluster's region: the bundled catalog's, and with `--cloud-provider aws` that of every EC2,
-    /// SSM and SQS call.
+    /// The cluster's region: the bundled catalog's, and with `--cloud-provider aws` that of every
+    /// EC2, SSM and SQS call.
     #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
     region: String,
     /// Where nodes come from: `aws` (EC2) or `sim` (an in-process simulated EC2, for tests).
@@ -137,7 +138,8 @@ pub struct ControllerArgs {
     /// Seed of the simulated cloud (`--cloud-provider sim` only).
     #[arg(long, env = "JOINER_SIM_SEED", default_value_t = 1)]
     sim_seed: u64,
-    /// The API server URL nodes join (written into user data); required with `--cloud-provider aws`.
+    /// The API server URL nodes join (written into user data); required with `--cloud-provider
+    /// aws`.
     #[arg(long, env = "CLUSTER_ENDPOINT")]
     cluster_endpoint: Option<String>,
     /// Base64 PEM of the cluster CA, written into user data.
@@ -161,7 +163,8 @@ pub struct ControllerArgs {
     /// Kubernetes minor version for AMI aliases (`1.33`); read from the API server when omitted.
     #[arg(long, env = "KUBERNETES_VERSION")]
     kubernetes_version: Option<String>,
-    /// How long an instance tagged for the cluster may run without a NodeClaim before it is terminated.
+    /// How long an instance tagged for the cluster may run without a NodeClaim before it is
+    /// terminated.
     #[arg(long, env = "JOINER_INSTANCE_GC_GRACE", default_value = "30s")]
     instance_gc_grace: String,
 }

@@ -1,5 +1,5 @@
-//! `joiner crds`: prints the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass, generated
-//! from the types in `joiner::api`, for `joiner crds | kubectl apply -f -`.
+//! `joiner crds`: prints the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass,
+//! generated from the types in `joiner::api`, for `joiner crds | kubectl apply -f -`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,8 +9,8 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct CrdsArgs {
-    /// Write one file per CRD (`<group>_<plural>.yaml`, as Karpenter names them) into this directory
-    /// instead of printing the stream.
+    /// Write one file per CRD (`<group>_<plural>.yaml`, as Karpenter names them) into this
+    /// directory instead of printing the stream.
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

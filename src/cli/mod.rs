@@ -26,7 +26,8 @@ use clap::{Parser, Subcommand};
 )]
 pub struct Cli {
     /// Log filter (tracing env-filter syntax).
-    // the highs crate logs a warning for every solve stopped by its time limit, which joiner reports itself
+    // the highs crate logs a warning for every solve stopped by its time limit, which joiner
+    // reports itself
     #[arg(
         long,
         global = true,

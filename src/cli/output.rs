@@ -106,7 +106,8 @@ impl UnschedulableGate {
             return Exit::Success.into();
         }
         eprintln!(
-            "error: {count} left unschedulable: {shown} (exit code 3; --allow-unschedulable exits 0)"
+            "error: {count} left unschedulable: {shown} \
+            (exit code 3; --allow-unschedulable exits 0)"
         );
         Exit::Unschedulable.into()
     }

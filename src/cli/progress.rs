@@ -1,6 +1,6 @@
-//! Progress of long commands on stderr: one line per phase (`[2/3] ...`) and a closing line with the
-//! elapsed time, whatever stderr is; on a terminal, a spinner with the running phase's elapsed time
-//! as well. Nothing goes to stdout, so `-o json` stays parseable.
+//! Progress of long commands on stderr: one line per phase (`[2/3] ...`) and a closing line with
+//! the elapsed time, whatever stderr is; on a terminal, a spinner with the running phase's elapsed
+//! time as well. Nothing goes to stdout, so `-o json` stays parseable.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};

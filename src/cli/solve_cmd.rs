@@ -1,5 +1,5 @@
-//! `joiner solve` and `joiner solve-dump`: read a snapshot and a catalog, plan, and print the plan as
-//! JSON, YAML or a table (exit 3 when it leaves pods unschedulable), or write the model and its
+//! `joiner solve` and `joiner solve-dump`: read a snapshot and a catalog, plan, and print the plan
+//! as JSON, YAML or a table (exit 3 when it leaves pods unschedulable), or write the model and its
 //! summary for inspection.
 
 use std::path::PathBuf;
@@ -168,7 +168,8 @@ pub fn table(plan: &Plan) -> String {
     }
     let _ = writeln!(
         w,
-        "\n{} new nodes, ${:.4}/h; objective {:.4}, lower bound {:.4}, gap {:.2}%; {} pod classes; {} in {:.2}s",
+        "\n{} new nodes, ${:.4}/h; objective {:.4}, lower bound {:.4}, gap {:.2}%; {} pod \
+        classes; {} in {:.2}s",
         plan.nodes.len(),
         plan.cost_per_hour,
         plan.objective,
