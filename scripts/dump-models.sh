@@ -12,9 +12,8 @@ set -euo pipefail
 # tests/models_golden.rs reads this DUMP_ARGS line; keep it on one line.
 DUMP_ARGS=(--time-limit 120 --gap 0 --threads 1 --max-fallbacks 20)
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/joiner-target}"
 cargo build --release
-joiner="$CARGO_TARGET_DIR/release/joiner"
+joiner="${CARGO_TARGET_DIR:-target}/release/joiner"
 mkdir -p models
 # the JOINER_* environment variables stand in for solve options; none may leak into a dump
 unset JOINER_SNAPSHOT JOINER_CATALOG JOINER_REGION JOINER_TIME_LIMIT JOINER_GAP JOINER_THREADS

@@ -1,6 +1,6 @@
 //! The catalogs bundled into the binary (fixtures/catalogs, built by `joiner catalog build`) load and
-//! hold plausible, spot-checked facts. The expected values were read from /work/shared/data/aws when
-//! the catalogs were built and are hard-coded here, because CI need not have that folder.
+//! hold plausible, spot-checked facts. The expected values were read from the AWS reference data
+//! (fixtures/catalogs/README.md) when the catalogs were built and are hard-coded here, because CI need not have that folder.
 
 use joiner::catalog::{Arch, CapacityType, Catalog, InstanceType};
 use joiner::domain::Quantity;
