@@ -19,7 +19,7 @@ pub enum CatalogCommand {
     Build {
         /// Folder with instance-types.json, offerings-REGION.json, prices-REGION.json,
         /// spot-advisor.json.
-        #[arg(long, env = "JOINER_AWS_DATA", default_value = "../shared/data/aws")]
+        #[arg(long, env = "JOINER_AWS_DATA")]
         data: PathBuf,
         /// Region whose offerings and prices the catalog holds.
         #[arg(long, default_value = "us-east-1")]
