@@ -403,7 +403,6 @@ fn nodepool() -> NodePool {
     pool.node_class = Some("default".into());
     pool.expire_after = Some("720h".into());
     pool.disruption = Disruption {
-        consolidation_policy: "WhenEmptyOrUnderutilized".into(),
         consolidate_after: Some("0s".into()),
         budgets: vec![Budget {
             nodes: "100%".into(),
@@ -411,6 +410,7 @@ fn nodepool() -> NodePool {
             schedule: None,
             duration: None,
         }],
+        ..Disruption::default()
     };
     pool
 }

@@ -310,6 +310,10 @@ snapshot_rejects! {
         "NodePool budget-unknown-reason: spec.disruption.budgets[0].reasons[1]: unknown disruption reason \"Expired\""];
     consolidation_policy_unknown: "consolidation-policy-unknown.yaml" => [
         "NodePool consolidation-policy-unknown: spec.disruption.consolidationPolicy: unknown consolidation policy \"Always\""];
+    consolidation_threshold_without_balanced: "consolidation-threshold-without-balanced.yaml" => [
+        "NodePool consolidation-threshold-without-balanced: spec.disruption.consolidationThreshold: consolidationThreshold needs consolidationPolicy Balanced"];
+    consolidation_threshold_zero: "consolidation-threshold-zero.yaml" => [
+        "NodePool consolidation-threshold-zero: spec.disruption.consolidationThreshold: threshold 0 is not a positive number"];
     taint_bad_effect_nodepool: "taint-bad-effect-nodepool.yaml" => [
         "NodePool taint-bad-effect-nodepool: spec.template.spec.taints[0].effect: unknown taint effect \"Sometimes\""];
     startup_taint_missing_effect: "startup-taint-missing-effect.yaml" => [

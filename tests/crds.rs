@@ -208,6 +208,15 @@ fn nodepool_schema_carries_defaults_and_rules() {
         at(&s, "spec.disruption.consolidationPolicy")["default"],
         "WhenEmptyOrUnderutilized"
     );
+    assert!(at(&s, "spec.disruption.consolidationPolicy")["enum"]
+        .as_array()
+        .is_some_and(|e| e.iter().any(|v| v == "Balanced")));
+    assert!(rules(at(&s, "spec.disruption.consolidationThreshold"))
+        .iter()
+        .any(|r| r == "self > 0.0"));
+    assert!(rules(disruption)
+        .iter()
+        .any(|r| r.contains("self.consolidationPolicy == 'Balanced'")));
     assert_eq!(
         at(&s, "spec.disruption.budgets")["maxItems"].as_f64(),
         Some(50.0)

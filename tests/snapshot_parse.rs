@@ -203,7 +203,7 @@ fn nodepool_defaults() {
     let d = &parse(OBJECTS[4]).nodepools[0];
     assert_eq!(d.weight, 0);
     assert_eq!(
-        d.disruption.consolidation_policy,
+        d.disruption.consolidation_policy.as_str(),
         "WhenEmptyOrUnderutilized"
     );
     assert_eq!(d.disruption.consolidate_after.as_deref(), Some("0s"));

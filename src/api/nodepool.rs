@@ -165,6 +165,9 @@ pub enum ConsolidationPolicy {
     /// Empty nodes and nodes whose pods fit elsewhere or on a cheaper node.
     #[default]
     WhenEmptyOrUnderutilized,
+    /// As `WhenEmptyOrUnderutilized`, for moves whose share of the pool's savings is at least
+    /// 1/`consolidationThreshold` of their share of the pool's disruption cost.
+    Balanced,
 }
 
 /// The disruption methods a budget can be limited to.
@@ -178,6 +181,9 @@ pub enum DisruptionReason {
 /// Disruption settings of a pool.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.consolidationThreshold) || self.consolidationPolicy == 'Balanced'").message("'consolidationThreshold' needs 'consolidationPolicy: Balanced'")
+)]
 pub struct Disruption {
     /// How long a node must go without pod changes before consolidation considers it, or `Never`.
     #[serde(default = "default_consolidate_after")]
@@ -186,6 +192,11 @@ pub struct Disruption {
     /// Which nodes consolidation may touch.
     #[serde(default)]
     pub consolidation_policy: ConsolidationPolicy,
+    /// Under `Balanced`, k: a move passes when its share of the pool's disruption cost is at most
+    /// k times its share of the pool's cost savings; 2 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self > 0.0").message("consolidationThreshold must be positive"))]
+    pub consolidation_threshold: Option<f64>,
     /// Caps on how many nodes may be disrupting at once; the smallest active cap wins.
     #[serde(default = "default_budgets")]
     #[schemars(length(max = 50))]
@@ -201,6 +212,7 @@ impl Default for Disruption {
         Disruption {
             consolidate_after: default_consolidate_after(),
             consolidation_policy: ConsolidationPolicy::default(),
+            consolidation_threshold: None,
             budgets: default_budgets(),
         }
     }

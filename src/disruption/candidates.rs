@@ -5,7 +5,7 @@
 
 use crate::catalog::Catalog;
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
-use crate::domain::{ClusterSnapshot, Node, NodeClaim, NodePool, Pod};
+use crate::domain::{ClusterSnapshot, ConsolidationPolicy, Node, NodeClaim, NodePool, Pod};
 use crate::optimizer::problem::node_price;
 
 use super::plan::Blocked;
@@ -216,7 +216,7 @@ fn consolidatable(
         return true;
     };
     let Ok(Some(after)) = after else { return false }; // Never, or unreadable: fail closed
-    if !pods.is_empty() && pool.disruption.consolidation_policy == "WhenEmpty" {
+    if !pods.is_empty() && pool.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty {
         return false;
     }
     // without the claim's lastPodEventTime, the latest of the node's and its pods' start stands in

@@ -86,14 +86,72 @@ pub struct NodeClaim {
     pub nodepool_hash: Option<String>,
 }
 
+/// Which nodes consolidation may remove or replace (`spec.disruption.consolidationPolicy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConsolidationPolicy {
+    /// Only nodes without workload pods.
+    WhenEmpty,
+    /// Any node whose pods fit elsewhere or on a cheaper node, for any positive saving.
+    #[default]
+    WhenEmptyOrUnderutilized,
+    /// As `WhenEmptyOrUnderutilized`, but a move must save at least `1/k` of its NodePool's cost
+    /// for each unit share of the NodePool's disruption cost it causes (k is
+    /// [`Disruption::consolidation_threshold`]).
+    Balanced,
+}
+
+impl ConsolidationPolicy {
+    pub const ALL: [ConsolidationPolicy; 3] = [
+        ConsolidationPolicy::WhenEmpty,
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        ConsolidationPolicy::Balanced,
+    ];
+
+    /// The name as written in a NodePool.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsolidationPolicy::WhenEmpty => "WhenEmpty",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized => "WhenEmptyOrUnderutilized",
+            ConsolidationPolicy::Balanced => "Balanced",
+        }
+    }
+
+    /// The policy of that name, if any.
+    pub fn parse(name: &str) -> Option<ConsolidationPolicy> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ConsolidationPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Karpenter's default `consolidationThreshold` (k) under `Balanced`.
+pub const DEFAULT_CONSOLIDATION_THRESHOLD: f64 = 2.0;
+
 /// The disruption block of a NodePool, kept for the disruption decisions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Disruption {
-    /// `WhenEmpty` or `WhenEmptyOrUnderutilized`.
-    pub consolidation_policy: String,
+    pub consolidation_policy: ConsolidationPolicy,
+    /// `consolidationThreshold` (k) as written; only set under `Balanced`, where absent means
+    /// [`DEFAULT_CONSOLIDATION_THRESHOLD`].
+    #[serde(default)]
+    pub consolidation_threshold: Option<f64>,
     /// `consolidateAfter` as written (`30s`, `Never`).
     pub consolidate_after: Option<String>,
     pub budgets: Vec<Budget>,
+}
+
+impl Disruption {
+    /// k when the policy is `Balanced`, `None` under the other policies.
+    pub fn balanced_threshold(&self) -> Option<f64> {
+        (self.consolidation_policy == ConsolidationPolicy::Balanced).then(|| {
+            self.consolidation_threshold
+                .unwrap_or(DEFAULT_CONSOLIDATION_THRESHOLD)
+        })
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

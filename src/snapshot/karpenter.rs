@@ -143,6 +143,7 @@ pub(crate) struct NodeClassRef {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DisruptionSpec {
     pub consolidation_policy: Option<String>,
+    pub consolidation_threshold: Option<f64>,
     pub consolidate_after: Option<Text>,
     pub budgets: Option<Vec<BudgetSpec>>,
 }

@@ -2,15 +2,13 @@
 //! disruption block, with the defaults and validation rules of Karpenter's CRD applied so a
 //! hand-written snapshot is read the way the API server would have stored it.
 
-use crate::domain::{Budget, Disruption, NodePool, Taint};
+use crate::domain::{Budget, ConsolidationPolicy, Disruption, NodePool, Taint};
 
 use super::convert::{is_karpenter_duration, taint, FieldError, FieldResult};
 use super::karpenter::{quantity_map, requirements, BudgetSpec, NodePoolObject, TaintSpec, Text};
 
-const POLICIES: [&str; 2] = ["WhenEmpty", "WhenEmptyOrUnderutilized"];
 const REASONS: [&str; 3] = ["Underutilized", "Empty", "Drifted"];
 /// The CRD's defaults.
-const DEFAULT_POLICY: &str = "WhenEmptyOrUnderutilized";
 const DEFAULT_CONSOLIDATE_AFTER: &str = "0s";
 const DEFAULT_EXPIRE_AFTER: &str = "720h";
 const DEFAULT_BUDGET_NODES: &str = "10%";
@@ -110,17 +108,8 @@ fn duration(value: Option<&Text>, default: &str, path: &str) -> FieldResult<Stri
 
 fn disruption(d: super::karpenter::DisruptionSpec) -> FieldResult<Disruption> {
     let path = "spec.disruption";
-    let policy = d
-        .consolidation_policy
-        .unwrap_or_else(|| DEFAULT_POLICY.to_string());
-    if !POLICIES.contains(&policy.as_str()) {
-        let message =
-            format!("unknown consolidation policy {policy:?} (expected WhenEmpty or WhenEmptyOrUnderutilized)");
-        return Err(FieldError::new(
-            format!("{path}.consolidationPolicy"),
-            message,
-        ));
-    }
+    let policy = policy(d.consolidation_policy.as_deref(), path)?;
+    let consolidation_threshold = threshold(d.consolidation_threshold, policy, path)?;
     let consolidate_after = duration(
         d.consolidate_after.as_ref(),
         DEFAULT_CONSOLIDATE_AFTER,
@@ -141,9 +130,52 @@ fn disruption(d: super::karpenter::DisruptionSpec) -> FieldResult<Disruption> {
     };
     Ok(Disruption {
         consolidation_policy: policy,
+        consolidation_threshold,
         consolidate_after: Some(consolidate_after),
         budgets,
     })
+}
+
+/// `consolidationPolicy`, defaulted to `WhenEmptyOrUnderutilized` as the CRD does.
+fn policy(value: Option<&str>, path: &str) -> FieldResult<ConsolidationPolicy> {
+    let Some(name) = value else {
+        return Ok(ConsolidationPolicy::default());
+    };
+    ConsolidationPolicy::parse(name).ok_or_else(|| {
+        let expected: Vec<&str> = ConsolidationPolicy::ALL
+            .iter()
+            .map(|p| p.as_str())
+            .collect();
+        FieldError::new(
+            format!("{path}.consolidationPolicy"),
+            format!(
+                "unknown consolidation policy {name:?} (expected {})",
+                expected.join(", ")
+            ),
+        )
+    })
+}
+
+/// `consolidationThreshold` (k): a positive number, only with `consolidationPolicy: Balanced`.
+fn threshold(
+    value: Option<f64>,
+    policy: ConsolidationPolicy,
+    path: &str,
+) -> FieldResult<Option<f64>> {
+    let Some(k) = value else { return Ok(None) };
+    let path = format!("{path}.consolidationThreshold");
+    if policy != ConsolidationPolicy::Balanced {
+        let message =
+            format!("consolidationThreshold needs consolidationPolicy Balanced, not {policy}");
+        return Err(FieldError::new(path, message));
+    }
+    if !(k.is_finite() && k > 0.0) {
+        return Err(FieldError::new(
+            path,
+            format!("threshold {k} is not a positive number"),
+        ));
+    }
+    Ok(Some(k))
 }
 
 fn budget(b: BudgetSpec, path: &str) -> FieldResult<Budget> {
@@ -227,8 +259,9 @@ mod tests {
         );
         assert_eq!(
             p.disruption.consolidation_policy,
-            "WhenEmptyOrUnderutilized"
+            ConsolidationPolicy::WhenEmptyOrUnderutilized
         );
+        assert_eq!(p.disruption.balanced_threshold(), None);
         assert_eq!(p.disruption.consolidate_after.as_deref(), Some("0s"));
         assert_eq!(
             p.disruption.budgets,
@@ -265,6 +298,15 @@ mod tests {
             ("spec: {weight: 101}", "spec.weight"),
             ("spec: {disruption: {consolidationPolicy: Always}}", "spec.disruption.consolidationPolicy"),
             ("spec: {disruption: {consolidateAfter: 5d}}", "spec.disruption.consolidateAfter"),
+            ("spec: {disruption: {consolidationThreshold: 3}}", "spec.disruption.consolidationThreshold"),
+            (
+                "spec: {disruption: {consolidationPolicy: Balanced, consolidationThreshold: 0}}",
+                "spec.disruption.consolidationThreshold",
+            ),
+            (
+                "spec: {disruption: {consolidationPolicy: Balanced, consolidationThreshold: -1.5}}",
+                "spec.disruption.consolidationThreshold",
+            ),
             ("spec: {disruption: {budgets: [{nodes: 120%}]}}", "spec.disruption.budgets[0].nodes"),
             (
                 "spec: {disruption: {budgets: [{nodes: '1', reasons: [Expired]}]}}",
@@ -283,6 +325,28 @@ mod tests {
             let e = pool(&format!("metadata: {{name: p}}\n{spec}\n")).unwrap_err();
             assert_eq!(e.path, path, "{spec}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn balanced_reads_its_threshold_or_the_default() {
+        let p = pool("metadata: {name: p}\nspec: {disruption: {consolidationPolicy: Balanced}}\n")
+            .unwrap();
+        assert_eq!(
+            p.disruption.consolidation_policy,
+            ConsolidationPolicy::Balanced
+        );
+        assert_eq!(p.disruption.balanced_threshold(), Some(2.0));
+        let p = pool(
+            "metadata: {name: p}\nspec: {disruption: {consolidationPolicy: Balanced, consolidationThreshold: 2.5}}\n",
+        )
+        .unwrap();
+        assert_eq!(p.disruption.balanced_threshold(), Some(2.5));
+        let p = pool("metadata: {name: p}\nspec: {disruption: {consolidationPolicy: WhenEmpty}}\n")
+            .unwrap();
+        assert_eq!(
+            p.disruption.consolidation_policy,
+            ConsolidationPolicy::WhenEmpty
+        );
     }
 
     #[test]
