@@ -1,5 +1,7 @@
 //! `joiner simulate`: runs a scenario once per strategy, prints the summary table side by side (or
-//! the whole report as JSON or YAML), and writes `report.json` and the charts to `--out`.
+//! the whole report as JSON or YAML), and writes `report.json` and the charts to `--out`. With
+//! `--suite DIR` it runs every scenario of a directory with joiner, Karpenter and Karpenter
+//! Balanced, and writes `suite.json` and one cost chart per scenario.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -8,9 +10,10 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use joiner::sim::suite::{self, DayResult, SuiteFailure, SuiteReport, SuiteStrategy};
 use joiner::sim::{self, charts, Report, RunReport, Scenario, SimStrategy};
 
-use super::output::OutputArg;
+use super::output::{Exit, OutputArg};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Which {
@@ -27,6 +30,10 @@ pub struct SimulateArgs {
     /// Scenario file (docs/simulate.md); the bundled default when omitted.
     #[arg(long, env = "JOINER_SCENARIO")]
     scenario: Option<PathBuf>,
+    /// Run every scenario file (*.yaml) of this directory with joiner, Karpenter and Karpenter
+    /// Balanced, side by side (docs/simulate.md, "The day suite"). `--strategy` does not apply.
+    #[arg(long, conflicts_with = "scenario")]
+    suite: Option<PathBuf>,
     /// Whose decisions to simulate: joiner's (`milp`), Karpenter's (`greedy`) or both.
     #[arg(long, value_enum, default_value = "both")]
     strategy: Which,
@@ -41,6 +48,9 @@ pub struct SimulateArgs {
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
+    if let Some(dir) = &args.suite {
+        return run_suite(dir, &args);
+    }
     let scenario = match &args.scenario {
         Some(path) => Scenario::load(path)?,
         None => Scenario::bundled_default()?,
@@ -60,7 +70,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
     let mut runs = Vec::new();
     for (i, s) in strategies.into_iter().enumerate() {
         eprintln!("[{}/{count}] {}: simulating", i + 1, s.as_str());
-        let bar = progress_bar(s);
+        let bar = progress_bar(s.as_str());
         let run = sim::run(&scenario, s, seed, &mut |f| {
             bar.set_position((f * 1000.0) as u64)
         })?;
@@ -102,7 +112,7 @@ fn write_files(out: &Path, report: &Report) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn progress_bar(s: SimStrategy) -> ProgressBar {
+fn progress_bar(name: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -112,7 +122,7 @@ fn progress_bar(s: SimStrategy) -> ProgressBar {
     ) {
         bar.set_style(style.progress_chars("=> "));
     }
-    bar.set_prefix(s.as_str());
+    bar.set_prefix(name.to_string());
     bar
 }
 
@@ -174,6 +184,151 @@ pub fn table(runs: &[RunReport]) -> String {
             out.push_str(&format!("{:>20}", f(r)));
         }
         out.push('\n');
+    }
+    out
+}
+
+/// `--suite DIR`: each scenario file with the three strategies; a file that fails is reported and
+/// the others still run; exit code 1 when any failed.
+fn run_suite(dir: &Path, args: &SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
+    let files = suite::scenario_files(dir)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let mut report = SuiteReport {
+        scenarios: vec![],
+        failed: vec![],
+    };
+    let count = files.len();
+    for (i, path) in files.iter().enumerate() {
+        let file = path.display().to_string();
+        eprintln!("[{}/{count}] {file}", i + 1);
+        match run_one(path, args) {
+            Ok(day) => report.scenarios.push(day),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                report.failed.push(SuiteFailure {
+                    file,
+                    error: format!("{e:#}"),
+                });
+            }
+        }
+    }
+    let json = args.out.join("suite.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", json.display()))?;
+    eprintln!("wrote {}", json.display());
+    args.output.print(&report, || suite_table(&report))?;
+    if report.failed.is_empty() {
+        Ok(std::process::ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "error: {} of {count} scenario files failed: {}",
+            report.failed.len(),
+            report
+                .failed
+                .iter()
+                .map(|f| f.file.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(Exit::Runtime.into())
+    }
+}
+
+/// One scenario of the suite, its chart written to `--out`.
+fn run_one(path: &Path, args: &SimulateArgs) -> anyhow::Result<DayResult> {
+    let scenario = Scenario::load(path)?;
+    let seed = args.seed.unwrap_or(scenario.seed);
+    let mut bars: Vec<(SuiteStrategy, ProgressBar)> = vec![];
+    let mut day = suite::run_day(&scenario, &path.display().to_string(), seed, &mut |s, f| {
+        if bars.last().is_none_or(|b| b.0 != s) {
+            if let Some((_, b)) = bars.last() {
+                b.finish_and_clear();
+            }
+            bars.push((s, progress_bar(s.as_str())));
+        }
+        if let Some((_, b)) = bars.last() {
+            b.set_position((f * 1000.0) as u64);
+        }
+    })?;
+    if let Some((_, b)) = bars.last() {
+        b.finish_and_clear();
+    }
+    for r in &day.runs {
+        eprintln!("  {}: {:.1} s", r.strategy, r.wall_seconds);
+    }
+    eprintln!(
+        "  re-pack bound at {} samples: {:.1} s",
+        day.bound.len(),
+        day.bound_wall_seconds
+    );
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned());
+    let chart = args.out.join(format!("{stem}.svg"));
+    let bound: Vec<(f64, f64)> = day
+        .bound
+        .iter()
+        .filter_map(|b| b.cost_per_hour.map(|c| (b.hours, c)))
+        .collect();
+    let title = format!(
+        "{}: cost per hour; dashed: re-pack lower bound, hourly, {} s solves",
+        day.scenario,
+        suite::BOUND_TIME_LIMIT
+    );
+    let label = "re-pack lower bound".to_string();
+    charts::write_suite_chart(&chart, &title, &day.runs, &bound, &label)?;
+    eprintln!("  wrote {}", chart.display());
+    day.chart = Some(chart.display().to_string());
+    Ok(day)
+}
+
+/// Per scenario, one row per figure: the three strategies, then joiner and Karpenter Balanced over
+/// Karpenter.
+pub fn suite_table(report: &SuiteReport) -> String {
+    type Row = (&'static str, fn(&RunReport) -> f64, usize);
+    #[rustfmt::skip]
+    let rows: [Row; 9] = [
+        ("total cost $", |r| r.summary.total_cost, 2),
+        ("$ / served pod-h", |r| r.summary.cost_per_served_pod_hour, 4),
+        ("pending pod-h", |r| r.summary.pending_pod_hours, 2),
+        ("pending p95 s", |r| r.summary.pending_seconds.p95, 1),
+        ("pending p99 s", |r| r.summary.pending_seconds.p99, 1),
+        ("pods evicted", |r| r.summary.pods_evicted as f64, 0),
+        ("launched", |r| r.summary.instances_launched as f64, 0),
+        ("peak nodes", |r| r.summary.peak_nodes as f64, 0),
+        ("short-lived nodes", |r| r.summary.short_lived_nodes as f64, 0),
+    ];
+    let mut out = String::new();
+    for day in &report.scenarios {
+        out.push_str(&format!(
+            "{} ({}, {:.0} h)\n",
+            day.scenario, day.file, day.hours
+        ));
+        out.push_str(&format!("{:<18}", ""));
+        for r in &day.runs {
+            out.push_str(&format!("{:>19}", r.strategy));
+        }
+        out.push_str(&format!("{:>12}{:>12}\n", "joiner/K", "balanced/K"));
+        for (name, f, digits) in rows {
+            out.push_str(&format!("{name:<18}"));
+            for r in &day.runs {
+                out.push_str(&format!("{:>19.*}", digits, f(r)));
+            }
+            let base = f(&day.runs[1]);
+            for i in [0, 2] {
+                let cell = match base {
+                    0.0 => "-".to_string(),
+                    b => format!("{:.2}", f(&day.runs[i]) / b),
+                };
+                out.push_str(&format!("{cell:>12}"));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    for f in &report.failed {
+        out.push_str(&format!("failed: {}\n", f.error));
     }
     out
 }

@@ -89,6 +89,37 @@ pub fn write_all(dir: &Path, runs: &[RunReport]) -> Result<Vec<PathBuf>, ChartEr
         .collect()
 }
 
+/// The day suite's chart of one scenario: each run's cost per hour, and dashed, the certified
+/// lower bound of re-packing the pods running at each of `bound`'s samples (hours, $/h), labelled
+/// `bound_label`. `title` is the caption (it states the bound's sample times and limit).
+pub fn write_suite_chart(
+    path: &Path,
+    title: &str,
+    runs: &[RunReport],
+    bound: &[(f64, f64)],
+    bound_label: &str,
+) -> Result<(), ChartError> {
+    let metric = Metric {
+        title: "",
+        ..METRICS[0]
+    };
+    let dashed: Line = bound
+        .iter()
+        .copied()
+        .filter(|(x, y)| x.abs() <= LIMIT && y.abs() <= LIMIT)
+        .collect();
+    let svg = render_with(&metric, title, runs, Some((bound_label, dashed))).map_err(|source| {
+        ChartError::Draw {
+            path: path.display().to_string(),
+            source,
+        }
+    })?;
+    std::fs::write(path, svg).map_err(|source| ChartError::Write {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
 /// The chart `render` builds; one lifetime, as the drawing area borrows the backend it owns.
 type Chart<'a> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 /// A run's points, (hours, value).
@@ -96,20 +127,47 @@ type Line = Vec<(f64, f64)>;
 
 /// Draws one chart into a string; rendering in memory keeps file errors apart from drawing ones.
 fn render(metric: &Metric, runs: &[RunReport]) -> Result<String, DrawError> {
-    let lines: Vec<Line> = runs.iter().map(|run| steps(run, metric.value)).collect();
-    let (x_range, y_range) = ranges(runs, &lines);
+    render_with(metric, metric.title, runs, None)
+}
+
+/// `render` with a caption of its own and, optionally, a dashed black line with its label.
+fn render_with(
+    metric: &Metric,
+    title: &str,
+    runs: &[RunReport],
+    dashed: Option<(&str, Line)>,
+) -> Result<String, DrawError> {
+    let mut lines: Vec<Line> = runs.iter().map(|run| steps(run, metric.value)).collect();
+    let (x_range, y_range) = match &dashed {
+        Some((_, line)) => {
+            lines.push(line.clone());
+            let r = ranges(runs, &lines);
+            lines.pop();
+            r
+        }
+        None => ranges(runs, &lines),
+    };
+    let font = if title.len() > 40 { 18 } else { 24 };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(fail("filling the background"))?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(metric.title, ("sans-serif", 24))
+            .caption(title, ("sans-serif", font))
             .margin(16)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d(x_range, y_range)
             .map_err(fail("laying out the axes"))?;
         draw_axes(&mut chart, metric)?;
+        if let Some((label, line)) = dashed {
+            let style = BLACK.stroke_width(2);
+            chart
+                .draw_series(DashedLineSeries::new(line, 8, 6, style))
+                .map_err(fail("drawing the dashed line"))?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 8, y)], style));
+        }
         draw_runs(&mut chart, runs, lines)?;
         root.present().map_err(fail("finishing the svg"))?;
     }
@@ -211,7 +269,8 @@ mod tests {
             pending_seconds: p, pods_started: 0, pods_evicted: 0, interruptions_handled: 0,
             ice_events: 0, instances_launched: 0, instances_terminated: 0, disruptions_executed: 0,
             disruptions_abandoned: 0, solves: 0, solver_seconds: p, time_limited_solves: 0,
-            unschedulable_pods: 0, pending_at_end: 0,
+            unschedulable_pods: 0, pending_at_end: 0, pending_pod_hours: 0.0,
+            served_pod_hours: 0.0, cost_per_served_pod_hour: 0.0, short_lived_nodes: 0,
         };
         let series = samples.iter().map(|&(hours, cost_per_hour, nodes, pending_pods)| {
             Sample { hours, cost_per_hour, nodes, pending_pods }
@@ -300,6 +359,36 @@ mod tests {
             &[run("milp", &[(0.0, 0.0, 0, 0), (1.0, 0.0, 0, 0)])],
         );
         written("single", &[run("greedy", &[(0.0, 0.3, 1, 0)])]);
+    }
+
+    #[test]
+    fn the_suite_chart_has_three_lines_and_a_dashed_bound() {
+        let mut runs = two_runs();
+        runs.push(run(
+            "karpenter-balanced",
+            &[(0.0, 0.2, 1, 0), (2.0, 0.6, 2, 0)],
+        ));
+        let dir = temp_dir("suite");
+        let path = dir.join("day.svg");
+        let bound = [(0.0, 0.1), (1.0, 0.3), (2.0, 0.25)];
+        write_suite_chart(&path, "day: cost per hour", &runs, &bound, "bound (hourly)").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for label in [
+            "day: cost per hour",
+            "bound (hourly)",
+            "karpenter-balanced",
+            "milp",
+        ] {
+            assert!(text.contains(&format!(">\n{label}\n</text>")), "{label}");
+        }
+        // the dashed line is drawn as one short black segment per dash, plus its legend swatch
+        let black = "stroke=\"#000000\" stroke-width=\"2\"";
+        assert!(
+            text.matches(black).count() > 3,
+            "{}",
+            text.matches(black).count()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

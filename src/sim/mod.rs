@@ -14,6 +14,7 @@ pub mod charts;
 pub mod engine;
 pub mod report;
 pub mod scenario;
+pub mod suite;
 
 use serde::{Deserialize, Serialize};
 
@@ -78,8 +79,24 @@ pub fn run(
     seed: u64,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunReport, SimError> {
+    run_keeping(scenario, strategy, seed, None, progress).map(|(report, _)| report)
+}
+
+/// Runs `scenario` once with `strategy`, keeping a copy of the cluster at the first sample at or
+/// after every multiple of `keep_every` seconds (none when None): (seconds, cluster).
+pub fn run_keeping(
+    scenario: &Scenario,
+    strategy: SimStrategy,
+    seed: u64,
+    keep_every: Option<f64>,
+    progress: &mut dyn FnMut(f64),
+) -> Result<(RunReport, Vec<(f64, crate::domain::ClusterSnapshot)>), SimError> {
     let started = std::time::Instant::now();
     let mut world = engine::World::new(scenario, strategy, seed);
+    if let Some(every) = keep_every {
+        world.keep_every(every);
+    }
     world.run(progress)?;
-    Ok(world.report(started.elapsed().as_secs_f64()))
+    let report = world.report(started.elapsed().as_secs_f64());
+    Ok((report, std::mem::take(&mut world.kept)))
 }

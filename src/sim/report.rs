@@ -73,6 +73,32 @@ pub struct Summary {
     pub unschedulable_pods: usize,
     /// Pods pending at the end that could run somewhere (still waiting for capacity).
     pub pending_at_end: usize,
+    /// Hours workload pods spent pending, summed over pods (waits still open at the end included).
+    #[serde(default)]
+    pub pending_pod_hours: f64,
+    /// Hours workload pods spent bound to a node, summed over pods (DaemonSet pods not counted).
+    #[serde(default)]
+    pub served_pod_hours: f64,
+    /// `total_cost` over `served_pod_hours`, $ per pod-hour (0 when nothing was served).
+    #[serde(default)]
+    pub cost_per_served_pod_hour: f64,
+    /// Nodes terminated during the run that lived less than their NodePool's consolidateAfter
+    /// plus 10 minutes, from launch to deletion.
+    #[serde(default)]
+    pub short_lived_nodes: usize,
+}
+
+/// How long a node must live not to count as short-lived: its NodePool's consolidateAfter
+/// (0 when absent or `Never`) plus this, seconds.
+pub const SHORT_LIVED_MARGIN: f64 = 600.0;
+
+/// Nodes whose lifetime (seconds) is below their NodePool's consolidateAfter (`threshold`,
+/// seconds, 0 for a NodePool it does not know) plus [`SHORT_LIVED_MARGIN`].
+pub fn short_lived(lifetimes: &[(String, f64)], threshold: impl Fn(&str) -> f64) -> usize {
+    lifetimes
+        .iter()
+        .filter(|(pool, lived)| *lived < threshold(pool) + SHORT_LIVED_MARGIN)
+        .count()
 }
 
 /// One strategy's run: its summary and the series the charts are drawn from.
@@ -102,6 +128,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn short_lived_nodes_are_below_consolidate_after_plus_ten_minutes() {
+        let lifetimes: Vec<(String, f64)> = [
+            ("general", 599.0),  // below 0 + 600
+            ("general", 600.0),  // exactly the threshold: not short-lived
+            ("batch", 1799.0),   // below 1200 + 600
+            ("batch", 1800.0),   // not
+            ("unknown", 30.0),   // an unknown pool counts from 0
+            ("general", 7200.0), // not
+        ]
+        .into_iter()
+        .map(|(p, s)| (p.to_string(), s))
+        .collect();
+        let threshold = |pool: &str| if pool == "batch" { 1200.0 } else { 0.0 };
+        assert_eq!(short_lived(&lifetimes, threshold), 3);
+        assert_eq!(short_lived(&[], threshold), 0);
+    }
+
+    #[test]
     fn percentiles_are_nearest_rank() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
         assert_eq!(
@@ -121,6 +165,22 @@ mod tests {
             }
         );
         assert_eq!(Percentiles::of(&[]), Percentiles::default());
+        let waits = [41.0, 0.0, 0.0, 82.0, 0.0, 41.0, 0.0, 0.0, 0.0, 0.0, 3600.0];
+        assert_eq!(
+            Percentiles::of(&waits),
+            Percentiles {
+                p50: 0.0,
+                p95: 3600.0,
+                p99: 3600.0
+            },
+            "11 waits: rank ceil(0.95 * 11) = 11 is the longest"
+        );
+        let twenty: Vec<f64> = (0..20).map(|i| if i < 19 { 0.0 } else { 41.0 }).collect();
+        assert_eq!(
+            (Percentiles::of(&twenty).p95, Percentiles::of(&twenty).p99),
+            (0.0, 41.0),
+            "20 waits, 19 of them 0: p95 is rank 19 (a 0), p99 rank 20 (the 41)"
+        );
         assert_eq!(
             Percentiles::of(&[3.0, f64::NAN, 1.0, 2.0]).p50,
             2.0,

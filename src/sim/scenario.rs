@@ -145,6 +145,10 @@ struct DiurnalFile {
     peak: String,
     #[serde(default = "day")]
     period: String,
+    /// Factors on the swing above `min`, one per day (24 h) of the run, repeating: a weekly
+    /// pattern is seven of them.
+    #[serde(default)]
+    daily_scale: Vec<f64>,
 }
 
 fn day() -> String {
@@ -205,12 +209,15 @@ pub struct Solver {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Replicas {
     Constant(u32),
-    /// A cosine between `min` and `max` peaking at `peak` seconds into each `period`.
+    /// A cosine between `min` and `max` peaking at `peak` seconds into each `period`; its swing
+    /// above `min` is multiplied on day `d` (24 h days from the start) by
+    /// `daily_scale[d % len]` (1 when empty).
     Diurnal {
         min: u32,
         max: u32,
         peak: f64,
         period: f64,
+        daily_scale: Vec<f64>,
     },
     /// Piecewise constant: the last step at or before the time applies (0 before the first).
     Steps(Vec<(f64, u32)>),
@@ -611,11 +618,23 @@ fn replicas(r: &ReplicasFile, origin: &str, field: &str) -> Result<Replicas, Sim
                     "must be positive",
                 ));
             }
+            if let Some(i) = d
+                .daily_scale
+                .iter()
+                .position(|f| !(f.is_finite() && *f >= 0.0))
+            {
+                return Err(bad(
+                    origin,
+                    &format!("{field}.diurnal.dailyScale[{i}]"),
+                    format!("{} is not a non-negative number", d.daily_scale[i]),
+                ));
+            }
             Ok(Replicas::Diurnal {
                 min: d.min,
                 max: d.max,
                 peak: seconds(origin, &format!("{field}.diurnal.peak"), &d.peak)?,
                 period,
+                daily_scale: d.daily_scale.clone(),
             })
         }
         (None, None, Some(steps)) => {
@@ -686,10 +705,16 @@ impl Replicas {
                 max,
                 peak,
                 period,
+                daily_scale,
             } => {
                 let phase = 2.0 * std::f64::consts::PI * (t - peak) / period;
                 let level = 0.5 * (1.0 + phase.cos());
-                (*min as f64 + (*max - *min) as f64 * level).round() as u32
+                let day = (t.max(0.0) / 86_400.0) as usize;
+                let scale = match daily_scale.len() {
+                    0 => 1.0,
+                    n => daily_scale[day % n],
+                };
+                (*min as f64 + (*max - *min) as f64 * level * scale).round() as u32
             }
             Replicas::Steps(steps) => steps
                 .iter()
@@ -711,6 +736,7 @@ mod tests {
             max: 20,
             peak: 14.0 * 3600.0,
             period: 24.0 * 3600.0,
+            daily_scale: vec![],
         };
         assert_eq!(r.at(14.0 * 3600.0), 20);
         assert_eq!(r.at(2.0 * 3600.0), 4);
@@ -720,6 +746,38 @@ mod tests {
             "a quarter period from the peak is halfway"
         );
         assert_eq!(r.at(38.0 * 3600.0), 20, "it repeats every period");
+    }
+
+    #[test]
+    fn a_daily_scale_shrinks_the_swing_on_its_days_and_repeats() {
+        let r = Replicas::Diurnal {
+            min: 4,
+            max: 20,
+            peak: 14.0 * 3600.0,
+            period: 24.0 * 3600.0,
+            daily_scale: vec![1.0, 0.25],
+        };
+        let h = |d: f64, hour: f64| r.at((24.0 * d + hour) * 3600.0);
+        assert_eq!(h(0.0, 14.0), 20, "day 0 at full swing");
+        assert_eq!(h(1.0, 14.0), 8, "day 1: 4 + 16 * 0.25");
+        assert_eq!(h(1.0, 2.0), 4, "the trough stays at min");
+        assert_eq!(h(2.0, 14.0), 20, "day 2 is day 0 again");
+    }
+
+    #[test]
+    fn a_bad_daily_scale_is_named() {
+        let text =
+            "name: x\nduration: 1h\nmanifests:\n- {apiVersion: karpenter.sh/v1, kind: NodePool, \
+            metadata: {name: p}, spec: {template: {spec: {requirements: []}}}}\nworkloads:\n\
+            - name: w\n  template: {spec: {containers: [{name: c}]}}\n  replicas:\n    \
+            diurnal: {min: 1, max: 2, peak: 1h, dailyScale: [1, -0.5]}\n";
+        let err = Scenario::parse(text, "x.yaml", None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("x.yaml: workloads[0].replicas.diurnal.dailyScale[1]"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -28,6 +28,14 @@ pub struct SimCluster {
     pub pending_times: Vec<f64>,
     /// Pods bound at least once.
     pub started: BTreeSet<String>,
+    /// When each bound workload pod was bound, seconds.
+    bound_since: BTreeMap<String, f64>,
+    /// Seconds workload pods spent bound, over the pods no longer bound.
+    served: f64,
+    /// When each claim was launched, and its NodePool, by node name.
+    launched_at: BTreeMap<String, (f64, String)>,
+    /// Nodes gone during the run: NodePool, seconds from launch to deletion.
+    pub lifetimes: Vec<(String, f64)>,
 }
 
 impl SimCluster {
@@ -48,6 +56,10 @@ impl SimCluster {
             pending_since,
             pending_times: vec![],
             started: BTreeSet::new(),
+            bound_since: BTreeMap::new(),
+            served: 0.0,
+            launched_at: BTreeMap::new(),
+            lifetimes: vec![],
         };
         c.refresh_pdb_status();
         c
@@ -103,8 +115,26 @@ impl SimCluster {
             self.pending_times.push(self.now - since);
         }
         self.started.insert(pod.to_string());
+        self.bound_since.insert(pod.to_string(), self.now);
         self.touch(Some(node), stamp);
         true
+    }
+
+    /// A workload pod stops being bound: its bound time is served time.
+    fn unbound(&mut self, key: &str) {
+        if let Some(since) = self.bound_since.remove(key) {
+            self.served += self.now - since;
+        }
+    }
+
+    /// Pod-seconds workload pods have been bound up to now (DaemonSet pods not counted).
+    pub fn served_seconds(&self) -> f64 {
+        self.served + self.bound_since.values().map(|s| self.now - s).sum::<f64>()
+    }
+
+    /// How long each pod still pending has waited so far, seconds.
+    pub fn open_waits(&self) -> Vec<f64> {
+        self.pending_since.values().map(|s| self.now - s).collect()
     }
 
     /// Deletes a pod (scale-down, a finished Job).
@@ -117,6 +147,7 @@ impl SimCluster {
             .and_then(|p| p.node_name.clone());
         self.snap.pods.retain(|p| p.key() != key);
         self.pending_since.remove(key);
+        self.unbound(key);
         let stamp = self.stamp();
         self.touch(node.as_deref(), stamp);
     }
@@ -148,6 +179,7 @@ impl SimCluster {
         let node = p.node_name.take();
         p.created = Some(stamp.clone());
         self.pending_since.insert(key.to_string(), self.now);
+        self.unbound(key);
         self.touch(node.as_deref(), stamp);
     }
 
@@ -194,6 +226,8 @@ impl Cluster for SimCluster {
         self.booting
             .insert(name.to_string(), (node.clone(), instance.id.clone()));
         self.launched.push(name.to_string());
+        self.launched_at
+            .insert(name.to_string(), (self.now, node.nodepool.clone()));
     }
 
     fn set_disrupted(&mut self, node: &str, disrupted: bool) {
@@ -226,6 +260,9 @@ impl Cluster for SimCluster {
     }
 
     fn delete_node(&mut self, name: &str) -> usize {
+        if let Some((at, pool)) = self.launched_at.remove(name) {
+            self.lifetimes.push((pool, self.now - at));
+        }
         if self.booting.remove(name).is_some() {
             return 0;
         }
@@ -243,6 +280,7 @@ impl Cluster for SimCluster {
                 moved += 1;
             } else {
                 self.snap.pods.retain(|q| q.key() != p);
+                self.unbound(&p);
             }
         }
         self.snap.nodes.retain(|n| n.name != name);

@@ -14,9 +14,9 @@ use crate::catalog::CapacityType;
 use crate::cloud::sim::{IceWindow, SimCloud};
 use crate::controller::{Cluster, Controller, Settings, Wake};
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE};
-use crate::domain::{LabelSelector, Pod, PodDisruptionBudget};
+use crate::domain::{ClusterSnapshot, LabelSelector, Pod, PodDisruptionBudget};
 
-use super::report::{Percentiles, RunReport, Sample, Summary};
+use super::report::{short_lived, Percentiles, RunReport, Sample, Summary};
 use super::scenario::{Event, Scenario, Workload, WorkloadKind};
 use super::{SimError, SimStrategy};
 use cluster::SimCluster;
@@ -52,6 +52,10 @@ pub struct World<'a> {
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     live: BTreeMap<String, Live>,
     samples: Vec<Sample>,
+    /// Keep a copy of the cluster every this many seconds (at the first sample at or after).
+    keep_every: Option<f64>,
+    /// The kept copies: seconds into the run, the cluster.
+    pub kept: Vec<(f64, ClusterSnapshot)>,
 }
 
 impl<'a> World<'a> {
@@ -115,6 +119,24 @@ impl<'a> World<'a> {
             queue: BinaryHeap::new(),
             live: BTreeMap::new(),
             samples: vec![],
+            keep_every: None,
+            kept: vec![],
+        }
+    }
+
+    /// Keeps a copy of the cluster at the first sample at or after every multiple of `seconds`.
+    pub fn keep_every(&mut self, seconds: f64) {
+        self.keep_every = (seconds > 0.0).then_some(seconds);
+    }
+
+    fn keep(&mut self) {
+        let Some(every) = self.keep_every else {
+            return;
+        };
+        let due = self.kept.len() as f64 * every;
+        if self.now() + 1e-9 >= due {
+            self.kept
+                .push((self.now(), self.cluster.snapshot().clone()));
         }
     }
 
@@ -155,6 +177,7 @@ impl<'a> World<'a> {
         }
         self.now_ms = (end * 1000.0).round() as u64;
         self.ctl.cloud.set_now(end);
+        self.cluster.set_now(end);
         self.sample();
         progress(1.0);
         Ok(())
@@ -197,6 +220,7 @@ impl<'a> World<'a> {
             Ev::Controller(Wake::Terminate(node)) => self.ctl.terminate(&mut self.cluster, &node),
             Ev::Sample => {
                 self.sample();
+                self.keep();
                 self.at(now + self.sc.timing.sample_interval, Ev::Sample);
             }
         }
@@ -381,12 +405,16 @@ impl<'a> World<'a> {
         let total_cost = self.ctl.cloud.total_cost(end);
         let (unschedulable, pending_at_end) = self.leftovers();
         let st = &self.ctl.stats;
+        // pods still pending at the end count with the wait they have had so far
+        let mut waits = self.cluster.pending_times.clone();
+        waits.extend(self.cluster.open_waits());
+        let served_pod_hours = self.cluster.served_seconds() / 3600.0;
         let summary = Summary {
             total_cost,
             average_cost_per_hour: total_cost / (end / 3600.0),
             peak_nodes: self.samples.iter().map(|s| s.nodes).max().unwrap_or(0),
             final_nodes: self.ctl.cloud.billing().0,
-            pending_seconds: Percentiles::of(&self.cluster.pending_times),
+            pending_seconds: Percentiles::of(&waits),
             pods_started: self.cluster.started.len(),
             pods_evicted: st.evicted,
             interruptions_handled: st.interruptions,
@@ -402,6 +430,16 @@ impl<'a> World<'a> {
             time_limited_solves: st.time_limited,
             unschedulable_pods: unschedulable,
             pending_at_end,
+            pending_pod_hours: waits.iter().sum::<f64>() / 3600.0,
+            served_pod_hours,
+            cost_per_served_pod_hour: if served_pod_hours > 0.0 {
+                total_cost / served_pod_hours
+            } else {
+                0.0
+            },
+            short_lived_nodes: short_lived(&self.cluster.lifetimes, |pool| {
+                self.consolidate_after(pool)
+            }),
         };
         RunReport {
             strategy: self.strategy.as_str().to_string(),
@@ -412,6 +450,18 @@ impl<'a> World<'a> {
             series: self.samples.clone(),
             wall_seconds,
         }
+    }
+
+    /// A NodePool's consolidateAfter in seconds: 0 when absent, `Never` or unknown.
+    fn consolidate_after(&self, pool: &str) -> f64 {
+        self.sc
+            .cluster
+            .nodepools
+            .iter()
+            .find(|np| np.name == pool)
+            .and_then(|np| np.disruption.consolidate_after.as_deref())
+            .and_then(|v| crate::disruption::timing::parse_go_duration(v).ok())
+            .map_or(0.0, |d| d.as_secs_f64())
     }
 
     /// Pending pods at the end split into those no offering can hold and those still waiting.
