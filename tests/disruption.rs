@@ -1039,3 +1039,51 @@ fn a_selection_stopped_before_its_first_answer_still_answers_with_its_start() {
         summary(&plan)
     );
 }
+
+// ------------------------------------------------------------------ consolidationPolicy: Balanced
+
+/// The cluster of `balanced-keeps-a-costly-move` with its pool's policy and threshold replaced.
+fn with_policy(
+    snapshot: &ClusterSnapshot,
+    policy: joiner::domain::ConsolidationPolicy,
+    threshold: Option<f64>,
+) -> ClusterSnapshot {
+    let mut s = snapshot.clone();
+    for pool in &mut s.nodepools {
+        pool.disruption.consolidation_policy = policy;
+        pool.disruption.consolidation_threshold = threshold;
+    }
+    s
+}
+
+/// Balanced at k = 0.5 keeps both nodes: deleting either saves too little of the pool's cost for
+/// its share of the pool's evictions. The same cluster under WhenEmptyOrUnderutilized, and under
+/// Balanced at the default k = 2, deletes the emptier node, with both strategies.
+#[test]
+fn balanced_keeps_a_move_whose_savings_do_not_pay_for_its_evictions() {
+    use joiner::domain::ConsolidationPolicy::{Balanced, WhenEmptyOrUnderutilized};
+    let name = "balanced-keeps-a-costly-move";
+    let (snapshot, catalog) = load(name);
+    assert_eq!(
+        snapshot.nodepools[0].disruption.balanced_threshold(),
+        Some(0.5)
+    );
+    for strategy in [DisruptionStrategy::Milp, DisruptionStrategy::Baseline] {
+        let decide = |s: &ClusterSnapshot| {
+            let plan = consolidate(s, &catalog, &settings(strategy))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            (deleted(&plan), summary(&plan))
+        };
+        let (gone, ctx) = decide(&snapshot);
+        assert!(gone.is_empty(), "{strategy:?} under Balanced: {ctx}");
+        for (policy, k) in [(WhenEmptyOrUnderutilized, None), (Balanced, None)] {
+            let (gone, ctx) = decide(&with_policy(&snapshot, policy, k));
+            assert_eq!(
+                gone,
+                set(&["ip-10-0-1-10.test"]),
+                "{strategy:?} under {policy}: {ctx}"
+            );
+        }
+    }
+    assert_no_action(&run(name));
+}

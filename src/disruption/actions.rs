@@ -339,6 +339,7 @@ fn select(
     let limits = Limits {
         budget: &t.underutilized,
         settings: &settings.solve(seconds, Strategy::Milp),
+        balanced: &t.balanced,
     };
     model::select(&keep, &gone, catalog, &t.open, &open_home, &limits).map(Some)
 }

@@ -49,6 +49,8 @@ enum Refusal {
     },
     #[error("spot-to-spot needs {needed} cheaper spot types, found {found}")]
     SpotToSpot { needed: usize, found: usize },
+    #[error("{0}")]
+    Balanced(String),
 }
 
 /// Karpenter caps multi-node consolidation at this many candidates.
@@ -305,10 +307,19 @@ impl<'s, 'a> Pass<'s, 'a> {
         if let Some(why) = self.unplaced(&sim).into_iter().next() {
             return Ok(Err(Refusal::Unschedulable(why)));
         }
-        match sim.plan.nodes.len() {
-            0 => Ok(Ok(sim)),
-            1 => self.replace(nodes, sim),
-            k => Ok(Err(Refusal::ManyNodes(k))),
+        let sim = match sim.plan.nodes.len() {
+            0 => sim,
+            1 => match self.replace(nodes, sim)? {
+                Ok(sim) => sim,
+                Err(why) => return Ok(Err(why)),
+            },
+            k => return Ok(Err(Refusal::ManyNodes(k))),
+        };
+        // Balanced scores the command that would be taken, after the replacement is chosen
+        let launched: f64 = sim.plan.nodes.iter().map(|n| n.price).sum();
+        match self.t.balanced.refusal(nodes, launched) {
+            Some(why) => Ok(Err(Refusal::Balanced(why))),
+            None => Ok(Ok(sim)),
         }
     }
 

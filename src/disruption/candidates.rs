@@ -31,6 +31,9 @@ pub struct NodeInfo {
     /// What disrupting it costs in the objective ($/h units): the per-node weight plus the
     /// per-pod weight times `eviction_cost`.
     pub disruption_cost: f64,
+    /// Karpenter's disruption cost for Balanced scoring: 1 for the node plus
+    /// `max(0, EvictionCost)` of each of `pods` (not scaled by lifetime).
+    pub score_disruption: f64,
     /// Why it has drifted, when it has.
     pub drift: Option<String>,
     pub expired: bool,
@@ -113,11 +116,12 @@ fn describe(
         }
         _ => 1.0,
     };
-    let eviction_cost: f64 = pods
+    let evictions: f64 = pods
         .iter()
         .map(|&p| eviction_cost(&snapshot.pods[p]).max(0.0))
-        .sum::<f64>()
-        * lifetime;
+        .sum();
+    let score_disruption = 1.0 + evictions;
+    let eviction_cost = evictions * lifetime;
     let w = &snapshot.weights;
     NodeInfo {
         node: i,
@@ -128,6 +132,7 @@ fn describe(
         price: node_price(node, catalog),
         eviction_cost,
         disruption_cost: w.node_disruption + w.pod_eviction * eviction_cost,
+        score_disruption,
         drift: drift(node, claim, pool, catalog),
         expired: matches!((expire_after, age), (Some(e), Some(a)) if a >= e),
         consolidatable: consolidatable(snapshot, node, claim, pool, &pods, now),

@@ -12,6 +12,7 @@
 //! snapshot, a catalog and a clock in, a [`DisruptionPlan`] out.
 
 pub mod actions;
+pub mod balanced;
 pub mod baseline;
 pub mod budget;
 pub mod candidates;
@@ -123,6 +124,8 @@ pub(crate) struct Triage<'a> {
     pub underutilized: BTreeMap<String, usize>,
     pub blocked: Vec<Blocked>,
     pub budgets: Vec<BudgetUse>,
+    /// The Balanced NodePools' thresholds and totals.
+    pub balanced: balanced::Balanced,
 }
 
 /// Plans the disruptions for `snapshot`.
@@ -275,6 +278,7 @@ fn triage<'a>(snapshot: &ClusterSnapshot, cands: &'a Candidates, now: Timestamp)
         underutilized,
         blocked,
         budgets,
+        balanced: balanced::Balanced::build(snapshot, cands),
     }
 }
 

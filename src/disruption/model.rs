@@ -25,6 +25,7 @@ use crate::optimizer::problem::Problem;
 use crate::optimizer::state::State;
 use crate::optimizer::{greedy, SeedNode, SeedTarget, SolveSettings, Strategy};
 
+use super::balanced::Balanced;
 use super::candidates::NodeInfo;
 
 /// What the selection model decided.
@@ -46,6 +47,8 @@ pub struct Limits<'a> {
     /// Underutilized disruptions each NodePool still allows.
     pub budget: &'a BTreeMap<String, usize>,
     pub settings: &'a SolveSettings,
+    /// The Balanced NodePools' thresholds and totals.
+    pub balanced: &'a Balanced,
 }
 
 /// The share of the selection's time column generation gets for the new-node patterns. Its LP
@@ -151,6 +154,7 @@ pub fn select(
     }
     add_room_rows(&mut pb, &ph, &cand_e, &y, &z);
     add_budget_rows(&mut pb, candidates, &y, limits.budget);
+    add_balanced_rows(&mut pb, candidates, &y, &x, patterns, limits.balanced);
     let (variables, constraints) = (pb.num_cols(), pb.num_rows());
     let cols = Cols {
         y: &y,
@@ -158,7 +162,7 @@ pub fn select(
         u: &u,
         total: pb.num_cols(),
     };
-    let start_values = start_values(&ph, candidates, &cols, &new_nodes, limits.budget);
+    let start_values = start_values(&ph, candidates, &cols, &new_nodes, limits);
     let limit = (budget - start.elapsed().as_secs_f64()) * 0.95;
     let (values, status, mip_gap) =
         match solve_by_deadline(pb, start_values.clone(), limits.settings, limit) {
@@ -267,8 +271,9 @@ fn start_values(
     candidates: &[&NodeInfo],
     cols: &Cols<'_>,
     new_nodes: &NewNodes,
-    budget: &BTreeMap<String, usize>,
+    limits: &Limits<'_>,
 ) -> Vec<f64> {
+    let budget = limits.budget;
     let NewNodes {
         patterns,
         lp,
@@ -304,7 +309,9 @@ fn start_values(
     for &i in order.iter().rev() {
         let c = candidates[i];
         let n = removed_in.entry(c.pool.as_str()).or_default();
-        if pays(c) && *n < budget.get(&c.pool).copied().unwrap_or(0) {
+        // a Balanced pool's candidates are all kept at the start: that satisfies its row
+        let balanced = limits.balanced.get(&c.pool).is_some();
+        if !balanced && pays(c) && *n < budget.get(&c.pool).copied().unwrap_or(0) {
             *n += 1;
         } else {
             values[cols.y[i].index()] = 1.0;
@@ -569,6 +576,54 @@ fn add_room_rows(
                 None => pb.add_row(..=1.0, f),
             }
         }
+    }
+}
+
+/// Balanced pools: for each pool p with threshold k, cost S and disruption cost D, when any of its
+/// candidates is removed (binary r_p, at least every removal), the decision's savings for p — its
+/// removed nodes' prices less every new node's price — times k D are at least the removed nodes'
+/// disruption cost times S:
+/// `sum_p (k D price_n - S d_n)(1 - y_n) - k D sum_j cost_j x_j + M (1 - r_p) >= 0`, with M
+/// = k D (sum of the candidates' prices + 1), which no decision worth keeping reaches.
+fn add_balanced_rows(
+    pb: &mut RowProblem,
+    candidates: &[&NodeInfo],
+    y: &[highs::Col],
+    x: &[highs::Col],
+    patterns: &[Pattern],
+    balanced: &Balanced,
+) {
+    let total_price: f64 = candidates.iter().map(|c| c.price).sum();
+    for (pool, score) in &balanced.pools {
+        let members: Vec<(&NodeInfo, highs::Col)> = candidates
+            .iter()
+            .zip(y)
+            .filter(|(c, _)| c.pool == *pool)
+            .map(|(c, col)| (*c, *col))
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let kd = score.k * score.disruption;
+        let big = kd * (total_price + 1.0);
+        let r = pb.add_integer_column(0.0, 0.0..=1.0);
+        for &(_, col) in &members {
+            // r >= 1 - y
+            pb.add_row(1.0.., [(r, 1.0), (col, 1.0)]);
+        }
+        let a: Vec<f64> = members
+            .iter()
+            .map(|(c, _)| kd * c.price - score.cost * c.score_disruption)
+            .collect();
+        // - sum a_n y_n - kD sum cost_j x_j - M r >= -M - sum a_n
+        let mut f: Vec<(highs::Col, f64)> = members
+            .iter()
+            .zip(&a)
+            .map(|((_, col), a)| (*col, -a))
+            .collect();
+        f.extend(x.iter().zip(patterns).map(|(col, p)| (*col, -kd * p.1)));
+        f.push((r, -big));
+        pb.add_row(-big - a.iter().sum::<f64>().., f);
     }
 }
 
