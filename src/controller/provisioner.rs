@@ -44,13 +44,7 @@ impl<P: CloudProvider> Controller<P> {
         let stamp = self
             .timestamp(now)
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let in_flight = cluster.in_flight();
-        // a claim's own record (no node yet) gives way to the node registered for it here, so
-        // the NodePool's limits count the claim once
-        let names: std::collections::BTreeSet<&str> = in_flight.iter().map(|(n, _)| *n).collect();
-        view.node_claims
-            .retain(|c| c.node_name.is_some() || !names.contains(c.name.as_str()));
-        for (name, node) in in_flight {
+        for (name, node) in cluster.in_flight() {
             register(&mut view, &self.catalog, node, name, &stamp);
         }
         for p in view.pods.iter_mut().filter(|p| p.node_name.is_none()) {
@@ -518,63 +512,6 @@ mod tests {
             log: log.clone(),
         };
         (Controller::new(settings(), catalog, cloud), cluster, log)
-    }
-
-    /// A cluster with one claim in flight whose NodeClaim is recorded, as the API server has it.
-    struct Booting {
-        snapshot: ClusterSnapshot,
-        node: NewNode,
-    }
-
-    impl Cluster for Booting {
-        fn snapshot(&self) -> &ClusterSnapshot {
-            &self.snapshot
-        }
-        fn in_flight(&self) -> Vec<(&str, &NewNode)> {
-            vec![("default-00001", &self.node)]
-        }
-        fn claim_launched(&mut self, _: &str, _: &NewNode, _: &Instance) {}
-        fn set_disrupted(&mut self, _: &str, _: bool) {}
-        fn evict(&mut self, _: &str) -> Result<(), EvictionRefused> {
-            Ok(())
-        }
-        fn delete_node(&mut self, _: &str) -> usize {
-            0
-        }
-    }
-
-    #[test]
-    fn a_claim_in_flight_is_counted_once_against_its_pool() {
-        let (ctl, _, _) = setup(1);
-        let mut recorded = ClusterSnapshot::default();
-        register(
-            &mut recorded,
-            &ctl.catalog,
-            &node("a"),
-            "default-00001",
-            "t",
-        );
-        let mut claim = recorded.node_claims.pop().expect("a claim");
-        claim.node_name = None;
-        let cluster = Booting {
-            snapshot: ClusterSnapshot {
-                node_claims: vec![claim],
-                ..ClusterSnapshot::default()
-            },
-            node: node("a"),
-        };
-        let view = ctl.provisioning_view(&cluster, 0.0);
-        let claims: Vec<Option<&str>> = view
-            .node_claims
-            .iter()
-            .map(|c| c.node_name.as_deref())
-            .collect();
-        assert_eq!(
-            claims,
-            [Some("default-00001")],
-            "the registered node's claim, not also the record without a node"
-        );
-        assert_eq!(view.nodes.len(), 1);
     }
 
     #[test]

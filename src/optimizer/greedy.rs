@@ -13,16 +13,12 @@ use std::collections::BTreeMap;
 use super::plan::UnschedulableReason;
 use super::problem::{fits, Problem};
 use super::state::{Held, NodeKind, State};
-use crate::domain::Resources;
 
 /// The candidate offerings still open for one new node.
 struct Claim {
     node: usize,
     candidates: Vec<(usize, usize)>,
     used: Vec<i64>,
-    /// What the claim counts against its NodePool's limits: in a limited pool the capacity of its
-    /// largest candidate, as Karpenter takes it off the limit when the claim takes its first pod.
-    counted: Resources,
     /// A bit per class whose pod found no surviving offering here, with no preference held, since
     /// the claim last took a pod. Until it takes one its survivors for that class stay none (its
     /// room, candidates and representative only change then), and the greedy start of the
@@ -94,8 +90,9 @@ fn run<'p>(
     mode: Mode,
 ) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
     let domains = Domains::build(p);
+    let tight = mode == Mode::Repair;
     // fullest (least free cpu) first; the order is fixed at the start, which is close enough
-    let mut planned: Vec<usize> = if mode == Mode::Repair {
+    let mut planned: Vec<usize> = if tight {
         state.new_nodes().map(|(i, _)| i).collect()
     } else {
         vec![]
@@ -116,7 +113,7 @@ fn run<'p>(
         claims: Vec::new(),
         by_load: Default::default(),
         domains,
-        mode,
+        tight,
         planned,
         ladders,
     };
@@ -155,8 +152,8 @@ struct Greedy<'p> {
     /// (pods on the claim's node, claim index), ascending.
     by_load: std::collections::BTreeSet<(usize, usize)>,
     domains: Domains,
-    /// Which placement this is: Karpenter's, the optimizer's start or its repair.
-    mode: Mode,
+    /// Repair mode (see [`repair`]).
+    tight: bool,
     /// New nodes the state already had when placement started (repair mode only).
     planned: Vec<usize>,
     /// Per class, its preference ladder (empty in repair mode).
@@ -416,7 +413,7 @@ impl<'p> Greedy<'p> {
                 return Ok(());
             }
         }
-        if self.mode == Mode::Repair {
+        if self.tight {
             return self.add_tight(k);
         }
         // claims by (pods, index): Karpenter tries the emptiest new node first
@@ -525,14 +522,6 @@ impl<'p> Greedy<'p> {
             return false;
         }
         self.state.place(k, node);
-        // Karpenter keeps what it took off the limit for the claim's first pod; the optimizer's
-        // start and repair give back what the claim's narrower choice no longer needs
-        let pool = self.p.shapes[survivors[0].0].pool;
-        if self.mode != Mode::Karpenter && self.p.pools[pool].remaining.is_some() {
-            let counted = largest(&self.state, &survivors);
-            self.state.recount(pool, &self.claims[c].counted, &counted);
-            self.claims[c].counted = counted;
-        }
         let claim = &mut self.claims[c];
         claim.candidates = survivors;
         claim.refused.clear();
@@ -622,12 +611,10 @@ impl<'p> Greedy<'p> {
             match self.state.can_place(k, node) {
                 Ok(()) => {
                     self.state.place(k, node);
-                    let counted = self.count_claim(k, (s, o), &candidates);
                     self.claims.push(Claim {
                         node,
                         candidates,
                         used: class.req.clone(),
-                        counted,
                         refused: Vec::new(),
                     });
                     self.by_load.insert((1, self.claims.len() - 1));
@@ -640,33 +627,6 @@ impl<'p> Greedy<'p> {
             }
         }
         Err(reason)
-    }
-
-    /// What a claim just opened as `opened` for a pod of class `k` counts against its pool's
-    /// limits. In a limited pool that is the largest capacity among its candidates that can hold
-    /// the pod (Karpenter's scheduler takes the most any of the NodeClaim's instance types could
-    /// use off the limit, so later claims of the batch see only what is left); elsewhere, the
-    /// node it was opened as.
-    fn count_claim(
-        &mut self,
-        k: usize,
-        opened: (usize, usize),
-        candidates: &[(usize, usize)],
-    ) -> Resources {
-        let usage = self.state.usage(opened.0);
-        let pool = self.p.shapes[opened.0].pool;
-        if self.p.pools[pool].remaining.is_none() {
-            return usage;
-        }
-        let req = &self.p.classes[k].req;
-        let options: Vec<(usize, usize)> = candidates
-            .iter()
-            .copied()
-            .filter(|&(s, o)| fits(req, &self.p.offering(s, o).alloc))
-            .collect();
-        let counted = largest(&self.state, &options);
-        self.state.recount(pool, &usage, &counted);
-        counted
     }
 
     /// [`State::offers`] through the menus' bits.
@@ -724,9 +684,6 @@ impl<'p> Greedy<'p> {
                     .then(a.cmp(b))
             });
             if let Some((s, o)) = best {
-                let launched = self.state.usage(s);
-                self.state
-                    .recount(self.p.shapes[s].pool, &claim.counted, &launched);
                 let free = self
                     .p
                     .offering(s, o)
@@ -788,18 +745,6 @@ fn drop_order(mut spreads: Vec<(usize, bool)>) -> Vec<usize> {
         order.push(spreads.swap_remove(i).0);
     }
     order
-}
-
-/// What a node of the largest of `candidates` counts against a limit: the most of each resource
-/// any of their capacities has, and one node.
-fn largest(state: &State, candidates: &[(usize, usize)]) -> Resources {
-    let mut most = Resources::new();
-    let mut shapes: Vec<usize> = candidates.iter().map(|&(s, _)| s).collect();
-    shapes.dedup();
-    for s in shapes {
-        most.max_with(&state.usage(s));
-    }
-    most
 }
 
 /// The most room any candidate offers, less what the claim already holds.
@@ -980,7 +925,6 @@ mod tests {
             node: 0,
             candidates: vec![],
             used: vec![],
-            counted: Resources::new(),
             refused: vec![],
         };
         claim.refuse(70, 130);
@@ -996,7 +940,7 @@ mod tests {
             claims: vec![],
             by_load: Default::default(),
             domains: Domains::build(&p),
-            mode: Mode::Karpenter,
+            tight: false,
             planned: vec![],
             ladders: vec![],
         };

@@ -156,8 +156,7 @@ pub struct State<'p> {
     /// them (set by greedy placement, rung by rung; `None` everywhere else).
     pub held: Option<Held<'p>>,
     rules: ClassRules,
-    /// Per pool: what this plan's new nodes count against its limits, their capacity and one node
-    /// each (a greedy claim whose type is not settled counts its largest candidate).
+    /// Per pool: capacity of the nodes this plan launched.
     pool_used: Vec<Resources>,
     next_id: usize,
 }
@@ -221,34 +220,10 @@ impl<'p> State<'p> {
     /// Whether a new node of this offering fits the pool's remaining limits.
     pub fn can_open(&self, shape: usize, _offering: usize) -> bool {
         let s = &self.p.shapes[shape];
-        self.room(s.pool)
-            .is_none_or(|room| within_limits(&s.capacity, &room))
-    }
-
-    /// What `pool`'s limits leave for more nodes of this plan, over the resources they name (what
-    /// a limit does not name is unlimited, as in Karpenter); None for a pool without limits.
-    pub fn room(&self, pool: usize) -> Option<Resources> {
-        let used = &self.pool_used[pool];
-        self.p.pools[pool].remaining.as_ref().map(|rem| {
-            rem.iter()
-                .map(|(name, left)| (name.to_string(), left.saturating_sub(used.get(name))))
-                .collect()
-        })
-    }
-
-    /// What one node of `shape` counts against its pool's limits: its capacity and one node.
-    pub fn usage(&self, shape: usize) -> Resources {
-        let mut cap = self.p.shapes[shape].capacity.clone();
-        cap.set("nodes", crate::domain::Quantity::from_units(1));
-        cap
-    }
-
-    /// Makes `pool` count `to` instead of `from` against its limits: a planned node whose type is
-    /// not settled yet holds what its largest candidate would take (`greedy::Claim`).
-    pub fn recount(&mut self, pool: usize, from: &Resources, to: &Resources) {
-        let used = &mut self.pool_used[pool];
-        used.sub(from);
-        used.add(to);
+        match &self.p.pools[s.pool].remaining {
+            None => true,
+            Some(rem) => within_limits(&s.capacity, &rem.minus(&self.pool_used[s.pool])),
+        }
     }
 
     /// Adds an empty planned node and returns its index.
@@ -258,7 +233,8 @@ impl<'p> State<'p> {
         let mut labels = o.labels.clone();
         labels.insert(HOSTNAME.to_string(), format!("joiner-{:04}", self.next_id));
         self.next_id += 1;
-        let cap = self.usage(shape);
+        let mut cap = s.capacity.clone();
+        cap.set("nodes", crate::domain::Quantity::from_units(1));
         self.pool_used[s.pool].add(&cap);
         self.nodes.push(NodeState {
             kind: NodeKind::New { shape, offering },
@@ -274,8 +250,10 @@ impl<'p> State<'p> {
     pub fn close_if_empty(&mut self, node: usize) {
         if node + 1 == self.nodes.len() && self.nodes[node].placed.is_empty() {
             if let NodeKind::New { shape, .. } = self.nodes[node].kind {
-                let cap = self.usage(shape);
-                self.pool_used[self.p.shapes[shape].pool].sub(&cap);
+                let s = &self.p.shapes[shape];
+                let mut cap = s.capacity.clone();
+                cap.set("nodes", crate::domain::Quantity::from_units(1));
+                self.pool_used[s.pool].sub(&cap);
                 self.nodes.pop();
                 self.next_id -= 1;
             }
