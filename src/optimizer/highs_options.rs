@@ -50,6 +50,16 @@ pub struct SolverOptions {
 }
 
 impl SolverOptions {
+    /// A re-solve of an LP that keeps its basis: presolve off (it would throw the basis away), and
+    /// the simplex variant for which that basis stays feasible.
+    pub fn warm_lp(simplex: Simplex) -> Self {
+        SolverOptions {
+            presolve: Some(false),
+            simplex: Some(simplex),
+            ..SolverOptions::default()
+        }
+    }
+
     /// Sets every option given on `model`.
     pub fn apply(&self, model: &mut Model) {
         if self.quiet {

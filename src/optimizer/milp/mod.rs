@@ -1061,18 +1061,13 @@ fn rounds(
         let round_start = Instant::now();
         // HiGHS's clock runs across solves of one model, so its limit is the whole budget; the loop
         // itself stops at `seconds`
-        let warm = SolverOptions {
-            // the previous basis stays valid when columns are added; presolve would throw it away
-            presolve: Some(false),
-            // after bounds were fixed the old basis is dual feasible only: the dual simplex
-            // restarts it
-            simplex: Some(if iterations == 1 && !relaxation {
-                Simplex::Dual
-            } else {
-                Simplex::Primal
-            }),
-            ..SolverOptions::default()
-        };
+        // the previous basis stays valid when columns are added; after bounds were fixed it is
+        // dual feasible only, and the dual simplex restarts it
+        let warm = SolverOptions::warm_lp(if iterations == 1 && !relaxation {
+            Simplex::Dual
+        } else {
+            Simplex::Primal
+        });
         configure(
             &mut model,
             settings,

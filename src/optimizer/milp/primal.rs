@@ -189,11 +189,7 @@ pub fn dive(
     };
     while start.elapsed().as_secs_f64() < until && out.residual.iter().any(|&r| r > 0) {
         out.steps += 1;
-        let warm = SolverOptions {
-            presolve: Some(false),
-            simplex: Some(Simplex::Dual),
-            ..SolverOptions::default()
-        };
+        let warm = SolverOptions::warm_lp(Simplex::Dual);
         configure(
             &mut model,
             settings,
