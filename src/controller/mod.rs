@@ -12,9 +12,11 @@
 
 pub mod cluster;
 mod disrupter;
+pub mod leadership;
 mod provisioner;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Index, RangeFrom};
 
 use crate::catalog::Catalog;
 use crate::cloud::{CloudProvider, Unavailable};
@@ -24,6 +26,7 @@ use crate::domain::Pod;
 use crate::optimizer::{PlanStatus, SolverFault, Strategy};
 
 pub use cluster::{Cluster, EvictionRefused};
+pub use leadership::{LeaderToken, NotLeader};
 
 /// How long a pod nominated to a running node waits for kube-scheduler to bind it there before it
 /// is provisioned for again (Karpenter's nomination window is two batch windows).
@@ -36,6 +39,9 @@ pub enum ControllerError {
     Provisioning(String),
     #[error("disruption decision: {0}")]
     Disruption(String),
+    /// The replica lost its leadership: the step starts no new writes.
+    #[error(transparent)]
+    NotLeader(#[from] NotLeader),
 }
 
 /// Timings and solver limits, in seconds.
@@ -86,8 +92,80 @@ pub struct Stats {
     pub disruptions_executed: usize,
     pub disruptions_abandoned: usize,
     pub time_limited: usize,
-    /// Every provisioning and disruption decision, in order.
-    pub solves: Vec<SolveRecord>,
+    /// Provisioning and disruption decisions, in order: every one in a simulation, the latest in
+    /// a long-running controller (see [`SolveLog::bounded`]).
+    pub solves: SolveLog,
+}
+
+/// Solve records, counted from the first and kept whole or only the latest. `len` counts every
+/// solve ever recorded and `log[n..]` indexes by that count, so a reader that remembers how many
+/// it saw reads only the new ones; those already dropped are skipped. A controller that runs for
+/// months records a solve every few seconds and must not keep them all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SolveLog {
+    kept: Vec<SolveRecord>,
+    dropped: usize,
+    /// Keeps at least this many of the latest, and at most twice as many; None: keeps all.
+    limit: Option<usize>,
+}
+
+impl SolveLog {
+    /// A log that keeps the latest `limit` records (at least one).
+    pub fn bounded(limit: usize) -> SolveLog {
+        SolveLog {
+            limit: Some(limit.max(1)),
+            ..SolveLog::default()
+        }
+    }
+
+    /// Solves recorded since the start, including those no longer kept.
+    pub fn len(&self) -> usize {
+        self.dropped + self.kept.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The records still kept, oldest first.
+    pub fn iter(&self) -> std::slice::Iter<'_, SolveRecord> {
+        self.kept.iter()
+    }
+
+    /// How many records are held in memory.
+    pub fn kept(&self) -> usize {
+        self.kept.len()
+    }
+
+    pub fn push(&mut self, record: SolveRecord) {
+        self.kept.push(record);
+        // dropping in halves keeps a push O(1) amortized
+        if let Some(limit) = self.limit {
+            if self.kept.len() >= 2 * limit {
+                let drop = self.kept.len() - limit;
+                self.kept.drain(..drop);
+                self.dropped += drop;
+            }
+        }
+    }
+}
+
+impl Index<RangeFrom<usize>> for SolveLog {
+    type Output = [SolveRecord];
+
+    /// The records from the `n`-th solve ever recorded on, as far as they are still kept.
+    fn index(&self, from: RangeFrom<usize>) -> &[SolveRecord] {
+        let start = from.start.saturating_sub(self.dropped).min(self.kept.len());
+        &self.kept[start..]
+    }
+}
+
+impl<'a> IntoIterator for &'a SolveLog {
+    type Item = &'a SolveRecord;
+    type IntoIter = std::slice::Iter<'a, SolveRecord>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.kept.iter()
+    }
 }
 
 /// One decision's solve, for reports and metrics.
@@ -178,6 +256,8 @@ pub struct Controller<P: CloudProvider> {
     reclaiming: BTreeSet<String>,
     disruption: disrupter::State,
     wakes: Vec<(f64, Wake)>,
+    /// Asked before a step starts writes: a deposed leader's step must not act.
+    leader: LeaderToken,
     pub stats: Stats,
 }
 
@@ -198,8 +278,27 @@ impl<P: CloudProvider> Controller<P> {
             reclaiming: BTreeSet::new(),
             disruption: disrupter::State::default(),
             wakes: vec![],
+            leader: LeaderToken::always(),
             stats: Stats::default(),
         }
+    }
+
+    /// Keeps only the latest `n` solve records (a long-running host); the default keeps all.
+    pub fn with_solve_history(mut self, n: usize) -> Self {
+        self.stats.solves = SolveLog::bounded(n);
+        self
+    }
+
+    /// Acts only while `token` leads: the provisioning and disruption entry points check it
+    /// before they write.
+    pub fn with_leader_token(mut self, token: LeaderToken) -> Self {
+        self.leader = token;
+        self
+    }
+
+    /// Ok while this replica may act; the entry points that write call it first.
+    pub fn leading(&self) -> Result<(), NotLeader> {
+        self.leader.check()
     }
 
     /// Takes over a node that was running before the controller started.
@@ -398,5 +497,71 @@ pub(crate) mod tests {
         // nothing new: no wake-up
         ctl.observe(&cluster, 10.0);
         assert!(ctl.take_wakes().is_empty());
+    }
+
+    fn record(seconds: f64) -> SolveRecord {
+        SolveRecord {
+            phase: Phase::Provisioning,
+            status: SolveStatus::Provisioning(PlanStatus::Optimal),
+            seconds,
+            gap: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_bounded_solve_log_counts_every_solve_and_keeps_the_latest() {
+        let mut log = SolveLog::bounded(64);
+        let mut seen = 0;
+        let mut read = 0;
+        for i in 0..100_000 {
+            log.push(record(i as f64));
+            assert!(log.kept() < 128, "holds {} records", log.kept());
+            // a reader that remembers the count reads each new record once
+            if i % 50 == 49 {
+                let new = &log[seen..];
+                assert_eq!(new.len(), 50);
+                assert_eq!(new[0].seconds, seen as f64);
+                read += new.len();
+                seen = log.len();
+            }
+        }
+        assert_eq!(log.len(), 100_000);
+        assert_eq!(read, 100_000);
+        assert_eq!(log.iter().last().map(|r| r.seconds), Some(99_999.0));
+        // a reader that fell behind gets what is still kept
+        assert_eq!(log[0..].len(), log.kept());
+        assert!(log[200_000..].is_empty());
+    }
+
+    #[test]
+    fn an_unbounded_solve_log_keeps_every_solve() {
+        let mut log = SolveLog::default();
+        for i in 0..1000 {
+            log.push(record(i as f64));
+        }
+        assert_eq!((log.len(), log.kept()), (1000, 1000));
+    }
+
+    #[test]
+    fn a_deposed_leader_closes_no_batch_and_terminates_nothing() {
+        let token = LeaderToken::pending();
+        token.extend(std::time::Instant::now() + std::time::Duration::from_secs(60));
+        let mut ctl = controller().with_leader_token(token.clone());
+        ctl.adopt("n1", "i-1");
+        let mut cluster = Fake::new(ClusterSnapshot::default());
+        cluster.0.pods.push(std::sync::Arc::new(Pod::new(
+            "a",
+            PodConstraints::default(),
+        )));
+        ctl.observe(&cluster, 0.0);
+        token.revoke();
+        assert!(matches!(
+            ctl.batch_due(&mut cluster, 5.0),
+            Err(ControllerError::NotLeader(_))
+        ));
+        assert!(ctl.batch_window.is_some(), "the batch is kept, not dropped");
+        ctl.terminate(&mut cluster, "n1");
+        assert_eq!(ctl.instance_of("n1"), Some("i-1"));
+        assert_eq!(ctl.stats.terminated, 0);
     }
 }

@@ -33,6 +33,7 @@ impl<P: CloudProvider> Controller<P> {
         if now + 1e-6 < (last + self.settings.batch_idle).min(first + self.settings.batch_max) {
             return Ok(());
         }
+        self.leading()?;
         self.batch_window = None;
         self.batch.clear();
         self.provision(cluster, now)
@@ -296,6 +297,9 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     fn reclaim(&mut self, cluster: &mut impl Cluster, instance: &str, spot: bool, now: f64) {
+        if self.leading().is_err() {
+            return;
+        }
         let Some(name) = self.node_of(instance).map(str::to_string) else {
             return;
         };
@@ -346,6 +350,9 @@ impl<P: CloudProvider> Controller<P> {
 
     /// Terminates a node's instance and deletes the node; pods still on it go pending.
     pub fn terminate(&mut self, cluster: &mut impl Cluster, name: &str) {
+        if self.leading().is_err() {
+            return;
+        }
         self.reclaiming.remove(name);
         let Some(instance) = self.instance_of.remove(name) else {
             return;

@@ -2,13 +2,15 @@
 //! a publisher task sends them through kube's recorder a few at a time, so the decision thread
 //! never waits for them. Pod Events are thinned the way Karpenter thins them: `Nominated` under
 //! one rate limit across all pods, `FailedScheduling` once per pod and message in five minutes.
-//! A large scale-up otherwise sent an Event per pod per pass.
+//! A large scale-up otherwise sent an Event per pod per pass. The queue is bounded: Events the
+//! publisher cannot keep up with are dropped and counted ([`dropped`]), never held without limit.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use futures::channel::mpsc::UnboundedSender;
+use futures::channel::mpsc::{Receiver, UnboundedSender};
 use futures::StreamExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -17,6 +19,19 @@ use tokio::runtime::Handle;
 
 /// Events a publisher task sends at once.
 const EVENT_CONCURRENCY: usize = 8;
+
+/// Events waiting to be sent at most; more are dropped. At eight in flight and a few milliseconds
+/// each, a full queue is a second or two of the API server's time.
+pub const EVENT_QUEUE: usize = 1024;
+
+static DROPPED: LazyLock<prometheus_client::metrics::counter::Counter> =
+    LazyLock::new(Default::default);
+
+/// Events dropped because the queue was full, since the process started (one publisher queue
+/// per process, so one count).
+pub fn dropped() -> prometheus_client::metrics::counter::Counter {
+    DROPPED.clone()
+}
 
 /// `Nominated` Events admitted per second, and in a burst. As in Karpenter (its
 /// `PodNominationRateLimiter`), one limit across all pods, and an Event over it is dropped: a
@@ -42,8 +57,8 @@ pub fn spawn_publisher(
     rt: &Handle,
     recorder: Recorder,
 ) -> UnboundedSender<(ObjectReference, Event)> {
-    let (tx, rx) = futures::channel::mpsc::unbounded::<(ObjectReference, Event)>();
-    rt.spawn(rx.for_each_concurrent(EVENT_CONCURRENCY, move |(object, event)| {
+    let (tx, queue) = bounded(rt, EVENT_QUEUE, dropped());
+    rt.spawn(queue.for_each_concurrent(EVENT_CONCURRENCY, move |(object, event)| {
         let recorder = recorder.clone();
         async move {
             if let Err(e) = recorder.publish(&event, &object).await {
@@ -52,6 +67,27 @@ pub fn spawn_publisher(
         }
     }));
     tx
+}
+
+/// A queue of at most `capacity` items behind a sender that never blocks: a relay task moves
+/// each item sent into the bounded queue at once, or drops it and counts it in `dropped` when the
+/// queue is full. The decision thread sends without waiting, and what waits is bounded.
+fn bounded<T: Send + 'static>(
+    rt: &Handle,
+    capacity: usize,
+    dropped: prometheus_client::metrics::counter::Counter,
+) -> (UnboundedSender<T>, Receiver<T>) {
+    let (tx, mut incoming) = futures::channel::mpsc::unbounded::<T>();
+    // a futures channel holds its buffer plus one slot per sender
+    let (mut queue, out) = futures::channel::mpsc::channel::<T>(capacity.saturating_sub(1));
+    rt.spawn(async move {
+        while let Some(item) = incoming.next().await {
+            if queue.try_send(item).is_err() {
+                dropped.inc();
+            }
+        }
+    });
+    (tx, out)
 }
 
 /// Remembers which Events were sent, by object and message, so a repeat within `window` is
@@ -99,6 +135,39 @@ impl Dedupe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_nobody_drains_holds_its_capacity_and_counts_the_rest() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .unwrap();
+        let dropped = prometheus_client::metrics::counter::Counter::default();
+        let (tx, mut out) = bounded::<usize>(rt.handle(), 100, dropped.clone());
+        for i in 0..10_000 {
+            tx.unbounded_send(i).unwrap();
+        }
+        rt.block_on(async {
+            while dropped.get() < 9_900 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        assert_eq!(dropped.get(), 9_900);
+        let mut kept = Vec::new();
+        while let Ok(i) = out.try_recv() {
+            kept.push(i);
+        }
+        assert_eq!(
+            kept,
+            (0..100).collect::<Vec<_>>(),
+            "the first ones, in order"
+        );
+        // once drained, the queue takes Events again
+        tx.unbounded_send(7).unwrap();
+        let next = rt.block_on(out.next());
+        assert_eq!(next, Some(7));
+    }
 
     #[test]
     fn nominations_come_in_a_burst_of_ten_then_wait_for_the_rate() {

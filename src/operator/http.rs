@@ -1,5 +1,7 @@
 //! The HTTP endpoints: `/metrics` on the metrics port, `/healthz` and `/readyz` on the health port
 //! (Karpenter's 8080 and 8081). Ready means the caches synced (leader) or the replica stands by.
+//! Healthy means the decision loop started a step within its liveness bound (or has not started):
+//! a loop hung in a blocking call fails `/healthz`, and the kubelet restarts the container.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
+use super::leadership::Heartbeat;
 use super::metrics::Metrics;
 use super::OperatorError;
 
@@ -27,20 +30,27 @@ impl Readiness {
     }
 }
 
+/// What the health port answers from.
+#[derive(Clone)]
+pub struct Health {
+    pub ready: Readiness,
+    pub heartbeat: Heartbeat,
+}
+
 /// Binds both ports and serves them on the current runtime; returns the bound addresses.
 pub async fn serve(
     metrics_addr: SocketAddr,
     health_addr: SocketAddr,
     metrics: Arc<Metrics>,
-    ready: Readiness,
+    health: Health,
 ) -> Result<(SocketAddr, SocketAddr), OperatorError> {
     let metrics_router = Router::new()
         .route("/metrics", get(metrics_text))
         .with_state(metrics);
     let health_router = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(ready);
+        .with_state(health);
     let bind = |addr: SocketAddr| async move {
         tokio::net::TcpListener::bind(addr)
             .await
@@ -72,8 +82,22 @@ async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse 
     )
 }
 
-async fn readyz(State(ready): State<Readiness>) -> impl IntoResponse {
-    if ready.get() {
+async fn healthz(State(health): State<Health>) -> impl IntoResponse {
+    match health.heartbeat.stalled() {
+        None => (StatusCode::OK, "ok".to_string()),
+        Some(stalled) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "decision loop started no step for {:.0?} (bound {:.0?})",
+                stalled,
+                health.heartbeat.bound()
+            ),
+        ),
+    }
+}
+
+async fn readyz(State(health): State<Health>) -> impl IntoResponse {
+    if health.ready.get() {
         (StatusCode::OK, "ok")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")

@@ -69,6 +69,7 @@ pub struct Metrics {
     pub config_reloads: Family<ReasonLabels, Counter>,
     pub leader: Gauge,
     pub api_errors: Counter,
+    pub events_dropped: Counter,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -95,6 +96,7 @@ impl Metrics {
             config_reloads: Family::default(),
             leader: Gauge::default(),
             api_errors: Counter::default(),
+            events_dropped: crate::k8s::events::dropped(),
             registry: Registry::default(),
         };
         registry.register(
@@ -172,6 +174,11 @@ impl Metrics {
             "kubernetes_write_errors",
             "API server writes that failed",
             m.api_errors.clone(),
+        );
+        registry.register(
+            "events_dropped",
+            "Kubernetes Events dropped because the publishing queue was full",
+            m.events_dropped.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -1,14 +1,17 @@
 //! The in-cluster controller (`joiner controller`): the host that runs the clock-less
 //! [`crate::controller::Controller`] against a real API server. Start-up order: serve `/metrics`,
-//! `/healthz` and `/readyz`; wait for the leader Lease (a standby acts on nothing); start the
-//! caches and wait until every one has synced; then hand the decision thread ([`decisions`]) the
-//! controller, the Kubernetes-backed cluster and the caches' change signals. The async runtime
-//! only watches, serves HTTP and renews the Lease; decisions and their writes run on that thread.
-//! Losing the Lease or a shutdown signal stops the thread before the process exits.
+//! `/healthz` and `/readyz`; wait for the leader Lease (a standby acts on nothing); from then on
+//! renew it ([`leadership`]) while the caches start and sync; then hand the decision thread
+//! ([`decisions`]) the controller, the Kubernetes-backed cluster and the caches' change signals.
+//! The async runtime only watches, serves HTTP and renews the Lease; decisions and their writes
+//! run on that thread, and ask the [`LeaderToken`] before they write. Losing the Lease, a
+//! decision loop that stalls, or a shutdown signal revokes the token and stops the thread; a
+//! thread that does not stop is left behind as the process exits.
 
 pub mod aws;
 pub mod decisions;
 pub mod http;
+pub mod leadership;
 pub mod measured;
 pub mod metrics;
 pub mod settings;
@@ -23,7 +26,7 @@ use tokio::runtime::Handle;
 
 use std::sync::mpsc::Receiver;
 
-use crate::cloud::aws::AwsCloud;
+use crate::cloud::aws::{AwsCloud, AwsSettings};
 use crate::cloud::sim::SimCloud;
 use crate::cloud::CloudProvider;
 use crate::controller::Controller;
@@ -32,7 +35,8 @@ use crate::k8s::cluster::KubeCluster;
 use crate::k8s::lease::LeaseLock;
 use crate::k8s::K8sError;
 use decisions::{Decisions, HostEvents};
-use http::Readiness;
+use http::{Health, Readiness};
+use leadership::{Gated, Heartbeat, LeaderToken};
 use measured::Measured;
 use metrics::Metrics;
 pub use settings::{CloudChoice, LeaderElection, OperatorSettings};
@@ -49,6 +53,9 @@ pub enum OperatorError {
     },
     #[error("leader lease lost: not renewed for {0:?}")]
     LeaseLost(Duration),
+    /// The decision loop started no step for longer than its liveness bound: it is hung.
+    #[error("decision loop stalled: no step started for {0:?}")]
+    Stalled(Duration),
     #[error("decision thread stopped unexpectedly")]
     DecisionsStopped,
     #[error("invalid setting {name}: {message}")]
@@ -57,90 +64,84 @@ pub enum OperatorError {
 
 /// Runs until a shutdown signal (Ok) or a failure that needs a restart (Err).
 pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
-    let Clients {
-        watches,
-        client,
-        evictions,
-    } = clients(&settings).await?;
+    let clients = clients(&settings).await?;
     let metrics = Arc::new(Metrics::new());
     metrics.set_prices(&settings.catalog);
+    let heartbeat = Heartbeat::new(leadership::liveness_bound(&settings));
     let ready = Readiness::default();
+    let health = Health {
+        ready: ready.clone(),
+        heartbeat: heartbeat.clone(),
+    };
     let (m, h) = http::serve(
         settings.metrics_addr,
         settings.health_addr,
         metrics.clone(),
-        ready.clone(),
+        health,
     )
     .await?;
-    tracing::info!(metrics = %m, health = %h, identity = %settings.identity, "serving");
+    tracing::info!(metrics = %m, health = %h, identity = %settings.identity, liveness = ?heartbeat.bound(), "serving");
     let lock = settings.leader_election.as_ref().map(|le| {
         LeaseLock::new(
-            client.clone(),
+            clients.client.clone(),
             &settings.namespace,
             &le.lease_name,
             &settings.identity,
             le.lease_duration,
         )
     });
-    if let (Some(lock), Some(le)) = (&lock, &settings.leader_election) {
-        // a standby is healthy and ready; it only waits
-        ready.set(true);
-        tokio::select! {
-            r = acquire(lock, le.retry_period) => r?,
-            _ = shutdown() => return Ok(()),
+    let token = match (&lock, &settings.leader_election) {
+        (Some(lock), Some(le)) => {
+            // a standby is healthy and ready; it only waits
+            ready.set(true);
+            let token = LeaderToken::pending();
+            tokio::select! {
+                _ = leadership::acquire(lock, le, &token) => {}
+                _ = shutdown() => return Ok(()),
+            }
+            ready.set(false);
+            token
         }
-        ready.set(false);
-    }
+        _ => LeaderToken::always(),
+    };
     metrics.leader.set(1);
     tracing::info!(identity = %settings.identity, "leading");
     let (tx, rx) = std::sync::mpsc::channel();
-    let caches = Caches::start(&watches, &settings.namespace, &tx);
-    tokio::select! {
-        r = caches.wait_ready() => r?,
-        _ = shutdown() => return Ok(()),
-    }
-    ready.set(true);
-    tracing::info!("caches synced");
-    let thread = match &settings.cloud {
-        CloudChoice::Sim { seed } => spawn_decisions(
-            sim_decisions(&settings, *seed, client, evictions, caches, metrics.clone()),
-            rx,
-        )?,
-        CloudChoice::Aws {
-            aws,
-            kubernetes_version,
-        } => {
-            let events = HostEvents::default();
-            let cloud = tokio::select! {
-                r = aws::start(aws, kubernetes_version.as_deref(), &settings.catalog, &client, &caches, events.clone(), tx.clone()) => r?,
-                _ = shutdown() => return Ok(()),
-            };
-            let cluster = kube_cluster(&settings, client, evictions, caches, process_seed());
-            let ctl = Controller::new(
-                settings.controller.clone(),
-                settings.catalog.clone(),
-                Measured::new(cloud, metrics.clone()),
-            );
-            let decisions = Decisions::new(
-                ctl,
-                cluster,
-                metrics.clone(),
-                settings.decisions.clone(),
-                settings.controller.origin,
-                |_: &AwsCloud, _| {},
-            );
-            spawn_decisions(decisions.with_host_events(events), rx)?
+    let mut thread = None;
+    let outcome = {
+        // renewals start now, before the caches sync or the cloud starts: a start slower than
+        // the lease must not let a standby take over while this replica goes on to act
+        let renewing = leadership::renew(
+            lock.as_ref(),
+            settings.leader_election.as_ref(),
+            &token,
+            &heartbeat,
+        );
+        let leader = Leader {
+            settings: &settings,
+            metrics: metrics.clone(),
+            token: token.clone(),
+            heartbeat: heartbeat.clone(),
+            ready: ready.clone(),
+            tx: tx.clone(),
+        };
+        tokio::select! {
+            _ = shutdown() => Ok(()),
+            e = renewing => Err(e),
+            r = leader.lead(clients, rx, &mut thread) => r,
         }
     };
-    let outcome = tokio::select! {
-        _ = shutdown() => Ok(()),
-        r = renew(lock.as_ref(), settings.leader_election.as_ref()) => r,
-        _ = wait_finished(&thread) => Err(OperatorError::DecisionsStopped),
-    };
-    let _ = tx.send(Signal::Stop);
-    let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    token.revoke();
     metrics.leader.set(0);
-    if let (Some(lock), Ok(())) = (&lock, &outcome) {
+    let _ = tx.send(Signal::Stop);
+    let stopped = match &thread {
+        Some(t) => wait_finished(t, STOP_GRACE).await,
+        None => true,
+    };
+    if !stopped {
+        tracing::error!(grace = ?STOP_GRACE, "decision thread did not stop; exiting without it");
+    }
+    if let (Some(lock), Ok(()), true) = (&lock, &outcome, stopped) {
         if let Err(e) = lock.release().await {
             tracing::warn!(error = %e, "lease not released");
         }
@@ -148,11 +149,121 @@ pub async fn run(settings: OperatorSettings) -> Result<(), OperatorError> {
     outcome
 }
 
-/// Runs the decision loop on its own OS thread.
+/// How long a stopping process waits for the decision thread to finish its step. A thread still
+/// running after it is hung: the process exits without it, and without releasing the Lease, so
+/// the standby waits out the lease duration while whatever the thread sent settles.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Solve records a long-running controller keeps (metrics read each new one once).
+const SOLVES_KEPT: usize = 64;
+
+/// What the leader starts once it holds the Lease.
+struct Leader<'a> {
+    settings: &'a OperatorSettings,
+    metrics: Arc<Metrics>,
+    token: LeaderToken,
+    heartbeat: Heartbeat,
+    ready: Readiness,
+    tx: std::sync::mpsc::Sender<Signal>,
+}
+
+impl Leader<'_> {
+    /// Syncs the caches, starts the cloud and the decision thread (left in `thread`), and waits
+    /// for the thread to end, which it only does when something failed.
+    async fn lead(
+        &self,
+        clients: Clients,
+        rx: Receiver<Signal>,
+        thread: &mut Option<std::thread::JoinHandle<()>>,
+    ) -> Result<(), OperatorError> {
+        let caches = Caches::start(&clients.watches, &self.settings.namespace, &self.tx);
+        caches.wait_ready().await?;
+        self.ready.set(true);
+        tracing::info!("caches synced");
+        let handle = match &self.settings.cloud {
+            CloudChoice::Sim { seed } => self.start_sim(*seed, clients, caches, rx)?,
+            CloudChoice::Aws {
+                aws,
+                kubernetes_version,
+            } => {
+                let version = kubernetes_version.as_deref();
+                self.start_aws(aws, version, clients, caches, rx).await?
+            }
+        };
+        let handle = thread.insert(handle);
+        wait_finished(handle, Duration::MAX).await;
+        Err(OperatorError::DecisionsStopped)
+    }
+
+    /// The controller over `cloud`, which launches and terminates only while this replica leads.
+    fn controller<P: CloudProvider>(&self, cloud: P) -> Controller<Measured<Gated<P>>> {
+        let gated = Gated::new(cloud, self.token.clone(), self.heartbeat.clone());
+        Controller::new(
+            self.settings.controller.clone(),
+            self.settings.catalog.clone(),
+            Measured::new(gated, self.metrics.clone()),
+        )
+        .with_solve_history(SOLVES_KEPT)
+        .with_leader_token(self.token.clone())
+    }
+
+    fn start_sim(
+        &self,
+        seed: u64,
+        clients: Clients,
+        caches: Caches,
+        rx: Receiver<Signal>,
+    ) -> Result<std::thread::JoinHandle<()>, OperatorError> {
+        let process = process_seed();
+        let cloud = SimCloud::new(self.settings.catalog.clone(), vec![], 0.0, seed);
+        cloud.number_from(process & 0xffff_ffff_ffff);
+        let cluster = kube_cluster(self.settings, clients, caches, process);
+        let decisions = Decisions::new(
+            self.controller(cloud),
+            cluster,
+            self.metrics.clone(),
+            self.settings.decisions.clone(),
+            self.settings.controller.origin,
+            |cloud: &Gated<SimCloud>, now| {
+                cloud.step_started();
+                cloud.inner.set_now(now)
+            },
+        );
+        spawn_decisions(decisions, rx, &self.heartbeat)
+    }
+
+    async fn start_aws(
+        &self,
+        aws: &AwsSettings,
+        version: Option<&str>,
+        clients: Clients,
+        caches: Caches,
+        rx: Receiver<Signal>,
+    ) -> Result<std::thread::JoinHandle<()>, OperatorError> {
+        let events = HostEvents::default();
+        let catalog = &self.settings.catalog;
+        let (client, tx) = (&clients.client, self.tx.clone());
+        let cloud = aws::start(aws, version, catalog, client, &caches, events.clone(), tx).await?;
+        let cluster = kube_cluster(self.settings, clients, caches, process_seed());
+        let decisions = Decisions::new(
+            self.controller(cloud),
+            cluster,
+            self.metrics.clone(),
+            self.settings.decisions.clone(),
+            self.settings.controller.origin,
+            |cloud: &Gated<AwsCloud>, _| cloud.step_started(),
+        );
+        spawn_decisions(decisions.with_host_events(events), rx, &self.heartbeat)
+    }
+}
+
+/// Runs the decision loop on its own OS thread; its heartbeat counts from now.
 fn spawn_decisions<P: CloudProvider + Send + 'static>(
     decisions: Decisions<P>,
     rx: Receiver<Signal>,
+    heartbeat: &Heartbeat,
 ) -> Result<std::thread::JoinHandle<()>, OperatorError> {
+    heartbeat.beat();
     std::thread::Builder::new()
         .name("decisions".into())
         .spawn(move || decisions.run(rx))
@@ -161,8 +272,7 @@ fn spawn_decisions<P: CloudProvider + Send + 'static>(
 
 fn kube_cluster(
     settings: &OperatorSettings,
-    client: Client,
-    evictions: Client,
+    clients: Clients,
     caches: Caches,
     process: u64,
 ) -> KubeCluster {
@@ -170,42 +280,15 @@ fn kube_cluster(
         controller: "joiner".into(),
         instance: Some(settings.identity.clone()),
     };
-    let recorder = Recorder::new(client.clone(), reporter);
+    let recorder = Recorder::new(clients.client.clone(), reporter);
     KubeCluster::new(
-        client,
-        evictions,
+        clients.client,
+        clients.evictions,
         Handle::current(),
         caches,
         settings.catalog.clone(),
         recorder,
         process,
-    )
-}
-
-fn sim_decisions(
-    settings: &OperatorSettings,
-    seed: u64,
-    client: Client,
-    evictions: Client,
-    caches: Caches,
-    metrics: Arc<Metrics>,
-) -> Decisions<SimCloud> {
-    let process = process_seed();
-    let cluster = kube_cluster(settings, client, evictions, caches, process);
-    let cloud = SimCloud::new(settings.catalog.clone(), vec![], 0.0, seed);
-    cloud.number_from(process & 0xffff_ffff_ffff);
-    let ctl = Controller::new(
-        settings.controller.clone(),
-        settings.catalog.clone(),
-        Measured::new(cloud, metrics.clone()),
-    );
-    Decisions::new(
-        ctl,
-        cluster,
-        metrics,
-        settings.decisions.clone(),
-        settings.controller.origin,
-        |cloud: &SimCloud, now| cloud.set_now(now),
     )
 }
 
@@ -254,41 +337,16 @@ async fn clients(settings: &OperatorSettings) -> Result<Clients, K8sError> {
     })
 }
 
-/// Waits until this replica holds the Lease.
-async fn acquire(lock: &LeaseLock, retry: Duration) -> Result<(), OperatorError> {
-    loop {
-        match lock.try_acquire_or_renew().await {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(e) => tracing::warn!(error = %e, "lease check failed"),
-        }
-        tokio::time::sleep(retry).await;
-    }
-}
-
-/// Renews the Lease every retry period; fails once it went unrenewed for the renew deadline.
-async fn renew(lock: Option<&LeaseLock>, le: Option<&LeaderElection>) -> Result<(), OperatorError> {
-    let (Some(lock), Some(le)) = (lock, le) else {
-        return std::future::pending().await;
-    };
-    let mut renewed = Instant::now();
-    loop {
-        tokio::time::sleep(le.retry_period).await;
-        match lock.try_acquire_or_renew().await {
-            Ok(true) => renewed = Instant::now(),
-            Ok(false) => return Err(OperatorError::LeaseLost(renewed.elapsed())),
-            Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
-        }
-        if renewed.elapsed() > le.renew_deadline {
-            return Err(OperatorError::LeaseLost(renewed.elapsed()));
-        }
-    }
-}
-
-async fn wait_finished(thread: &std::thread::JoinHandle<()>) {
+/// Waits until the thread has finished, or `limit` passed; whether it finished.
+async fn wait_finished(thread: &std::thread::JoinHandle<()>, limit: Duration) -> bool {
+    let started = Instant::now();
     while !thread.is_finished() {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        if started.elapsed() >= limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    true
 }
 
 async fn shutdown() {

@@ -4,9 +4,11 @@
 //! the delay, with or without the request's effect committed, as the real server may still
 //! finish a write it timed out on), or a stall (the answer, or a watch's stream, only after the
 //! delay). kube's client waits for a stalled answer until joiner's `--api-timeout` (a watch, which
-//! has none, however long it takes); it retries a 504 up to three times.
+//! has none, however long it takes); it retries a 504 up to three times. Each request's arrival
+//! time is kept beside the log, so a test can tell what a client sent after a given moment, and
+//! a client can be cut off: every request it sends from then on hangs, its open watches end.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::resources::ResourceInfo;
 
@@ -144,6 +146,8 @@ struct Fault {
 pub struct Faults {
     faults: Vec<Fault>,
     log: Vec<RequestRecord>,
+    /// When each request of `log` arrived.
+    arrived: Vec<Instant>,
 }
 
 impl Faults {
@@ -176,7 +180,17 @@ impl Faults {
         });
         self.faults.retain(|f| f.remaining > 0);
         self.log.push(r);
+        self.arrived.push(Instant::now());
         action
+    }
+
+    /// The log with each request's arrival time, oldest first.
+    pub fn timed_log(&self) -> Vec<(Instant, RequestRecord)> {
+        self.arrived
+            .iter()
+            .copied()
+            .zip(self.log.iter().cloned())
+            .collect()
     }
 
     /// Faults still pending and the matches each has left, for checking that a test's faults were hit.
@@ -197,5 +211,38 @@ impl Faults {
 
     pub fn reset_log(&mut self) {
         self.log.clear();
+        self.arrived.clear();
+    }
+}
+
+/// A request a client sent but the server never answers (as long as a test runs).
+const HANG: Duration = Duration::from_secs(24 * 3600);
+
+impl super::ApiServer {
+    /// Every request so far with its arrival time, oldest first.
+    pub fn timed_requests(&self) -> Vec<(Instant, RequestRecord)> {
+        self.shared.faults.lock().expect("faults lock").timed_log()
+    }
+
+    /// Cuts the client that sends `token` off, as a network partition would: its open watches
+    /// end and every request it sends from now on hangs unanswered (a watch never starts). After
+    /// `clear_faults` its new requests are served; those sent while cut off stay unanswered. Its
+    /// requests are still logged, with their arrival times.
+    pub fn cut_off(&self, token: &str) {
+        self.shared.faults.lock().expect("faults lock").inject(
+            RequestMatch::default().by(token),
+            u32::MAX,
+            Injected::Stall(HANG),
+        );
+        self.drop_watches();
+    }
+
+    /// Hangs the next `times` requests matching `m` (each waits unanswered while a test runs).
+    pub fn hang_next(&self, m: RequestMatch, times: u32) {
+        self.shared
+            .faults
+            .lock()
+            .expect("faults lock")
+            .inject(m, times, Injected::Stall(HANG));
     }
 }
