@@ -61,10 +61,23 @@ pub trait Cluster {
     /// A decision of `phase` fell back from the MILP to Karpenter's rules because the solver
     /// failed; `why` is the solver's note. The plan is still carried out.
     fn solver_fell_back(&mut self, _phase: &str, _why: &str) {}
+    /// A disruption command missed its deadline and was rolled back: `nodes` went back into
+    /// service; `why` says what was left undone.
+    fn disruption_timed_out(&mut self, _nodes: &[String], _why: &str) {}
     /// Puts or removes the `karpenter.sh/disrupted:NoSchedule` taint, so nothing new lands there.
     fn set_disrupted(&mut self, node: &str, disrupted: bool);
     /// Evicts a bound pod through the Eviction API; its controller recreates it pending.
     fn evict(&mut self, pod: &str) -> Result<(), EvictionRefused>;
+    /// Whether nothing holds `node` any more, so its instance may go: no reschedulable pod is
+    /// left on it. The in-cluster host also waits for evicted pods to finish terminating (each
+    /// within its grace period), which the simulator's evictions do at once.
+    fn drained(&mut self, node: &str) -> bool {
+        !self
+            .snapshot()
+            .pods
+            .iter()
+            .any(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable())
+    }
     /// Deletes a node (registered or in flight) and its NodeClaim once its instance is gone.
     /// Returns how many reschedulable pods were still bound to it (they go pending).
     fn delete_node(&mut self, node: &str) -> usize;

@@ -2,10 +2,11 @@
 //! waiting for capacity) and its inputs changed since the last pass found nothing, the disruption
 //! decision runs. A plan with actions waits the validation delay and is dropped if its fingerprint
 //! changed; otherwise its nodes are tainted, replacements launched, and once every replacement has
-//! registered the nodes are drained through the Eviction API (PodDisruptionBudgets pace it) and
-//! terminated.
+//! registered the nodes are drained through the Eviction API (PodDisruptionBudgets pace it) and,
+//! once their evicted pods are gone (each within its grace period), terminated.
 
 use std::collections::hash_map::DefaultHasher;
+use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
@@ -15,6 +16,11 @@ use crate::disruption::candidates::Candidates;
 use crate::disruption::{self, fingerprint, DisruptionPlan, DisruptionSettings};
 use crate::domain::DISRUPTED_TAINT;
 
+/// Karpenter's orchestration timeout: a command whose replacements have not initialized, or whose
+/// nodes have not all drained, this long after it was validated is rolled back, so that one stuck
+/// command (a replacement that never initializes, a budget at zero) does not hold every later
+/// consolidation, drift and expiry decision.
+pub const COMMAND_TIMEOUT_SECONDS: f64 = 600.0;
 /// Retry interval of a drain blocked by a PodDisruptionBudget.
 const DRAIN_RETRY_SECONDS: f64 = 5.0;
 /// Budgets with cron schedules change what a pass may do as time passes; a quiet cluster with
@@ -33,7 +39,11 @@ struct Command {
     /// Names of the launched replacements once validated.
     replacements: Vec<String>,
     validated: bool,
+    /// When the command was validated (its nodes tainted, its replacements launched).
+    validated_at: Option<f64>,
     draining: bool,
+    /// Nodes of the plan already drained and terminated.
+    terminated: BTreeSet<String>,
 }
 
 impl<P: CloudProvider> Controller<P> {
@@ -42,7 +52,13 @@ impl<P: CloudProvider> Controller<P> {
         cluster: &mut impl Cluster,
         now: f64,
     ) -> Result<(), ControllerError> {
-        if self.disruption.command.is_some() {
+        if let Some(cmd) = &self.disruption.command {
+            if cmd
+                .validated_at
+                .is_some_and(|t| now - t >= COMMAND_TIMEOUT_SECONDS)
+            {
+                self.roll_back(cluster);
+            }
             return Ok(());
         }
         // before the busy check: a stale taint keeps pods off a node, and they would keep it busy
@@ -78,7 +94,9 @@ impl<P: CloudProvider> Controller<P> {
             plan,
             replacements: vec![],
             validated: false,
+            validated_at: None,
             draining: false,
+            terminated: BTreeSet::new(),
         });
         self.wake(now + self.settings.validation_delay, Wake::Validate);
         Ok(())
@@ -187,6 +205,7 @@ impl<P: CloudProvider> Controller<P> {
         if let Some(cmd) = self.disruption.command.as_mut() {
             cmd.replacements = launched;
             cmd.validated = true;
+            cmd.validated_at = Some(now);
         }
         self.stats.disruptions_executed += 1;
         self.replacement_ready(cluster, now);
@@ -231,6 +250,48 @@ impl<P: CloudProvider> Controller<P> {
         self.disruption.quiet = None;
     }
 
+    /// A command past its deadline: its nodes not yet terminated go back into service, its
+    /// replacements that never initialized are terminated (nothing runs there), and the host says
+    /// so (a Warning Event and a metric in the cluster). Initialized replacements stay: pods may
+    /// have moved there, and a later pass consolidates them if they are not needed.
+    fn roll_back(&mut self, cluster: &mut impl Cluster) {
+        let Some(cmd) = self.disruption.command.take() else {
+            return;
+        };
+        let left: Vec<String> = cmd
+            .plan
+            .actions
+            .iter()
+            .flat_map(|a| &a.delete)
+            .filter(|n| !cmd.terminated.contains(*n) && !self.reclaiming.contains(*n))
+            .cloned()
+            .collect();
+        for name in &left {
+            cluster.set_disrupted(name, false);
+        }
+        let in_flight: BTreeSet<String> = cluster
+            .in_flight()
+            .into_iter()
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let unused: Vec<&String> = cmd
+            .replacements
+            .iter()
+            .filter(|r| in_flight.contains(*r) || !cluster.initialized(r))
+            .collect();
+        for name in &unused {
+            self.terminate(cluster, name);
+        }
+        let why = format!(
+            "disruption command not finished after {COMMAND_TIMEOUT_SECONDS} s ({}); {} uninitialized replacement(s) terminated",
+            if cmd.draining { "draining" } else { "replacements not initialized" },
+            unused.len()
+        );
+        tracing::warn!(nodes = ?left, "{why}");
+        cluster.disruption_timed_out(&left, &why);
+        self.disruption.quiet = None;
+    }
+
     /// Starts draining once the command is validated and every replacement has registered and
     /// initialized.
     pub(super) fn replacement_ready(&mut self, cluster: &mut impl Cluster, now: f64) {
@@ -268,7 +329,7 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     /// Evicts what the budgets allow from the command's nodes, in Karpenter's order (critical pods
-    /// only once the others are gone); terminates the nodes left empty.
+    /// only once the others are gone); terminates each node once its pods are gone.
     pub fn drain_step(&mut self, cluster: &mut impl Cluster, now: f64) {
         let Some(cmd) = self.disruption.command.as_ref().filter(|c| c.draining) else {
             return;
@@ -278,6 +339,7 @@ impl<P: CloudProvider> Controller<P> {
             .actions
             .iter()
             .flat_map(|a| a.delete.iter().cloned())
+            .filter(|n| !cmd.terminated.contains(n))
             .collect();
         let mut waiting = false;
         for node in &nodes {
@@ -305,13 +367,14 @@ impl<P: CloudProvider> Controller<P> {
                     break;
                 }
             }
-            if !cluster
-                .snapshot()
-                .pods
-                .iter()
-                .any(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable())
-            {
+            // evictions accepted are not pods gone: their grace periods run before the instance may
+            if cluster.drained(node) {
                 self.terminate(cluster, node);
+                if let Some(cmd) = self.disruption.command.as_mut() {
+                    cmd.terminated.insert(node.clone());
+                }
+            } else {
+                waiting = true;
             }
         }
         if waiting {
@@ -367,7 +430,9 @@ mod tests {
             plan,
             replacements: vec![],
             validated: false,
+            validated_at: None,
             draining: false,
+            terminated: BTreeSet::new(),
         }
     }
 
@@ -412,6 +477,37 @@ mod tests {
             "a node being reclaimed keeps its taint"
         );
         assert_eq!(cluster.1.get("plain"), None);
+    }
+
+    #[test]
+    fn a_command_past_its_deadline_is_rolled_back_and_its_nodes_go_back_into_service() {
+        let mut ctl = controller();
+        let mut snap = ClusterSnapshot::default();
+        for name in ["chosen", "done"] {
+            let node = Node::new(
+                name,
+                Labels::default(),
+                Resources::default(),
+                Resources::default(),
+            );
+            snap.nodes.push(node.into());
+        }
+        let mut cluster = Fake::new(snap);
+        let mut cmd = deleting(&["chosen", "done"]);
+        cmd.validated = true;
+        cmd.validated_at = Some(100.0);
+        cmd.draining = true;
+        cmd.terminated.insert("done".into());
+        ctl.disruption.command = Some(cmd);
+        ctl.disruption_tick(&mut cluster, 100.0 + COMMAND_TIMEOUT_SECONDS - 1.0)
+            .unwrap();
+        assert!(ctl.disruption.command.is_some(), "not yet due");
+        assert_eq!(cluster.1.get("chosen"), None);
+        ctl.disruption_tick(&mut cluster, 100.0 + COMMAND_TIMEOUT_SECONDS)
+            .unwrap();
+        assert!(ctl.disruption.command.is_none());
+        assert_eq!(cluster.1.get("chosen"), Some(&false), "untainted");
+        assert_eq!(cluster.1.get("done"), None, "already terminated");
     }
 
     #[test]

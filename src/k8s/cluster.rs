@@ -31,7 +31,7 @@ use super::events::{self, Dedupe};
 use crate::catalog::Catalog;
 use crate::cloud::Instance;
 use crate::controller::{Cluster, EvictionRefused};
-use crate::disruption::timing::Timestamp;
+use crate::disruption::timing::{parse_timestamp, Timestamp};
 use crate::domain::{ClusterSnapshot, Resources, Taint, TaintEffect};
 use crate::optimizer::NewNode;
 
@@ -43,6 +43,8 @@ pub struct Writes {
     pub evictions: u64,
     pub evictions_refused: u64,
     pub errors: u64,
+    /// Disruption commands rolled back at their deadline.
+    pub disruptions_timed_out: u64,
 }
 
 pub struct KubeCluster {
@@ -337,7 +339,7 @@ impl KubeCluster {
         );
     }
 
-    /// Removes the termination finalizer and deletes a NodeClaim; absent is fine.
+    /// Deletes a NodeClaim and takes joiner's finalizer off it; absent is fine.
     pub fn delete_claim(&mut self, name: &str) {
         if self.release(self.claims_api(), name) {
             self.writes.claims_deleted += 1;
@@ -348,17 +350,16 @@ impl KubeCluster {
         self.snap.node_claims.retain(|c| c.name != name);
     }
 
-    /// Drops an object's finalizers and deletes it; one already gone is fine. Whether it went.
-    fn release<K: Clone + DeserializeOwned + std::fmt::Debug>(
-        &mut self,
-        api: Api<K>,
-        name: &str,
-    ) -> bool {
-        let unfinalize = json!({"metadata": {"finalizers": null}});
+    /// Deletes an object and takes joiner's termination finalizer off it, leaving any other
+    /// controller's finalizer to hold it; one already gone is fine. Whether it went (or is held
+    /// only by others' finalizers).
+    fn release<K>(&mut self, api: Api<K>, name: &str) -> bool
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
         let result = self.rt.block_on(async {
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalize))
-                .await?;
-            api.delete(name, &DeleteParams::default()).await.map(|_| ())
+            api.delete(name, &DeleteParams::default()).await?;
+            unfinalize(&api, name).await
         });
         match result {
             Ok(()) => true,
@@ -521,6 +522,25 @@ impl Cluster for KubeCluster {
         }
     }
 
+    fn disruption_timed_out(&mut self, nodes: &[String], why: &str) {
+        self.writes.disruptions_timed_out += 1;
+        for entry in self.caches.nodes.state() {
+            if !nodes.iter().any(|n| n == entry.name()) {
+                continue;
+            }
+            self.publish(
+                &entry.object_ref(),
+                Event {
+                    type_: EventType::Warning,
+                    reason: "DisruptionTimedOut".into(),
+                    note: Some(why.to_string()),
+                    action: "Disrupt".into(),
+                    secondary: None,
+                },
+            );
+        }
+    }
+
     fn set_disrupted(&mut self, node: &str, disrupted: bool) {
         let cordoned = set_node_taint(self, node, disrupted);
         // the step's view follows at once; the next snapshot reads the patched node back
@@ -567,6 +587,11 @@ impl Cluster for KubeCluster {
         self.snap.pods.retain(|p| p.key() != key);
         self.pod_index = None;
         Ok(())
+    }
+
+    fn drained(&mut self, node: &str) -> bool {
+        let now = parse_timestamp(&self.now.0.to_string()).unwrap_or_else(|_| chrono::Utc::now());
+        super::lifecycle::disruption_drained(self, node, now)
     }
 
     fn delete_node(&mut self, name: &str) -> usize {
@@ -655,6 +680,57 @@ fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) -> bool 
         tracing::warn!(node, error = %e, "node taint not written");
     }
     cordoned
+}
+
+/// How often a finalizer removal is retried when the object changed between read and patch.
+const UNFINALIZE_ATTEMPTS: usize = 3;
+
+/// Removes joiner's termination finalizer and no other: a JSON patch that tests the
+/// resourceVersion it read and the finalizer at its index, so a concurrent change of the list
+/// fails the patch (422) instead of dropping someone else's finalizer; it is then read again.
+/// An object already gone, or without the finalizer, is done.
+async fn unfinalize<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut attempt = 1;
+    loop {
+        let object = match api.get(name).await {
+            Ok(o) => o,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let meta = object.meta();
+        let Some(index) = meta
+            .finalizers
+            .iter()
+            .flatten()
+            .position(|f| f == TERMINATION_FINALIZER)
+        else {
+            return Ok(());
+        };
+        let at = format!("/metadata/finalizers/{index}");
+        let ops = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+            {"op": "test", "path": at, "value": TERMINATION_FINALIZER},
+            {"op": "remove", "path": at},
+        ]);
+        let ops = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+        match api
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(kube::Error::Api(e))
+                if (e.code == 422 || e.code == 409) && attempt < UNFINALIZE_ATTEMPTS =>
+            {
+                tracing::debug!(object = name, "finalizers changed meanwhile, reading again");
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Whether a cached object carries joiner's termination finalizer.

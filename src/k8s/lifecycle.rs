@@ -7,25 +7,29 @@
 //!   gone; the claim gets Initialized and Ready, the Node `karpenter.sh/initialized=true`.
 //! - **Timeouts**: a claim never launched after the launch timeout, or never registered after the
 //!   registration timeout, is given up (the host terminates its instance and re-solves).
-//! - **Termination**: a Node or NodeClaim someone deleted (it carries the finalizer) is cordoned
-//!   and drained through the Eviction API in Karpenter's order, then its instance goes.
+//! - **Termination**: a Node or NodeClaim someone deleted (it carries the finalizer) is tainted
+//!   `karpenter.sh/disrupted:NoSchedule` and drained through the Eviction API as Karpenter's
+//!   terminator drains ([`terminator`]), then its instance goes and joiner's finalizer with it.
 //!
 //! These functions write to the API server and return what the host must tell the controller.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::caches::karpenter_resource;
 use super::claims::{
-    self, INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER, UNREGISTERED_TAINT,
+    self, DISRUPTED_TAINT, INITIALIZED_LABEL, REGISTERED_LABEL, TERMINATION_FINALIZER,
+    UNREGISTERED_TAINT,
 };
 use super::cluster::{has_finalizer, KubeCluster};
 use crate::api::{NODECLAIM_INITIALIZED, NODECLAIM_REGISTERED, READY};
 use crate::controller::Cluster;
 use crate::disruption::timing::{parse_go_duration, parse_timestamp, Timestamp};
-use crate::domain::Pod as DomainPod;
+
+mod terminator;
+use terminator::Drain;
 
 /// What changed for the host to act on.
 #[derive(Debug, Default, PartialEq)]
@@ -62,15 +66,19 @@ pub fn reconcile(cluster: &mut KubeCluster, now: Timestamp, timeouts: Timeouts) 
     let nodes: Vec<&Node> = entries.iter().map(|n| &n.value.object).collect();
     for claim in cluster.caches().node_claims() {
         let name = claim.metadata.name.clone().unwrap_or_default();
-        if claim.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
         let provider = claims::provider_id_of(&claim).map(str::to_string);
         let node = provider.as_deref().and_then(|p| {
             nodes
                 .iter()
                 .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(p))
         });
+        if claim.metadata.deletion_timestamp.is_some() {
+            // a deleted claim with a node is drained below; one without has nothing to drain
+            if node.is_none() && has_finalizer(&claim.metadata) {
+                out.timed_out.push((name, provider, "deleted"));
+            }
+            continue;
+        }
         match node {
             Some(node) => {
                 let node_name = node.metadata.name.clone().unwrap_or_default();
@@ -239,7 +247,7 @@ fn write(
 }
 
 /// Nodes with joiner's finalizer that someone deleted (directly or through their NodeClaim):
-/// cordoned, then drained one priority group at a time; forced once terminationGracePeriod is over.
+/// tainted, then drained as Karpenter's terminator drains (see [`terminator`]).
 fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
     let claims = cluster.caches().node_claims();
     let mut out = Vec::new();
@@ -251,7 +259,9 @@ fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
             .find(|c| claims::node_name_of(c) == Some(&name));
         let deleting_node =
             node.metadata.deletion_timestamp.is_some() && has_finalizer(&node.metadata);
-        let deleting_claim = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        // once joiner's finalizer is off, what is left is another controller's to finish
+        let deleting_claim = claim
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_some() && has_finalizer(&c.metadata));
         if !deleting_node && !deleting_claim {
             continue;
         }
@@ -269,8 +279,8 @@ fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
         let forced = grace.is_some_and(|g| {
             now - since >= chrono::Duration::from_std(g).unwrap_or(chrono::Duration::MAX)
         });
-        cordon(cluster, node);
-        let drained = drain(cluster, &name, forced);
+        taint(cluster, node);
+        let drained = terminator::drain(cluster, &name, forced, now) == Drain::Drained;
         out.push(Terminating {
             node: name,
             provider_id: node.spec.as_ref().and_then(|s| s.provider_id.clone()),
@@ -280,50 +290,22 @@ fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
     out
 }
 
-fn cordon(cluster: &mut KubeCluster, node: &Node) {
-    if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
-        return;
-    }
-    let name = node.metadata.name.clone().unwrap_or_default();
-    let api: Api<Node> = Api::all(cluster.client().clone());
-    let patch = json!({"spec": {"unschedulable": true}});
-    if let Err(e) =
-        cluster
-            .handle()
-            .block_on(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)))
-    {
-        tracing::warn!(node = %name, error = %e, "cordon failed");
-    }
+/// Whether a node a disruption command drains holds no pod any more: evicted pods are gone or
+/// past their grace period. DaemonSet pods stay until the instance goes: the command does not
+/// evict them, and the disrupted taint keeps their controller from replacing them elsewhere.
+pub fn disruption_drained(cluster: &mut KubeCluster, node: &str, now: Timestamp) -> bool {
+    terminator::holding(cluster, node, now, false) == Some(0)
 }
 
-/// Karpenter's eviction order: non-critical pods, non-critical DaemonSet pods, critical pods,
-/// critical DaemonSet pods; a group starts once the one before it is gone. Returns whether the
-/// node has no pod left to evict (mirror pods and finished pods are not evicted).
-fn drain(cluster: &mut KubeCluster, node: &str, forced: bool) -> bool {
-    let group_of = |p: &DomainPod| (p.is_critical() as u8) * 2 + p.is_daemonset_pod() as u8;
-    let pods: Vec<std::sync::Arc<DomainPod>> = cluster
-        .snapshot()
-        .pods
-        .iter()
-        .filter(|p| p.node_name.as_deref() == Some(node) && !p.terminal && !p.mirror)
-        .cloned()
-        .collect();
-    let Some(group) = pods.iter().map(|p| group_of(p)).min() else {
-        return true;
-    };
-    for pod in pods
-        .iter()
-        .filter(|p| group_of(p) == group && !p.terminating)
-    {
-        if forced {
-            // terminationGracePeriod is over: budgets no longer hold the node back
-            let api: Api<Pod> = Api::namespaced(cluster.client().clone(), &pod.namespace);
-            let _ = cluster
-                .handle()
-                .block_on(api.delete(&pod.name, &DeleteParams::default()));
-        } else if let Err(e) = cluster.evict(&pod.key()) {
-            tracing::debug!(pod = %pod.key(), reason = %e.reason, "eviction refused, retrying");
-        }
+/// Puts the `karpenter.sh/disrupted:NoSchedule` taint on a node that lacks it.
+fn taint(cluster: &mut KubeCluster, node: &Node) {
+    let tainted = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT));
+    if !tainted {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        cluster.set_disrupted(&name, true);
     }
-    false
 }

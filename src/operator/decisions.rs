@@ -451,6 +451,11 @@ impl<P: CloudProvider> Decisions<P> {
                 self.last_stats.disruptions_abandoned,
             ));
         let w = &self.cluster.writes;
+        m.disruption_decisions
+            .get_or_create(&ReasonLabels {
+                reason: "timed-out",
+            })
+            .inc_by(w.disruptions_timed_out - self.last_writes.disruptions_timed_out);
         m.evictions
             .get_or_create(&ReasonLabels { reason: "accepted" })
             .inc_by(w.evictions - self.last_writes.evictions);

@@ -11,15 +11,17 @@
 //! (optimistic concurrency on resourceVersion), patch (merge, JSON, a strategic-merge subset and
 //! a server-side-apply simplification), delete with finalizers, deletecollection, the `/status`
 //! subresource, pods' `/eviction` with PodDisruptionBudgets whose status the server keeps current
-//! like the disruption controller, discovery documents and `/version`. Errors are `Status`
+//! like the disruption controller, pods' graceful deletion with a kubelet and a pod garbage
+//! collector that finish it (`kubelet.rs`; a node's kubelet can be killed), a DaemonSet
+//! controller (`daemonset.rs`), discovery documents and `/version`. Errors are `Status`
 //! objects with the real server's reasons, codes and (mostly) messages.
 //!
 //! What it does not: authentication and authorization, admission (no defaulting beyond pods'
 //! Pending status, no validation of object schemas), namespaces' lifecycle (objects may be
 //! created in any namespace), garbage collection (ownerReferences and `propagationPolicy` are
-//! accepted and ignored), pods' graceful deletion (no kubelet: a pod without finalizers is removed
-//! at once), managed fields (apply does not detect conflicts; `force` is accepted and ignored),
-//! lists at an exact older resourceVersion (every list serves the latest state; continue pages
+//! accepted and ignored; the pod garbage collector is the exception), managed fields (apply does
+//! not detect conflicts; `force` is accepted and ignored), pods' default
+//! `terminationGracePeriodSeconds` (30 s is assumed where it is absent, not written), lists at an exact older resourceVersion (every list serves the latest state; continue pages
 //! serve the objects after the cursor as they are now, labelled with the first page's
 //! resourceVersion, and 410 once the history has been compacted past it), `dryRun` (rejected
 //! with 400), protobuf, and field selectors beyond each kind's common fields. `metadata.generation`
@@ -40,10 +42,12 @@
 #![allow(clippy::result_large_err)]
 #![allow(dead_code)]
 
+mod daemonset;
 mod direct;
 mod discovery;
 mod eviction;
 mod faults;
+mod kubelet;
 mod patch;
 mod resources;
 mod routes;
@@ -52,6 +56,7 @@ mod status;
 mod store;
 mod watch;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,6 +71,8 @@ use tokio::task::JoinHandle;
 pub use eviction::pod_ready;
 #[allow(unused_imports)]
 pub use faults::{Injected, RequestMatch, RequestRecord};
+#[allow(unused_imports)]
+pub use kubelet::SHUTDOWN_ANNOTATION;
 #[allow(unused_imports)]
 pub use patch::PatchKind;
 #[allow(unused_imports)]
@@ -121,6 +128,10 @@ pub struct Shared {
     pub drops: tokio::sync::watch::Sender<u64>,
     pub addr: SocketAddr,
     bookmark_ms: AtomicU64,
+    /// Nodes whose kubelet is dead: their terminating pods are never removed.
+    pub dead_kubelets: Mutex<BTreeSet<String>>,
+    /// How long pods without the shutdown annotation take to exit, in milliseconds.
+    pod_shutdown_ms: AtomicU64,
 }
 
 impl Shared {
@@ -133,13 +144,33 @@ impl Shared {
 pub struct ApiServer {
     shared: Arc<Shared>,
     task: JoinHandle<()>,
+    /// The in-process controllers: kubelets, pod garbage collector, DaemonSets.
+    controllers: JoinHandle<()>,
 }
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.drop_watches();
         self.task.abort();
+        self.controllers.abort();
     }
+}
+
+/// How often the in-process controllers run.
+const CONTROLLER_TICK: Duration = Duration::from_millis(100);
+
+/// Runs the kubelets, the pod garbage collector and the DaemonSet controller every tick.
+fn spawn_controllers(shared: Arc<Shared>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(CONTROLLER_TICK).await;
+            let dead = shared.dead_kubelets.lock().expect("kubelets lock").clone();
+            let shutdown = shared.pod_shutdown_ms.load(Ordering::Relaxed) as f64 / 1000.0;
+            let mut state = shared.state.lock().expect("state lock");
+            kubelet::tick(&mut state, &dead, shutdown, chrono::Utc::now());
+            daemonset::tick(&mut state, &dead);
+        }
+    })
 }
 
 impl ApiServer {
@@ -159,12 +190,36 @@ impl ApiServer {
             drops: tokio::sync::watch::channel(0).0,
             addr,
             bookmark_ms: AtomicU64::new(opts.bookmark_interval.as_millis() as u64),
+            dead_kubelets: Mutex::new(BTreeSet::new()),
+            pod_shutdown_ms: AtomicU64::new(0),
         });
         let app = routes::router(shared.clone());
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("api server");
         });
-        Self { shared, task }
+        let controllers = spawn_controllers(shared.clone());
+        Self {
+            shared,
+            task,
+            controllers,
+        }
+    }
+
+    /// How long every pod without the shutdown annotation takes to exit once deleted (its preStop
+    /// hook and SIGTERM handling), capped by its grace period.
+    pub fn set_pod_shutdown(&self, every: Duration) {
+        self.shared
+            .pod_shutdown_ms
+            .store(every.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Stops `node`'s kubelet: its terminating pods stay until force-deleted or the Node goes.
+    pub fn kill_kubelet(&self, node: &str) {
+        self.shared
+            .dead_kubelets
+            .lock()
+            .expect("kubelets lock")
+            .insert(node.to_string());
     }
 
     pub fn addr(&self) -> SocketAddr {

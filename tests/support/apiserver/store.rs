@@ -334,19 +334,31 @@ impl State {
     ) -> ApiResult<Deleted> {
         let old = self.get(res, ns, name)?;
         check_preconditions(res, name, &old, &opts["preconditions"])?;
-        if finalizers(&old).is_empty() {
+        // pods on a node terminate gracefully: the kubelet removes them (see `kubelet.rs`)
+        let grace = match res.is_pod() {
+            true => super::kubelet::grace_period(self, &old, opts),
+            false => 0,
+        };
+        if finalizers(&old).is_empty() && grace == 0 {
             let mut last = old.clone();
             let rv = self.next_rv();
             last["metadata"]["resourceVersion"] = json!(rv.to_string());
             return Ok(Deleted::Removed(self.remove(res, ns, name, last, old)));
         }
-        if is_deleting(&old) {
+        let at = chrono::Utc::now();
+        if is_deleting(&old) && !(res.is_pod() && super::kubelet::shortens(&old, grace, at)) {
             return Ok(Deleted::Pending(old));
         }
-        let mut marked = old.clone();
-        let grace = opts["gracePeriodSeconds"].as_i64().unwrap_or(0);
-        marked["metadata"]["deletionTimestamp"] = json!(now());
-        marked["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+        let mut marked = match res.is_pod() {
+            true => super::kubelet::mark(&old, grace, at),
+            false => {
+                let mut m = old.clone();
+                let grace = opts["gracePeriodSeconds"].as_i64().unwrap_or(0);
+                m["metadata"]["deletionTimestamp"] = json!(now());
+                m["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+                m
+            }
+        };
         if let Some(g) = marked["metadata"]["generation"].as_i64() {
             marked["metadata"]["generation"] = json!(g + 1);
         }
