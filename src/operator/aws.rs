@@ -27,6 +27,7 @@ use crate::catalog::Catalog;
 use crate::cloud::aws::{
     discovery, gc, interruption, nodeclass, pricing, AwsClients, AwsCloud, AwsSettings,
 };
+use crate::disruption::timing::parse_timestamp;
 use crate::k8s::caches::{karpenter_resource, Caches, Signal, Wakeup};
 use crate::k8s::claims::provider_id_of;
 
@@ -62,7 +63,11 @@ pub async fn start(
     };
     resolver.pass().await;
     tokio::spawn(resolver.run());
-    tokio::spawn(collect_garbage(cloud.clone(), caches.clone()));
+    tokio::spawn(collect_garbage(
+        cloud.clone(),
+        client.clone(),
+        caches.clone(),
+    ));
     if let Some(queue) = &aws.interruption_queue {
         tokio::spawn(interruptions(cloud.clone(), queue.clone(), events, wake));
     }
@@ -76,7 +81,7 @@ const GC_FIRST: Duration = Duration::from_secs(10);
 const GC_EVERY: Duration = Duration::from_secs(120);
 const CATALOG_EVERY: Duration = Duration::from_secs(12 * 3600);
 
-async fn collect_garbage(cloud: AwsCloud, caches: Caches) {
+async fn collect_garbage(cloud: AwsCloud, client: Client, caches: Caches) {
     tokio::time::sleep(GC_FIRST).await;
     loop {
         let owners = || {
@@ -108,7 +113,56 @@ async fn collect_garbage(cloud: AwsCloud, caches: Caches) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
         }
+        collect_claims(&cloud, &client, &caches).await;
         tokio::time::sleep(GC_EVERY).await;
+    }
+}
+
+/// Deletes the NodeClaims whose instance is gone: the decision thread then drains their nodes
+/// (pods past their grace period no longer hold a node whose kubelet died with the instance) and
+/// releases them.
+async fn collect_claims(cloud: &AwsCloud, client: &Client, caches: &Caches) {
+    let launched = || {
+        caches
+            .node_claims()
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter_map(|c| {
+                let instance = provider_id_of(c).and_then(gc::instance_id)?.to_string();
+                Some(gc::LaunchedClaim {
+                    name: c.metadata.name.clone()?,
+                    instance,
+                    created: c
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .and_then(|t| parse_timestamp(&t.0.to_string()).ok()),
+                })
+            })
+            .collect()
+    };
+    let s = cloud.settings();
+    let names = match gc::claims_to_collect(
+        cloud.clients(),
+        &s.cluster_name,
+        chrono::Utc::now(),
+        s.gc_grace,
+        launched,
+    )
+    .await
+    {
+        Ok(names) => names,
+        Err(e) => {
+            tracing::warn!(error = %e, "nodeclaim garbage collection failed");
+            return;
+        }
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodeClaim"));
+    for name in names {
+        tracing::warn!(claim = %name, "the nodeclaim's instance is gone; deleting the nodeclaim");
+        if let Err(e) = api.delete(&name, &Default::default()).await {
+            tracing::warn!(claim = %name, error = %e, "nodeclaim not deleted");
+        }
     }
 }
 

@@ -10,6 +10,10 @@
 //! instance is never taken for a leak. The pure [`to_collect`] keeps the running or pending
 //! instances no NodeClaim owns that were launched more than `grace` ago (an instance launched just
 //! before its NodeClaim status is written is young, and safe), and [`terminate`] ends them.
+//!
+//! The other way round, [`claims_to_collect`] finds the NodeClaims whose instance is gone
+//! (terminated in the console, a spot reclaim whose notice was missed): the host deletes them, and
+//! their nodes are drained and released like any deleted NodeClaim.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -114,6 +118,70 @@ pub fn to_collect(
         })
         .map(|i| i.id.clone())
         .collect()
+}
+
+/// A NodeClaim as the claim collector sees it: its name, the instance its status names, and
+/// when it was created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchedClaim {
+    pub name: String,
+    pub instance: String,
+    pub created: Option<DateTime<Utc>>,
+}
+
+/// The claims that may have lost their instance at `now`: created more than `grace` ago, and
+/// naming an instance that is not among the cluster's live instances (`live`, from
+/// [`list_cluster_instances`]). They are suspects only: [`claims_to_collect`] confirms by id.
+pub fn suspects<'a>(
+    live: &[ClusterInstance],
+    claims: &'a [LaunchedClaim],
+    now: DateTime<Utc>,
+    grace: Duration,
+) -> Vec<&'a LaunchedClaim> {
+    let grace = chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+    let live: BTreeSet<&str> = live.iter().map(|i| i.id.as_str()).collect();
+    claims
+        .iter()
+        .filter(|c| !live.contains(c.instance.as_str()))
+        .filter(|c| {
+            c.created
+                .is_some_and(|t| now.signed_duration_since(t) > grace)
+        })
+        .collect()
+}
+
+/// NodeClaims whose instance is gone (terminated, shutting down, or no longer known to EC2), as
+/// Karpenter's NodeClaim garbage collection finds them: the cluster's instances are listed
+/// (paged), then the claims naming none of them are confirmed by a batched DescribeInstances
+/// of their ids, so an instance that only lacks the cluster's tags is never taken for gone.
+/// `claims` is called after the listing, as in [`collect`].
+pub async fn claims_to_collect(
+    clients: &AwsClients,
+    cluster: &str,
+    now: DateTime<Utc>,
+    grace: Duration,
+    claims: impl FnOnce() -> Vec<LaunchedClaim>,
+) -> Result<Vec<String>, AwsError> {
+    let live = list_cluster_instances(clients, cluster).await?;
+    let claims = claims();
+    let suspects = suspects(&live, &claims, now, grace);
+    if suspects.is_empty() {
+        return Ok(vec![]);
+    }
+    let ids: Vec<String> = suspects.iter().map(|c| c.instance.clone()).collect();
+    let states = instances::states(clients, &ids, instances::PAGE).await?;
+    Ok(suspects
+        .into_iter()
+        .filter(|c| {
+            states.get(&c.instance).is_none_or(|s| {
+                matches!(
+                    ec2_state(Some(s)),
+                    Ec2State::ShuttingDown | Ec2State::Terminated
+                )
+            })
+        })
+        .map(|c| c.name.clone())
+        .collect())
 }
 
 /// Lists the cluster's leaked instances and terminates them; returns the ids terminated. `owners`
@@ -231,6 +299,27 @@ mod tests {
     }
 
     const GRACE: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_claim_is_a_suspect_only_when_old_and_its_instance_is_not_live() {
+        let live = [instance("i-live", 0, Ec2State::Running, Some("a"))];
+        let claim = |name: &str, id: &str, created: Option<i64>| LaunchedClaim {
+            name: name.into(),
+            instance: id.into(),
+            created: created.map(at),
+        };
+        let claims = [
+            claim("a", "i-live", Some(0)),
+            claim("gone", "i-gone", Some(0)),
+            claim("young", "i-young", Some(100)),
+            claim("undated", "i-undated", None),
+        ];
+        let names: Vec<&str> = suspects(&live, &claims, at(120), GRACE)
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["gone"]);
+    }
 
     #[test]
     fn provider_ids_name_their_instance() {

@@ -202,6 +202,50 @@ pub async fn list(
         .collect())
 }
 
+/// Instance ids asked about in one DescribeInstances filter (EC2 takes up to 200 values a filter).
+const FILTER_BATCH: usize = 200;
+
+/// The state of each of `ids` that EC2 still knows (a terminated instance is known for about an
+/// hour, then forgotten). The ids go in an `instance-id` filter, `FILTER_BATCH` a call, all
+/// pages of `page_size`: unlike the `InstanceIds` parameter, a filter leaves unknown ids out
+/// instead of failing the whole call.
+pub async fn states(
+    clients: &AwsClients,
+    ids: &[String],
+    page_size: i32,
+) -> Result<std::collections::BTreeMap<String, InstanceStateName>, AwsError> {
+    let mut out = std::collections::BTreeMap::new();
+    for batch in ids.chunks(FILTER_BATCH) {
+        let filter = Filter::builder()
+            .name("instance-id")
+            .set_values(Some(batch.to_vec()))
+            .build();
+        let mut token: Option<String> = None;
+        loop {
+            let page = clients
+                .ec2
+                .describe_instances()
+                .filters(filter.clone())
+                .max_results(page_size)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| AwsError::from_sdk("ec2:DescribeInstances", e))?;
+            for i in page.reservations().iter().flat_map(|r| r.instances()) {
+                if let (Some(id), Some(state)) = (i.instance_id(), i.state().and_then(|s| s.name()))
+                {
+                    out.insert(id.to_string(), state.clone());
+                }
+            }
+            match page.next_token {
+                Some(t) if !t.is_empty() => token = Some(t),
+                _ => break,
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// TerminateInstances's batch; EC2 takes up to 1000 but recommends smaller batches.
 const BATCH: usize = 100;
 
