@@ -5,9 +5,9 @@
 //!   one changes; their status (subnets, security groups, AMIs, conditions) is written back and the
 //!   provider launches with what they resolved to.
 //! - The garbage collector terminates instances tagged for the cluster that no NodeClaim owns,
-//!   10 seconds after start and every 2 minutes.
+//!   and deletes NodeClaims whose instance is gone, 10 seconds after start and every 2 minutes.
 //! - With an interruption queue, its events become [`HostEvent`]s for the decision thread (which
-//!   cordons, drains and reclaims), and each message is deleted once handed over.
+//!   cordons, drains and reclaims), and each message is deleted once the thread has acted on it.
 //! - Every 12 hours the catalog is discovered again from the EC2 APIs, with on-demand prices from
 //!   the Pricing API (or the bundled catalog's in an isolated VPC); the decision thread takes it
 //!   up.
@@ -185,34 +185,78 @@ async fn interruptions(cloud: AwsCloud, queue: String, events: HostEvents, wake:
                 continue;
             }
         };
+        let mut waiting = BTreeSet::new();
         for (receipt, parsed) in received {
             match parsed {
-                Ok(ev) => hand_over(&ev, &events, &wake),
+                // deleted once the decision thread has acted on it
+                Ok(ev) if hand_over(&ev, &receipt, &events, &wake) => {
+                    waiting.insert(receipt);
+                    continue;
+                }
+                Ok(_) => {}
                 Err(ignored) => {
                     tracing::info!(reason = ignored.reason(), error = %ignored, "interruption message ignored")
                 }
             }
-            if let Err(e) = interruption::delete(cloud.clients(), &url, &receipt).await {
-                tracing::warn!(error = %e, "interruption message not deleted");
-            }
+            delete_message(&cloud, &url, &receipt).await;
         }
+        delete_acted(&cloud, &url, &events, waiting).await;
     }
 }
 
-fn hand_over(ev: &interruption::InterruptionEvent, events: &HostEvents, wake: &Wakeup) {
+/// How long the reader waits for the decision thread to act on the messages it handed over before
+/// polling again; what is not acted on by then stays in the queue and comes back after its
+/// visibility timeout.
+const ACT_WAIT: Duration = Duration::from_secs(10);
+
+/// Deletes the handed-over messages as the decision thread acts on them, for up to [`ACT_WAIT`].
+async fn delete_acted(
+    cloud: &AwsCloud,
+    url: &str,
+    events: &HostEvents,
+    mut waiting: BTreeSet<String>,
+) {
+    let started = tokio::time::Instant::now();
+    while !waiting.is_empty() && started.elapsed() < ACT_WAIT {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for receipt in events.take_acted() {
+            waiting.remove(&receipt);
+            delete_message(cloud, url, &receipt).await;
+        }
+    }
+    if !waiting.is_empty() {
+        tracing::warn!(
+            messages = waiting.len(),
+            "interruption messages not acted on yet; they come back after their visibility timeout"
+        );
+    }
+}
+
+async fn delete_message(cloud: &AwsCloud, url: &str, receipt: &str) {
+    if let Err(e) = interruption::delete(cloud.clients(), url, receipt).await {
+        tracing::warn!(error = %e, "interruption message not deleted");
+    }
+}
+
+/// Queues an event's actions for the decision thread; false when it calls for none.
+fn hand_over(
+    ev: &interruption::InterruptionEvent,
+    receipt: &str,
+    events: &HostEvents,
+    wake: &Wakeup,
+) -> bool {
     tracing::info!(kind = ev.kind.as_str(), instances = ?ev.instance_ids, "interruption event");
     let make: fn(String) -> HostEvent = match ev.action() {
         interruption::InterruptionAction::CordonAndDrainMarkUnavailable => {
             HostEvent::SpotInterruption
         }
         interruption::InterruptionAction::CordonAndDrain => HostEvent::Retiring,
-        interruption::InterruptionAction::NoAction => return,
+        interruption::InterruptionAction::NoAction => return false,
     };
-    events
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .extend(ev.instance_ids.iter().cloned().map(make));
+    let batch = ev.instance_ids.iter().cloned().map(make).collect();
+    events.push(batch, Some(receipt.to_string()));
     let _ = wake.send(Signal::Changed);
+    true
 }
 
 /// Discovers the catalog at start and every 12 hours; the bundled one stays in force until then

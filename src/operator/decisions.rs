@@ -45,8 +45,34 @@ pub enum HostEvent {
     Retiring(String),
 }
 
-/// Events waiting for the next step; the producer also signals the thread to wake.
-pub type HostEvents = Arc<std::sync::Mutex<Vec<HostEvent>>>;
+/// Cloud events waiting for the next step, each batch with the receipt of the queue message it
+/// came from; and the receipts of the messages acted on, for the queue reader to delete. A message
+/// is deleted only once its events are acted on (the node tainted, its reclaim scheduled): one
+/// taken but not acted on (a crash, a lost lease) comes back when its visibility timeout ends.
+#[derive(Debug, Default)]
+pub struct HostQueue {
+    events: std::sync::Mutex<Vec<(Vec<HostEvent>, Option<String>)>>,
+    acted: std::sync::Mutex<Vec<String>>,
+}
+
+impl HostQueue {
+    /// Queues the events of one message; the producer also signals the thread to wake.
+    pub fn push(&self, events: Vec<HostEvent>, receipt: Option<String>) {
+        lock(&self.events).push((events, receipt));
+    }
+
+    /// The receipts of the messages acted on since the last call.
+    pub fn take_acted(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.acted))
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Shared by the queue reader and the decision thread.
+pub type HostEvents = Arc<HostQueue>;
 
 pub struct Decisions<P: CloudProvider> {
     host_events: Option<HostEvents>,
@@ -122,15 +148,21 @@ impl<P: CloudProvider> Decisions<P> {
         let Some(queue) = &self.host_events else {
             return;
         };
-        let events = std::mem::take(&mut *queue.lock().unwrap_or_else(|e| e.into_inner()));
-        for e in events {
-            tracing::info!(event = ?e, "cloud event");
-            match e {
-                HostEvent::SpotInterruption(id) => {
-                    self.ctl.interruption_warning(&mut self.cluster, &id, now)
+        let queue = queue.clone();
+        let batches = std::mem::take(&mut *lock(&queue.events));
+        for (events, receipt) in batches {
+            for e in events {
+                tracing::info!(event = ?e, "cloud event");
+                match e {
+                    HostEvent::SpotInterruption(id) => {
+                        self.ctl.interruption_warning(&mut self.cluster, &id, now)
+                    }
+                    HostEvent::Retiring(id) => {
+                        self.ctl.instance_retiring(&mut self.cluster, &id, now)
+                    }
                 }
-                HostEvent::Retiring(id) => self.ctl.instance_retiring(&mut self.cluster, &id, now),
             }
+            lock(&queue.acted).extend(receipt);
         }
     }
 
