@@ -110,9 +110,12 @@ async fn settled(client: &Client, pods: usize) -> Result<Census, Census> {
     .await
 }
 
+/// Lease holders, each with when it was seen (`None`: the Lease was released).
+type Timeline = Vec<(Instant, Option<String>)>;
+
 /// The Lease's holders in the order the server committed them, with when the test saw each.
 struct Holders {
-    seen: Arc<Mutex<Vec<(Instant, Option<String>)>>>,
+    seen: Arc<Mutex<Timeline>>,
     lagged: Arc<AtomicBool>,
 }
 
@@ -177,9 +180,9 @@ impl Holders {
     }
 
     /// Each holder's term: from the arrival of the Lease write that made it holder.
-    fn terms(&self, requests: &[(Instant, RequestRecord)]) -> Vec<(Instant, Option<String>)> {
+    fn terms(&self, requests: &[(Instant, RequestRecord)]) -> Timeline {
         let seen = self.seen.lock().unwrap().clone();
-        let mut terms: Vec<(Instant, Option<String>)> = Vec::new();
+        let mut terms: Timeline = Vec::new();
         for (at, holder) in seen {
             // a release is written by the holder it ends
             let writer = holder
