@@ -128,7 +128,9 @@ fn tolerates_disrupted(pod: &Pod) -> bool {
         let exists = t.operator.as_deref() == Some("Exists");
         let key_ok = match t.key.as_deref() {
             None | Some("") => exists,
-            Some(k) => k == DISRUPTED_TAINT && (exists || t.value.as_deref().unwrap_or("") == ""),
+            Some(k) => {
+                k == DISRUPTED_TAINT && (exists || t.value.as_deref().is_none_or(str::is_empty))
+            }
         };
         effect_ok && key_ok
     })
