@@ -355,7 +355,8 @@ async fn a_first_list_slower_than_the_lease_keeps_one_leader() {
         b.log()
     );
     assert_eq!(writes_by(&server, "joiner-b"), 0);
-    assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    let checked = assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    eprintln!("slow first list: one term, {checked} writes checked, 0 overlapping");
     sim.stop().await;
 }
 
@@ -365,19 +366,25 @@ async fn a_hung_renewal_gives_the_lease_up_before_the_standby_takes_it() {
     let (mut a, b, sim) = two_replicas(&server, &client, &dir, &holders, &[]).await;
     // every renewal the leader sends from now on hangs unanswered
     server.hang_next(by("joiner-a", "PUT", "leases"), u32::MAX);
+    let hung = Instant::now();
     let took = holders.wait_for("joiner-b", Duration::from_secs(30)).await;
     assert!(took.is_some(), "standby never took over\n{}", b.log());
     sim.scale(NS, "web", 10);
-    settled(&client, 10)
-        .await
-        .unwrap_or_else(|c| panic!("new leader did not provision: {c:?}\n{}", b.log()));
     assert!(
         exits(&mut a, Duration::from_secs(20)).await,
         "the deposed leader still runs\n{}",
         a.log()
     );
+    let exited = hung.elapsed();
+    settled(&client, 10)
+        .await
+        .unwrap_or_else(|c| panic!("new leader did not provision: {c:?}\n{}", b.log()));
     assert!(writes_by(&server, "joiner-b") > 0);
-    assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    let checked = assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    eprintln!(
+        "hung renewal: standby led {took:?} after, leader exited {exited:?} after, {checked} writes \
+         checked, 0 overlapping"
+    );
     sim.stop().await;
 }
 
@@ -386,18 +393,24 @@ async fn the_leader_cut_off_from_the_api_server_is_replaced() {
     let (server, client, dir, holders) = cluster("cut-off").await;
     let (mut a, b, sim) = two_replicas(&server, &client, &dir, &holders, &[]).await;
     server.cut_off("joiner-a");
+    let cut = Instant::now();
     let took = holders.wait_for("joiner-b", Duration::from_secs(30)).await;
     assert!(took.is_some(), "standby never took over\n{}", b.log());
     sim.scale(NS, "web", 10);
-    settled(&client, 10)
-        .await
-        .unwrap_or_else(|c| panic!("new leader did not provision: {c:?}\n{}", b.log()));
     assert!(
         exits(&mut a, Duration::from_secs(30)).await,
         "the cut-off leader still runs\n{}",
         a.log()
     );
-    assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    let exited = cut.elapsed();
+    settled(&client, 10)
+        .await
+        .unwrap_or_else(|c| panic!("new leader did not provision: {c:?}\n{}", b.log()));
+    let checked = assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    eprintln!(
+        "cut off: standby led {took:?} after, leader exited {exited:?} after, {checked} writes \
+         checked, 0 overlapping"
+    );
     sim.stop().await;
 }
 
@@ -426,7 +439,8 @@ async fn a_step_longer_than_the_renew_deadline_keeps_the_lease() {
         b.log()
     );
     assert_eq!(writes_by(&server, "joiner-b"), 0);
-    assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    let checked = assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    eprintln!("long step: one term, {checked} writes checked, 0 overlapping");
     sim.stop().await;
 }
 
@@ -439,6 +453,7 @@ async fn a_hung_decision_loop_fails_healthz_and_hands_over() {
     let port = health_port(&a).expect("health port in the log");
     assert_eq!(http_get(port, "/healthz").await.unwrap(), "ok");
     server.hang_next(by("joiner-a", "POST", "nodeclaims"), 1);
+    let hung = Instant::now();
     sim.scale(NS, "web", 10);
     let failed = eventually(
         Duration::from_secs(40),
@@ -447,6 +462,7 @@ async fn a_hung_decision_loop_fails_healthz_and_hands_over() {
     )
     .await;
     assert!(failed.is_ok(), "healthz still ok: {failed:?}\n{}", a.log());
+    let unhealthy = hung.elapsed();
     let took = holders.wait_for("joiner-b", Duration::from_secs(30)).await;
     assert!(took.is_some(), "standby never took over\n{}", a.log());
     settled(&client, 10)
@@ -457,7 +473,11 @@ async fn a_hung_decision_loop_fails_healthz_and_hands_over() {
         "the hung leader still runs\n{}",
         a.log()
     );
-    assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    let checked = assert_no_overlap(&server, &holders, &["joiner-a", "joiner-b"]);
+    eprintln!(
+        "hung loop: healthz failed {unhealthy:?} after the hang, standby led {took:?} later, \
+         {checked} writes checked, 0 overlapping"
+    );
     sim.stop().await;
 }
 
@@ -520,6 +540,7 @@ async fn a_holder_whose_clock_is_30s_behind_keeps_the_lease_while_it_renews() {
         "took over after {took:?} (lease 3 s)\n{}",
         a.log()
     );
+    eprintln!("holder 30 s behind: kept 9 s while renewing, replaced {took:?} after it stopped");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -543,6 +564,7 @@ async fn a_holder_whose_clock_is_30s_ahead_is_replaced_a_lease_after_it_stops() 
         "took over after {took:?} (lease 3 s)\n{}",
         a.log()
     );
+    eprintln!("holder 30 s ahead: replaced {took:?} after it stopped");
 }
 
 /// What ends a leader's term in the randomized run.
