@@ -14,6 +14,7 @@ use futures::channel::mpsc::UnboundedSender;
 use futures::StreamExt;
 use governor::DefaultDirectRateLimiter;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -358,15 +359,18 @@ impl KubeCluster {
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
     {
         let result = self.rt.block_on(async {
-            api.delete(name, &DeleteParams::default()).await?;
-            unfinalize(&api, name).await
+            // an object held by finalizers comes back marked: that is the state to patch
+            match api.delete(name, &DeleteParams::default()).await?.left() {
+                Some(marked) => unfinalize(&api, name, marked.meta()).await,
+                None => Ok(()),
+            }
         });
         match result {
             Ok(()) => true,
             Err(kube::Error::Api(e)) if e.code == 404 => false,
             Err(e) => {
                 self.writes.errors += 1;
-                tracing::warn!(object = name, error = %e, "delete failed");
+                tracing::warn!(object = name, error = %e, "finalizer not removed, retrying next step");
                 false
             }
         }
@@ -682,54 +686,37 @@ fn set_node_taint(cluster: &mut KubeCluster, node: &str, present: bool) -> bool 
     cordoned
 }
 
-/// How often a finalizer removal is retried when the object changed between read and patch.
-const UNFINALIZE_ATTEMPTS: usize = 3;
-
-/// Removes joiner's termination finalizer and no other: a JSON patch that tests the
-/// resourceVersion it read and the finalizer at its index, so a concurrent change of the list
-/// fails the patch (422) instead of dropping someone else's finalizer; it is then read again.
-/// An object already gone, or without the finalizer, is done.
-async fn unfinalize<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+/// Removes joiner's termination finalizer and no other from the object `meta` describes (as the
+/// delete returned it; joiner's role does not get single objects): a JSON patch that tests the
+/// resourceVersion and that the finalizer at its index is joiner's, then removes that entry. When
+/// the object changed meanwhile the test fails (422) and the next step tries again; another
+/// controller's finalizer is never dropped. An object without the finalizer is done.
+async fn unfinalize<K>(api: &Api<K>, name: &str, meta: &ObjectMeta) -> Result<(), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
-    let mut attempt = 1;
-    loop {
-        let object = match api.get(name).await {
-            Ok(o) => o,
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let meta = object.meta();
-        let Some(index) = meta
-            .finalizers
-            .iter()
-            .flatten()
-            .position(|f| f == TERMINATION_FINALIZER)
-        else {
-            return Ok(());
-        };
-        let at = format!("/metadata/finalizers/{index}");
-        let ops = json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
-            {"op": "test", "path": at, "value": TERMINATION_FINALIZER},
-            {"op": "remove", "path": at},
-        ]);
-        let ops = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
-        match api
-            .patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(kube::Error::Api(e))
-                if (e.code == 422 || e.code == 409) && attempt < UNFINALIZE_ATTEMPTS =>
-            {
-                tracing::debug!(object = name, "finalizers changed meanwhile, reading again");
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
-        }
+    let Some(index) = meta
+        .finalizers
+        .iter()
+        .flatten()
+        .position(|f| f == TERMINATION_FINALIZER)
+    else {
+        return Ok(());
+    };
+    let at = format!("/metadata/finalizers/{index}");
+    let ops = json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+        {"op": "test", "path": at, "value": TERMINATION_FINALIZER},
+        {"op": "remove", "path": at},
+    ]);
+    let ops = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+    match api
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
