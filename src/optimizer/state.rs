@@ -220,10 +220,36 @@ impl<'p> State<'p> {
     /// Whether a new node of this offering fits the pool's remaining limits.
     pub fn can_open(&self, shape: usize, _offering: usize) -> bool {
         let s = &self.p.shapes[shape];
-        match &self.p.pools[s.pool].remaining {
-            None => true,
-            Some(rem) => within_limits(&s.capacity, &rem.minus(&self.pool_used[s.pool])),
-        }
+        self.room(s.pool)
+            .is_none_or(|room| within_limits(&s.capacity, &room))
+    }
+
+    /// What `pool`'s limits leave for more nodes of this plan, over the resources the limits name
+    /// (a resource no limit names is unlimited, as in Karpenter); None for a pool without limits.
+    pub fn room(&self, pool: usize) -> Option<Resources> {
+        let used = &self.pool_used[pool];
+        self.p.pools[pool].remaining.as_ref().map(|rem| {
+            let mut room = Resources::new();
+            for (name, left) in rem.iter() {
+                room.set(name, left.saturating_sub(used.get(name)));
+            }
+            room
+        })
+    }
+
+    /// What one node of `shape` counts against its pool's limits: its capacity and one node.
+    pub fn usage(&self, shape: usize) -> Resources {
+        let mut cap = self.p.shapes[shape].capacity.clone();
+        cap.set("nodes", crate::domain::Quantity::from_units(1));
+        cap
+    }
+
+    /// Makes `pool` count `to` instead of `from` against its limits (a Karpenter NodeClaim holds
+    /// its largest candidate's capacity, `greedy::Greedy::take_largest`).
+    pub fn recount(&mut self, pool: usize, from: &Resources, to: &Resources) {
+        let used = &mut self.pool_used[pool];
+        used.sub(from);
+        used.add(to);
     }
 
     /// Adds an empty planned node and returns its index.
