@@ -233,7 +233,7 @@ fn solve_by_deadline(
 
 fn answer(solved: Result<highs::SolvedModel, SolverError>) -> Solved {
     let solved = solved?;
-    if solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
+    if !crate::optimizer::highs_options::has_feasible_point(&solved) {
         return Err(SolverError::NoSolution {
             what: "selection mip",
             status: solved.status(),

@@ -94,3 +94,12 @@ impl SolverOptions {
         }
     }
 }
+
+/// Whether HiGHS holds a feasible point for `solved`. HiGHS reports the status -1 when its info is
+/// not valid (a run it stopped early, an internal error), which the binding's
+/// `primal_solution_status` turns into a panic; here it reads as no point.
+pub fn has_feasible_point(solved: &highs::SolvedModel) -> bool {
+    solved
+        .int_info_value(c"primal_solution_status")
+        .is_ok_and(|v| v == highs::HighsSolutionStatus::Feasible as i64)
+}

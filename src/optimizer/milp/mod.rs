@@ -886,7 +886,7 @@ fn integer_solve_over(
     };
     configure(&mut model, settings, seconds, gap);
     let solved = run(model, settings, "highs mip")?;
-    let has_solution = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
+    let has_solution = crate::optimizer::highs_options::has_feasible_point(&solved);
     let status = match solved.status() {
         HighsModelStatus::Optimal if has_solution => MipStatus::Optimal,
         HighsModelStatus::ReachedTimeLimit if has_solution => MipStatus::TimeLimit,

@@ -170,7 +170,7 @@ fn solve_within(
     .apply(&mut model);
     let solved = model.try_solve().ok()?;
     let status = solved.status();
-    let has_point = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
+    let has_point = crate::optimizer::highs_options::has_feasible_point(&solved);
     let dual = solved
         .double_info_value(c"mip_dual_bound")
         .ok()

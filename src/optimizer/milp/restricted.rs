@@ -264,7 +264,7 @@ fn solve_once(
     };
     configure(&mut model, settings, seconds.max(0.01), options);
     let solved = run(model, settings, "restricted master mip").ok()?;
-    if solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
+    if !crate::optimizer::highs_options::has_feasible_point(&solved) {
         return None;
     }
     let solution = solved.get_solution();

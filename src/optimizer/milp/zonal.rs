@@ -527,7 +527,7 @@ impl Program {
         .apply(&mut model);
         let began = std::time::Instant::now();
         let solved = model.try_solve().ok()?;
-        let feasible = solved.primal_solution_status() == highs::HighsSolutionStatus::Feasible;
+        let feasible = crate::optimizer::highs_options::has_feasible_point(&solved);
         tracing::debug!(status = ?solved.status(), feasible, seconds = began.elapsed().as_secs_f64(), objective = solved.objective_value(), columns = self.cols.len(), "zones for the relaxed candidate");
         let proven = solved.status() == HighsModelStatus::Optimal;
         (feasible && solved.status() != HighsModelStatus::Infeasible)
