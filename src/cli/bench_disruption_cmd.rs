@@ -37,7 +37,7 @@ pub struct BenchDisruptionArgs {
     /// Baseline passes at most.
     #[arg(long, default_value_t = 50)]
     pub max_rounds: usize,
-    /// Overrides the cost weight `podEviction` ($/h-equivalent per evicted pod): higher values make
+    /// Overrides the cost weight `podEviction` ($ once per evicted pod, paid back over `paybackHours`): higher values make
     /// joiner trade savings for fewer evictions.
     #[arg(long)]
     pub pod_eviction: Option<f64>,

@@ -40,6 +40,10 @@ pub struct SimulateArgs {
     /// Seed for spot interruptions; the scenario's own seed when omitted.
     #[arg(long)]
     seed: Option<u64>,
+    /// Sets a cost weight over the scenario's (a `joiner-cost-weights` key, e.g.
+    /// `settleMinutes=0`), for every run; repeatable. docs/tuning-cost-weights.md lists the keys.
+    #[arg(long = "weight", value_name = "KEY=VALUE")]
+    weights: Vec<String>,
     /// Directory for report.json and the SVG charts.
     #[arg(long, default_value = "simulate-out")]
     out: PathBuf,
@@ -51,10 +55,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
     if let Some(dir) = &args.suite {
         return run_suite(dir, &args);
     }
-    let scenario = match &args.scenario {
+    let mut scenario = match &args.scenario {
         Some(path) => Scenario::load(path)?,
         None => Scenario::bundled_default()?,
     };
+    override_weights(&mut scenario, &args.weights)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let strategies = match args.strategy {
         Which::Milp => vec![SimStrategy::Milp],
@@ -91,6 +96,22 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<std::process::ExitCode> {
     write_files(&args.out, &report)?;
     args.output.print(&report, || table(&report.runs))?;
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Applies `--weight KEY=VALUE` settings over the scenario's cost weights.
+fn override_weights(scenario: &mut Scenario, settings: &[String]) -> anyhow::Result<()> {
+    let mut data = std::collections::BTreeMap::new();
+    for s in settings {
+        let (key, value) = s
+            .split_once('=')
+            .with_context(|| format!("--weight {s:?}: expected KEY=VALUE"))?;
+        data.insert(key.trim().to_string(), value.trim().to_string());
+    }
+    scenario
+        .cluster
+        .weights
+        .apply(&data)
+        .with_context(|| "--weight".to_string())
 }
 
 /// `report.json` and the SVG charts in `out`, named on stderr.
@@ -237,7 +258,8 @@ fn run_suite(dir: &Path, args: &SimulateArgs) -> anyhow::Result<std::process::Ex
 
 /// One scenario of the suite, its chart written to `--out`.
 fn run_one(path: &Path, args: &SimulateArgs) -> anyhow::Result<DayResult> {
-    let scenario = Scenario::load(path)?;
+    let mut scenario = Scenario::load(path)?;
+    override_weights(&mut scenario, &args.weights)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let mut bars: Vec<(SuiteStrategy, ProgressBar)> = vec![];
     let mut day = suite::run_day(&scenario, &path.display().to_string(), seed, &mut |s, f| {

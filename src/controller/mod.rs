@@ -255,6 +255,8 @@ pub struct Controller<P: CloudProvider> {
     /// whatever becomes of a disruption command that also chose them.
     reclaiming: BTreeSet<String>,
     disruption: disrupter::State,
+    /// Each workload's recent pod counts, for provisioning's headroom.
+    trend: crate::optimizer::headroom::Trend,
     wakes: Vec<(f64, Wake)>,
     /// Asked before a step starts writes: a deposed leader's step must not act.
     leader: LeaderToken,
@@ -277,6 +279,7 @@ impl<P: CloudProvider> Controller<P> {
             node_seq: 0,
             reclaiming: BTreeSet::new(),
             disruption: disrupter::State::default(),
+            trend: Default::default(),
             wakes: vec![],
             leader: LeaderToken::always(),
             stats: Stats::default(),
@@ -357,6 +360,7 @@ impl<P: CloudProvider> Controller<P> {
     /// After any change: pods that wait for capacity (not nominated, not in the batch, not parked)
     /// open the provisioning batch or extend it.
     pub fn observe(&mut self, cluster: &impl Cluster, now: f64) {
+        self.trend.observe(cluster.snapshot(), now);
         let lapsed: Vec<String> = self
             .nominated_at
             .iter()

@@ -61,6 +61,11 @@ impl<P: CloudProvider> Controller<P> {
         if view.pending_pods().next().is_none() {
             return Ok(());
         }
+        // joiner buys room ahead for growing workloads; Karpenter's strategy does not
+        let (view, stand_ins) = match self.settings.provisioning {
+            optimizer::Strategy::Milp => optimizer::headroom::add(&view, &self.trend.growth()),
+            optimizer::Strategy::Greedy => (view, 0),
+        };
         let catalog = self.unavailable.mask(&self.catalog, now);
         let settings = SolveSettings {
             strategy: self.settings.provisioning,
@@ -70,8 +75,11 @@ impl<P: CloudProvider> Controller<P> {
             fault: self.settings.solver_fault,
             ..SolveSettings::default()
         };
-        let plan = optimizer::solve(&view, &catalog, &settings)
+        let mut plan = optimizer::solve(&view, &catalog, &settings)
             .map_err(|e| ControllerError::Provisioning(e.to_string()))?;
+        if stand_ins > 0 {
+            optimizer::headroom::strip(&mut plan);
+        }
         self.record_solve(
             super::Phase::Provisioning,
             plan.solver.seconds,

@@ -469,6 +469,16 @@ fn worth_it(
             a.savings_per_hour, w.min_savings
         ));
     }
+    // the evictions, the node disruptions and the replacements' launches are paid once; the
+    // savings must pay them back within paybackHours
+    let one_off = a.disruption_cost + w.per_hour(w.node_launch) * a.launch.len() as f64;
+    if a.savings_per_hour < one_off {
+        return refuse(format!(
+            "replacing it saves ${:.4}/h, less than its evictions and launches cost over \
+             paybackHours {} (${:.4}/h)",
+            a.savings_per_hour, w.payback_hours, one_off
+        ));
+    }
     // Karpenter asks for flexibility only when one spot node is replaced (single-node
     // consolidation); replacing several spot nodes is taken on price alone
     let all_spot = a.delete.len() == 1

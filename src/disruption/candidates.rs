@@ -29,11 +29,14 @@ pub struct NodeInfo {
     /// Karpenter's eviction cost summed over those pods, scaled by the node's remaining lifetime.
     pub eviction_cost: f64,
     /// What disrupting it costs in the objective ($/h units): the per-node weight plus the
-    /// per-pod weight times `eviction_cost`.
+    /// per-pod weight times `eviction_cost`, one-off dollars paid back over the weights'
+    /// `paybackHours`.
     pub disruption_cost: f64,
     /// Karpenter's disruption cost for Balanced scoring: 1 for the node plus
     /// `max(0, EvictionCost)` of each of `pods` (not scaled by lifetime).
     pub score_disruption: f64,
+    /// Time since its NodeClaim (or, without one, the node) was created; None when unknown.
+    pub age: Option<std::time::Duration>,
     /// Why it has drifted, when it has.
     pub drift: Option<String>,
     pub expired: bool,
@@ -131,8 +134,9 @@ fn describe(
         spot: node.labels.get(CAPACITY_TYPE).map(String::as_str) == Some("spot"),
         price: node_price(node, catalog),
         eviction_cost,
-        disruption_cost: w.node_disruption + w.pod_eviction * eviction_cost,
+        disruption_cost: w.per_hour(w.node_disruption + w.pod_eviction * eviction_cost),
         score_disruption,
+        age,
         drift: drift(node, claim, pool, catalog),
         expired: matches!((expire_after, age), (Some(e), Some(a)) if a >= e),
         consolidatable: consolidatable(snapshot, node, claim, pool, &pods, now),

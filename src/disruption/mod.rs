@@ -142,7 +142,11 @@ pub fn consolidate(
     }
     let start = Instant::now();
     let cands = Candidates::build(snapshot, catalog, settings.now);
-    let triage = triage(snapshot, &cands, settings.now);
+    // joiner lets a new node settle before consolidating it; Karpenter's baseline does not
+    let settle = (settings.strategy == DisruptionStrategy::Milp)
+        .then(|| Duration::from_secs_f64(snapshot.weights.settle_minutes.max(0.0) * 60.0))
+        .filter(|d| !d.is_zero());
+    let triage = triage(snapshot, &cands, settings.now, settle);
     let mut plan = match settings.strategy {
         DisruptionStrategy::Milp => {
             match actions::decide(snapshot, catalog, settings, &triage, start) {
@@ -168,9 +172,31 @@ pub fn consolidate(
 /// Expired nodes go unconditionally; then, pool by pool and within budgets, empty nodes (most
 /// expensive first) and drifted nodes (empty first, then oldest). What is left and allowed is open
 /// to consolidation. A node disrupted for one reason uses up the budget of every other reason.
-fn triage<'a>(snapshot: &ClusterSnapshot, cands: &'a Candidates, now: Timestamp) -> Triage<'a> {
+/// With `settle`, a node younger than it is left out of consolidation (empty or underutilized).
+fn triage<'a>(
+    snapshot: &ClusterSnapshot,
+    cands: &'a Candidates,
+    now: Timestamp,
+    settle: Option<Duration>,
+) -> Triage<'a> {
     let table = BudgetTable::build(snapshot, now);
     let mut blocked = cands.unmanaged.clone();
+    if let Some(settle) = settle {
+        for n in cands
+            .nodes
+            .iter()
+            .filter(|n| settling(n, settle) && !n.expired)
+        {
+            blocked.push(Blocked {
+                node: n.name.clone(),
+                reason: format!(
+                    "launched {} min ago, settling for settleMinutes {}",
+                    n.age.unwrap_or_default().as_secs() / 60,
+                    settle.as_secs_f64() / 60.0
+                ),
+            });
+        }
+    }
     let mut forced: Vec<(&NodeInfo, Reason)> = Vec::new();
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
     let mut planned: BTreeMap<(String, Reason), usize> = BTreeMap::new();
@@ -181,10 +207,13 @@ fn triage<'a>(snapshot: &ClusterSnapshot, cands: &'a Candidates, now: Timestamp)
     let gone = |forced: &Vec<(&NodeInfo, Reason)>, n: &NodeInfo| {
         forced.iter().any(|(f, _)| f.name == n.name)
     };
+    let settled = |n: &NodeInfo| settle.is_none_or(|s| !settling(n, s));
     let mut empty: Vec<&NodeInfo> = cands
         .nodes
         .iter()
-        .filter(|n| n.block.is_none() && n.consolidatable && n.empty() && n.drift.is_none())
+        .filter(|n| {
+            n.block.is_none() && n.consolidatable && n.empty() && n.drift.is_none() && settled(n)
+        })
         .collect();
     empty.sort_by(|a, b| b.price.total_cmp(&a.price).then(a.name.cmp(&b.name)));
     let mut drifted: Vec<&NodeInfo> = cands
@@ -280,6 +309,11 @@ fn triage<'a>(snapshot: &ClusterSnapshot, cands: &'a Candidates, now: Timestamp)
         budgets,
         balanced: balanced::Balanced::build(snapshot, cands),
     }
+}
+
+/// Whether `n` launched less than `settle` ago (a node of unknown age has settled).
+fn settling(n: &NodeInfo, settle: Duration) -> bool {
+    n.drift.is_none() && n.age.is_some_and(|a| a < settle)
 }
 
 /// Pods that were pending before the decision: they are the provisioner's, not consolidation's.

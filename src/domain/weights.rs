@@ -26,12 +26,32 @@ pub struct CostWeights {
     pub spot_interruption_band: f64,
     /// $/h charged for each pod left unplaced; larger than any node so that pods are placed first.
     pub unschedulable_pod: f64,
-    /// Disruption: $/h-equivalent per evicted pod (scaled by pod deletion cost and priority).
+    /// Disruption: $ an evicted pod costs, once (scaled by pod deletion cost and priority); a
+    /// consolidation pays it back over `payback_hours`.
     pub pod_eviction: f64,
-    /// Disruption: $/h-equivalent per disrupted node.
+    /// Disruption: $ a disrupted node costs, once, paid back over `payback_hours`.
     pub node_disruption: f64,
     /// Disruption: the least saving in $/h for which an action is taken.
     pub min_savings: f64,
+    /// $ a launched node costs, once, beyond its hourly price: billing while it boots and its
+    /// DaemonSets start, and the consolidation that a node sized for one moment later needs.
+    /// Provisioning charges it over `payback_hours` per new node, so fewer, larger nodes win
+    /// where prices tie; a consolidation's replacements pay it too.
+    pub node_launch: f64,
+    /// Hours over which one-off costs (evictions, disruptions, launches) are paid back: a
+    /// consolidation is taken only when its savings over this time exceed them. Positive.
+    pub payback_hours: f64,
+    /// Minutes after its launch during which consolidation leaves a node with pods alone, so that
+    /// a node sized for a rising demand is not replaced before that demand arrives.
+    pub settle_minutes: f64,
+    /// Provisioning: room bought ahead for a growing workload, as a fraction of the pods it
+    /// gained within the last `trend_minutes` (0 turns it off).
+    pub trend_headroom: f64,
+    /// Provisioning: how far back a workload's growth is counted, minutes.
+    pub trend_minutes: f64,
+    /// Provisioning: how much over the fair price of its room (the cheapest offering's price for
+    /// the share of a node it takes) a replica's room is worth buying ahead.
+    pub headroom_price: f64,
 }
 
 impl Default for CostWeights {
@@ -44,9 +64,15 @@ impl Default for CostWeights {
             prefer_no_schedule: 0.05,
             spot_interruption_band: 0.01,
             unschedulable_pod: 1000.0,
-            pod_eviction: 0.0005,
-            node_disruption: 0.001,
+            pod_eviction: 0.03,
+            node_disruption: 0.01,
             min_savings: 0.01,
+            node_launch: 0.0,
+            payback_hours: 2.0,
+            settle_minutes: 20.0,
+            trend_headroom: 0.5,
+            trend_minutes: 15.0,
+            headroom_price: 1.2,
         }
     }
 }
@@ -58,13 +84,28 @@ pub enum WeightsError {
     UnknownKey(String),
     #[error("key {key:?}: {value:?} is not a non-negative number")]
     BadValue { key: String, value: String },
+    #[error("key {0:?}: must be greater than 0")]
+    NotPositive(String),
 }
 
 impl CostWeights {
+    /// A one-off cost of `dollars` as $/h over the payback time, the unit the objectives use.
+    pub fn per_hour(&self, dollars: f64) -> f64 {
+        dollars / self.payback_hours
+    }
+
     /// Applies the ConfigMap's `data` over the defaults. Unknown keys and negative or non-numeric
     /// values are errors, so a typo never silently keeps a default.
     pub fn from_data(data: &BTreeMap<String, String>) -> Result<Self, WeightsError> {
         let mut w = CostWeights::default();
+        w.apply(data)?;
+        Ok(w)
+    }
+
+    /// Applies ConfigMap-style `data` over these weights (`joiner simulate --weight`), with the
+    /// checks of [`CostWeights::from_data`].
+    pub fn apply(&mut self, data: &BTreeMap<String, String>) -> Result<(), WeightsError> {
+        let mut w = self.clone();
         for (key, value) in data {
             let slot = match key.as_str() {
                 "preferredNodeAffinity" => &mut w.preferred_node_affinity,
@@ -77,6 +118,12 @@ impl CostWeights {
                 "podEviction" => &mut w.pod_eviction,
                 "nodeDisruption" => &mut w.node_disruption,
                 "minSavings" => &mut w.min_savings,
+                "nodeLaunch" => &mut w.node_launch,
+                "paybackHours" => &mut w.payback_hours,
+                "settleMinutes" => &mut w.settle_minutes,
+                "trendHeadroom" => &mut w.trend_headroom,
+                "trendMinutes" => &mut w.trend_minutes,
+                "headroomPrice" => &mut w.headroom_price,
                 _ => return Err(WeightsError::UnknownKey(key.clone())),
             };
             let v: f64 = value
@@ -90,7 +137,11 @@ impl CostWeights {
                 })?;
             *slot = v;
         }
-        Ok(w)
+        if w.payback_hours <= 0.0 {
+            return Err(WeightsError::NotPositive("paybackHours".into()));
+        }
+        *self = w;
+        Ok(())
     }
 }
 
@@ -117,5 +168,19 @@ mod tests {
             CostWeights::from_data(&neg),
             Err(WeightsError::BadValue { .. })
         ));
+        let zero: BTreeMap<String, String> = [("paybackHours".to_string(), "0".to_string())].into();
+        assert_eq!(
+            CostWeights::from_data(&zero),
+            Err(WeightsError::NotPositive("paybackHours".into()))
+        );
+    }
+
+    #[test]
+    fn one_off_costs_come_per_hour_over_the_payback_time() {
+        let w = CostWeights {
+            payback_hours: 4.0,
+            ..CostWeights::default()
+        };
+        assert_eq!(w.per_hour(0.2), 0.05);
     }
 }

@@ -67,12 +67,23 @@ pub fn seed<'p>(
 /// Places leftovers into a plan that already has new nodes (the MILP's replay): unlike Karpenter it
 /// first fills the plan's new nodes, fullest first, and then the fullest claim, so leftovers pack
 /// tightly instead of spreading over half-empty nodes.
+/// Stand-ins for headroom (`super::headroom`) that the plan left out stay out: leaving them is a
+/// price the plan chose, not a pod to rescue.
 pub fn repair<'p>(
     p: &'p Problem,
     state: State<'p>,
     todo: &[(usize, usize)],
 ) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
-    run(p, state, todo, Mode::Repair)
+    let (stand_ins, todo): (Vec<(usize, usize)>, Vec<(usize, usize)>) = todo
+        .iter()
+        .partition(|(k, _)| super::headroom::is_headroom(&p.classes[*k].constraints));
+    let (state, mut left) = run(p, state, &todo, Mode::Repair);
+    for (k, n) in stand_ins.into_iter().filter(|(_, n)| *n > 0) {
+        left.entry(k)
+            .or_insert((0, UnschedulableReason::SolverLimit))
+            .0 += n;
+    }
+    (state, left)
 }
 
 /// Which placement [`run`] does.
@@ -90,9 +101,8 @@ fn run<'p>(
     mode: Mode,
 ) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
     let domains = Domains::build(p);
-    let tight = mode == Mode::Repair;
     // fullest (least free cpu) first; the order is fixed at the start, which is close enough
-    let mut planned: Vec<usize> = if tight {
+    let mut planned: Vec<usize> = if mode == Mode::Repair {
         state.new_nodes().map(|(i, _)| i).collect()
     } else {
         vec![]
@@ -113,7 +123,7 @@ fn run<'p>(
         claims: Vec::new(),
         by_load: Default::default(),
         domains,
-        tight,
+        mode,
         planned,
         ladders,
     };
@@ -152,8 +162,8 @@ struct Greedy<'p> {
     /// (pods on the claim's node, claim index), ascending.
     by_load: std::collections::BTreeSet<(usize, usize)>,
     domains: Domains,
-    /// Repair mode (see [`repair`]).
-    tight: bool,
+    /// Which placement this is: Karpenter's, the optimizer's start or its repair.
+    mode: Mode,
     /// New nodes the state already had when placement started (repair mode only).
     planned: Vec<usize>,
     /// Per class, its preference ladder (empty in repair mode).
@@ -413,7 +423,7 @@ impl<'p> Greedy<'p> {
                 return Ok(());
             }
         }
-        if self.tight {
+        if self.mode == Mode::Repair {
             return self.add_tight(k);
         }
         // claims by (pods, index): Karpenter tries the emptiest new node first
@@ -611,6 +621,9 @@ impl<'p> Greedy<'p> {
             match self.state.can_place(k, node) {
                 Ok(()) => {
                     self.state.place(k, node);
+                    if self.mode == Mode::Karpenter {
+                        self.take_largest(k, s, &candidates);
+                    }
                     self.claims.push(Claim {
                         node,
                         candidates,
@@ -627,6 +640,27 @@ impl<'p> Greedy<'p> {
             }
         }
         Err(reason)
+    }
+
+    /// Karpenter's count of a new NodeClaim against its NodePool's limits: once the claim takes
+    /// its first pod, the largest capacity among its instance types that hold the pod comes off
+    /// what the limits leave (it may still launch as that type), and stays off for the round, so
+    /// later claims of the batch see only what is left. The claim was opened as `opened`, whose
+    /// capacity [`State::open`] already counted.
+    fn take_largest(&mut self, k: usize, opened: usize, candidates: &[(usize, usize)]) {
+        let pool = self.p.shapes[opened].pool;
+        if self.p.pools[pool].remaining.is_none() {
+            return;
+        }
+        let req = &self.p.classes[k].req;
+        let mut most = self.state.usage(opened);
+        for &(s, o) in candidates {
+            if fits(req, &self.p.offering(s, o).alloc) {
+                most.max_with(&self.state.usage(s));
+            }
+        }
+        let counted = self.state.usage(opened);
+        self.state.recount(pool, &counted, &most);
     }
 
     /// [`State::offers`] through the menus' bits.
@@ -940,7 +974,7 @@ mod tests {
             claims: vec![],
             by_load: Default::default(),
             domains: Domains::build(&p),
-            tight: false,
+            mode: Mode::Karpenter,
             planned: vec![],
             ladders: vec![],
         };

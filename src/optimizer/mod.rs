@@ -10,6 +10,7 @@ pub mod extract;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod greedy;
+pub mod headroom;
 pub mod highs_options;
 pub mod improve;
 pub mod lns;
@@ -877,8 +878,8 @@ pub(crate) fn score(p: &Problem, state: &State<'_>, left: &Leftover) -> f64 {
     total
         + preferred::penalty(p, state)
         + left
-            .values()
-            .map(|(c, _)| *c as f64 * p.weights.unschedulable_pod)
+            .iter()
+            .map(|(&k, (c, _))| *c as f64 * p.classes[k].unplaced_cost)
             .sum::<f64>()
 }
 

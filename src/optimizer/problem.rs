@@ -36,6 +36,9 @@ pub struct PodClass {
     pub group: usize,
     /// Existing nodes this class may use.
     pub existing: Vec<usize>,
+    /// $/h for each of its pods left unplaced: the `unschedulablePod` weight, or for headroom
+    /// ([`super::headroom`]) the fair price of its room times `headroomPrice`.
+    pub unplaced_cost: f64,
 }
 
 impl PodClass {
@@ -216,6 +219,12 @@ impl Problem {
             restrict_by_weight(class, &shapes, &pools);
         }
         topology.restrict(&mut classes, &shapes, &existing);
+        for class in classes
+            .iter_mut()
+            .filter(|c| super::headroom::is_headroom(&c.constraints))
+        {
+            class.unplaced_cost = fair_price(class, &shapes) * snapshot.weights.headroom_price;
+        }
         let missing_classes = missing_class_note(snapshot);
         classes.retain(|c| {
             if !c.offerings.is_empty() || !c.existing.is_empty() {
@@ -491,6 +500,8 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
         let class = snapshot.node_class(np.node_class.as_deref());
         let kubelet = class.map(|c| &c.kubelet);
         let zones = class.and_then(|c| c.zones.as_ref());
+        // a new node's launch, paid once, charged per hour over the payback time
+        let launch = snapshot.weights.per_hour(snapshot.weights.node_launch);
         for it in &catalog.instance_types {
             let base = pool_type_labels(it, np, &catalog.region);
             let allocatable = it.allocatable(kubelet);
@@ -518,7 +529,7 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
                         zone: o.zone.clone(),
                         capacity_type: o.capacity_type,
                         price: o.price,
-                        cost: o.price * (1.0 + risk),
+                        cost: o.price * (1.0 + risk) + launch,
                         price_estimated: o.price_estimated,
                         alloc: dense(&alloc_resources, dims),
                         ds_ports,
@@ -705,6 +716,7 @@ fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
                 offerings: vec![],
                 group: 0,
                 existing: vec![],
+                unplaced_cost: snapshot.weights.unschedulable_pod,
             }
         })
         .collect();
@@ -716,6 +728,20 @@ fn group_classes(snapshot: &ClusterSnapshot, dims: &[String]) -> Vec<PodClass> {
             .then(a.pods[0].cmp(&b.pods[0]))
     });
     classes
+}
+
+/// The least $/h any offering on the class's menu charges for one of its pods: the offering's
+/// price times the share of the node the pod takes.
+fn fair_price(class: &PodClass, shapes: &[Shape]) -> f64 {
+    class
+        .offerings
+        .iter()
+        .map(|&(s, o)| {
+            let off = &shapes[s].offerings[o];
+            off.price * room_share(&class.req, &off.alloc)
+        })
+        .fold(f64::INFINITY, f64::min)
+        .min(1e6)
 }
 
 /// The largest fraction of `room` that `used` takes in any resource it uses: the share of a node

@@ -210,7 +210,7 @@ fn bound_sample(at: f64, snap: &ClusterSnapshot, catalog: &Catalog) -> BoundSamp
 /// The cluster's running workload pods, pending again, with no node and no claim: the problem of
 /// buying their capacity from scratch. Preferences (preferred affinities, ScheduleAnyway spreads)
 /// are dropped and the weights that price anything but dollars (preferences, PreferNoSchedule
-/// taints, the spot interruption surcharge) set to 0, so the optimizer's bound is a bound on the
+/// taints, the spot interruption surcharge, the launch charge) set to 0, so the optimizer's bound is a bound on the
 /// capacity's price alone.
 pub fn repack_snapshot(snap: &ClusterSnapshot) -> ClusterSnapshot {
     let mut out = snap.clone();
@@ -223,6 +223,7 @@ pub fn repack_snapshot(snap: &ClusterSnapshot) -> ClusterSnapshot {
     w.schedule_anyway_skew = 0.0;
     w.prefer_no_schedule = 0.0;
     w.spot_interruption_band = 0.0;
+    w.node_launch = 0.0;
     out.pods = snap
         .pods
         .iter()

@@ -56,6 +56,7 @@ pub(crate) fn convert_weights(cm: WeightsConfigMap) -> FieldResult<CostWeights> 
         let key = match &e {
             WeightsError::UnknownKey(k) => k,
             WeightsError::BadValue { key, .. } => key,
+            WeightsError::NotPositive(k) => k,
         };
         FieldError::new(format!("data.{key}"), e)
     })

@@ -111,7 +111,7 @@ impl Master {
             m.demand_row.push(r);
             m.aux.push(AuxVar {
                 kind: AuxKind::Unplaced(k),
-                cost: p.weights.unschedulable_pod,
+                cost: p.classes[k].unplaced_cost,
                 lower: 0.0,
                 upper: f64::INFINITY,
                 integer: false,
