@@ -52,6 +52,8 @@ impl<P: CloudProvider> Controller<P> {
         cluster: &mut impl Cluster,
         now: f64,
     ) -> Result<(), ControllerError> {
+        // a deposed leader neither rolls back nor clears taints: the new leader owns them
+        self.leading()?;
         if let Some(cmd) = &self.disruption.command {
             if cmd
                 .validated_at
@@ -85,6 +87,8 @@ impl<P: CloudProvider> Controller<P> {
             return Ok(());
         }
         let plan = self.decide(cluster, now)?;
+        // the solve may outlast the lease: a plan decided by a replica that lost it is dropped
+        self.leading()?;
         tracing::debug!(hours = now / 3600.0, candidates = plan.solver.candidates, actions = plan.actions.len(), deleted = plan.deleted_nodes(), savings = plan.savings_per_hour, status = %plan.solver.status, "disruption pass");
         if plan.actions.is_empty() {
             self.disruption.quiet = Some((sig, now));
@@ -175,6 +179,9 @@ impl<P: CloudProvider> Controller<P> {
         let Some(cmd) = self.disruption.command.as_ref() else {
             return;
         };
+        if self.leading().is_err() {
+            return;
+        }
         let catalog = self.unavailable.mask(&self.catalog, now);
         if self.busy(cluster, now)
             || fingerprint::of(cluster.snapshot(), &catalog, &cmd.plan) != cmd.plan.fingerprint
@@ -334,6 +341,9 @@ impl<P: CloudProvider> Controller<P> {
         let Some(cmd) = self.disruption.command.as_ref().filter(|c| c.draining) else {
             return;
         };
+        if self.leading().is_err() {
+            return;
+        }
         let nodes: Vec<String> = cmd
             .plan
             .actions
@@ -545,5 +555,53 @@ mod tests {
         );
         ctl.terminate(&mut cluster, "interrupted");
         assert!(ctl.reclaiming.is_empty());
+    }
+
+    #[test]
+    fn a_lapsed_leader_neither_taints_nor_rolls_back_nor_drains() {
+        let token = crate::controller::LeaderToken::always();
+        let mut ctl = controller().with_leader_token(token.clone());
+        let mut snap = ClusterSnapshot::default();
+        for name in ["left-behind", "chosen"] {
+            let mut node = Node::new(
+                name,
+                Labels::default(),
+                Resources::default(),
+                Resources::default(),
+            );
+            node.taints.push(Taint {
+                key: DISRUPTED_TAINT.into(),
+                value: String::new(),
+                effect: TaintEffect::NoSchedule,
+            });
+            snap.nodes.push(node.into());
+        }
+        let mut cluster = Fake::new(snap);
+        token.revoke();
+        // a stale taint stays: clearing it is a write
+        assert!(matches!(
+            ctl.disruption_tick(&mut cluster, 1.0),
+            Err(ControllerError::NotLeader(_))
+        ));
+        assert_eq!(cluster.1.get("left-behind"), None);
+        // a command due for validation taints nothing
+        ctl.disruption.command = Some(deleting(&["chosen"]));
+        ctl.validate(&mut cluster, 2.0);
+        assert_eq!(cluster.1.get("chosen"), None);
+        // a draining command evicts and terminates nothing
+        let mut cmd = deleting(&["chosen"]);
+        cmd.validated = true;
+        cmd.validated_at = Some(3.0);
+        cmd.draining = true;
+        ctl.disruption.command = Some(cmd);
+        ctl.drain_step(&mut cluster, 4.0);
+        let cmd = ctl.disruption.command.as_ref().expect("kept for the log");
+        assert!(cmd.terminated.is_empty());
+        // past its deadline it is not rolled back by the deposed replica either
+        assert!(ctl
+            .disruption_tick(&mut cluster, 3.0 + COMMAND_TIMEOUT_SECONDS)
+            .is_err());
+        assert!(ctl.disruption.command.is_some());
+        assert!(cluster.1.is_empty(), "no write at all: {:?}", cluster.1);
     }
 }

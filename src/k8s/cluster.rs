@@ -4,7 +4,8 @@
 //! sees its own writes before the watches bring them back.
 //!
 //! It is driven from the decision thread, never from the async runtime: each write blocks on the
-//! runtime's handle, so solves and writes stay off the tokio workers.
+//! runtime's handle, so solves and writes stay off the tokio workers. Every write asks the
+//! [`LeaderToken`] first: a replica whose leadership lapsed mid-step sends nothing more.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use super::claims::{self, k8s_time, DISRUPTED_TAINT, TERMINATION_FINALIZER};
 use super::events::{self, Dedupe};
 use crate::catalog::Catalog;
 use crate::cloud::Instance;
-use crate::controller::{Cluster, EvictionRefused};
+use crate::controller::{Cluster, EvictionRefused, LeaderToken};
 use crate::disruption::timing::{parse_timestamp, Timestamp};
 use crate::domain::{ClusterSnapshot, Resources, Taint, TaintEffect};
 use crate::optimizer::NewNode;
@@ -46,6 +47,8 @@ pub struct Writes {
     pub errors: u64,
     /// Disruption commands rolled back at their deadline.
     pub disruptions_timed_out: u64,
+    /// Writes not sent because this replica no longer leads.
+    pub not_leader: u64,
 }
 
 pub struct KubeCluster {
@@ -78,6 +81,8 @@ pub struct KubeCluster {
     initialized_claims: std::collections::BTreeSet<String>,
     /// Draws claim name suffixes; seeded per process so restarts draw new names.
     names: ChaCha8Rng,
+    /// Asked before every write; without leader election it never lapses.
+    leader: LeaderToken,
     pub writes: Writes,
 }
 
@@ -116,8 +121,25 @@ impl KubeCluster {
             unrecorded: BTreeMap::new(),
             initialized_claims: Default::default(),
             names: ChaCha8Rng::seed_from_u64(seed),
+            leader: LeaderToken::always(),
             writes: Writes::default(),
         }
+    }
+
+    /// Writes only while `token` leads.
+    pub fn with_leader_token(mut self, token: LeaderToken) -> Self {
+        self.leader = token;
+        self
+    }
+
+    /// Whether a write may go out now; a refused one is counted and logged.
+    pub fn leads(&mut self, what: &str) -> bool {
+        if self.leader.is_leader() {
+            return true;
+        }
+        self.writes.not_leader += 1;
+        tracing::debug!(write = what, "not the leader; write not sent");
+        false
     }
 
     pub fn caches(&self) -> &Caches {
@@ -220,6 +242,9 @@ impl KubeCluster {
 
     /// Queues an Event about `object` for the publisher task; failures are logged, never fatal.
     fn publish(&self, object: &ObjectReference, event: Event) {
+        if !self.leader.is_leader() {
+            return;
+        }
         if self.events.unbounded_send((object.clone(), event)).is_err() {
             tracing::debug!(object = ?object.name, "event publisher stopped");
         }
@@ -227,6 +252,9 @@ impl KubeCluster {
 
     /// Writes the launches not yet recorded on their claims; what fails is tried again next step.
     fn record_launches(&mut self) {
+        if self.unrecorded.is_empty() || !self.leads("record launches") {
+            return;
+        }
         let api = self.claims_api();
         let params = PatchParams::default();
         let entries: Vec<_> = std::mem::take(&mut self.unrecorded).into_iter().collect();
@@ -342,6 +370,9 @@ impl KubeCluster {
 
     /// Deletes a NodeClaim and takes joiner's finalizer off it; absent is fine.
     pub fn delete_claim(&mut self, name: &str) {
+        if !self.leads("delete nodeclaim") {
+            return;
+        }
         if self.release(self.claims_api(), name) {
             self.writes.claims_deleted += 1;
         }
@@ -358,6 +389,9 @@ impl KubeCluster {
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
     {
+        if !self.leads("release") {
+            return false;
+        }
         let result = self.rt.block_on(async {
             // an object held by finalizers comes back marked: that is the state to patch
             match api.delete(name, &DeleteParams::default()).await?.left() {
@@ -415,6 +449,9 @@ impl Cluster for KubeCluster {
     }
 
     fn claims_created(&mut self, batch: &[(String, &NewNode)]) -> Vec<bool> {
+        if !self.leads("create nodeclaims") {
+            return vec![false; batch.len()];
+        }
         let api = self.claims_api();
         let mut written = Vec::with_capacity(batch.len());
         // a few hundred at a time: only their objects are held, not a whole plan's
@@ -546,6 +583,9 @@ impl Cluster for KubeCluster {
     }
 
     fn set_disrupted(&mut self, node: &str, disrupted: bool) {
+        if !self.leads("node taint") {
+            return;
+        }
         let cordoned = set_node_taint(self, node, disrupted);
         // the step's view follows at once; the next snapshot reads the patched node back
         if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == node) {
@@ -569,6 +609,12 @@ impl Cluster for KubeCluster {
                 reason: "not a namespace/name key".into(),
             });
         };
+        if !self.leads("evict") {
+            return Err(EvictionRefused {
+                pod: key.to_string(),
+                reason: crate::controller::NotLeader.to_string(),
+            });
+        }
         let api: Api<Pod> = Api::namespaced(self.evictions.clone(), ns);
         match self.rt.block_on(api.evict(name, &EvictParams::default())) {
             Ok(_) => {}
@@ -599,6 +645,9 @@ impl Cluster for KubeCluster {
     }
 
     fn delete_node(&mut self, name: &str) -> usize {
+        if !self.leads("delete node") {
+            return 0;
+        }
         // a claim with no node yet: launched by this process (in flight), or left by an earlier one
         // (read back from the cache after a restart, not in flight here)
         let claim_only = !self.snap.nodes.iter().any(|n| n.name == name)

@@ -224,6 +224,9 @@ fn write(
     node_patch: Value,
     status: Value,
 ) -> bool {
+    if !cluster.leads("nodeclaim lifecycle") {
+        return false;
+    }
     let nodes: Api<Node> = Api::all(cluster.client().clone());
     let claims: Api<DynamicObject> =
         Api::all_with(cluster.client().clone(), &karpenter_resource("NodeClaim"));

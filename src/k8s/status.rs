@@ -210,6 +210,9 @@ fn resources(cluster: &KubeCluster, pool: &str) -> Value {
 }
 
 fn write_status(cluster: &mut KubeCluster, api: &Api<DynamicObject>, name: &str, patch: Value) {
+    if !cluster.leads("status") {
+        return;
+    }
     if let Err(e) = cluster.handle().block_on(api.patch_status(
         name,
         &PatchParams::default(),

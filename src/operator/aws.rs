@@ -11,6 +11,11 @@
 //! - Every 12 hours the catalog is discovered again from the EC2 APIs, with on-demand prices from
 //!   the Pricing API (or the bundled catalog's in an isolated VPC); the decision thread takes it
 //!   up.
+//! - Every minute the NodeClaims' instances are checked for drift, 200 to a DescribeInstances
+//!   call, and the decision thread reads the [`DriftReport`].
+//!
+//! Every write these tasks make (a status, a NodeClaim delete, a TerminateInstances, a queue
+//! message delete) asks the [`LeaderToken`] first.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,7 +25,8 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use tokio::runtime::Handle;
 
-use super::decisions::{HostEvent, HostEvents};
+use super::decisions::{DriftReport, HostEvent, HostEvents};
+use super::leadership::LeaderToken;
 use super::OperatorError;
 use crate::api::EC2NodeClass;
 use crate::catalog::Catalog;
@@ -34,6 +40,18 @@ use crate::k8s::claims::provider_id_of;
 /// How often EC2NodeClasses are resolved again without a change (Karpenter's is a minute too).
 const RESOLVE_EVERY: Duration = Duration::from_secs(60);
 
+/// What the background tasks share with the rest of the host.
+pub struct Shared {
+    /// Interruption events for the decision thread.
+    pub events: HostEvents,
+    /// Drift scans for the decision thread.
+    pub drift: DriftReport,
+    /// Wakes the decision thread when events arrive.
+    pub wake: Wakeup,
+    /// Asked before every write.
+    pub token: LeaderToken,
+}
+
 /// Builds the provider, resolves the node classes once, and starts the background loops.
 pub async fn start(
     aws: &AwsSettings,
@@ -41,9 +59,14 @@ pub async fn start(
     catalog: &Catalog,
     client: &Client,
     caches: &Caches,
-    events: HostEvents,
-    wake: Wakeup,
+    shared: Shared,
 ) -> Result<AwsCloud, OperatorError> {
+    let Shared {
+        events,
+        drift,
+        wake,
+        token,
+    } = shared;
     let clients = AwsClients::load(aws)
         .await
         .map_err(|e| OperatorError::Setting {
@@ -60,16 +83,24 @@ pub async fn start(
         client: client.clone(),
         caches: caches.clone(),
         version: Arc::new(version),
+        token: token.clone(),
     };
     resolver.pass().await;
     tokio::spawn(resolver.run());
-    tokio::spawn(collect_garbage(
-        cloud.clone(),
-        client.clone(),
-        caches.clone(),
-    ));
+    let collector = Collector {
+        cloud: cloud.clone(),
+        client: client.clone(),
+        caches: caches.clone(),
+        token: token.clone(),
+    };
+    tokio::spawn(collector.run());
+    tokio::spawn(scan_drift(cloud.clone(), caches.clone(), drift));
     if let Some(queue) = &aws.interruption_queue {
-        tokio::spawn(interruptions(cloud.clone(), queue.clone(), events, wake));
+        let reader = Reader {
+            cloud: cloud.clone(),
+            token,
+        };
+        tokio::spawn(reader.run(queue.clone(), events, wake));
     }
     if !aws.isolated_vpc {
         tokio::spawn(refresh_catalog(cloud.clone(), catalog.clone()));
@@ -80,10 +111,53 @@ pub async fn start(
 const GC_FIRST: Duration = Duration::from_secs(10);
 const GC_EVERY: Duration = Duration::from_secs(120);
 const CATALOG_EVERY: Duration = Duration::from_secs(12 * 3600);
+/// How often the NodeClaims' instances are checked for drift (Karpenter checks every few minutes).
+const DRIFT_EVERY: Duration = Duration::from_secs(60);
 
-async fn collect_garbage(cloud: AwsCloud, client: Client, caches: Caches) {
-    tokio::time::sleep(GC_FIRST).await;
+/// Checks every NodeClaim's instance for drift, a batched DescribeInstances at a time, and
+/// publishes what drifted for the decision thread. Only reads: no leadership check.
+async fn scan_drift(cloud: AwsCloud, caches: Caches, report: DriftReport) {
     loop {
+        let ids: BTreeSet<String> = caches
+            .node_claims()
+            .iter()
+            .filter_map(|c| provider_id_of(c).and_then(gc::instance_id))
+            .map(str::to_string)
+            .collect();
+        let ids: Vec<String> = ids.into_iter().collect();
+        match cloud.drift_scan(&ids).await {
+            Ok(drifted) => report.publish(drifted),
+            Err(e) => tracing::warn!(error = %e, "drift not checked"),
+        }
+        tokio::time::sleep(DRIFT_EVERY).await;
+    }
+}
+
+/// The garbage collector: instances no NodeClaim owns, NodeClaims whose instance is gone.
+pub struct Collector {
+    pub cloud: AwsCloud,
+    pub client: Client,
+    pub caches: Caches,
+    pub token: LeaderToken,
+}
+
+impl Collector {
+    async fn run(self) {
+        tokio::time::sleep(GC_FIRST).await;
+        loop {
+            self.pass().await;
+            tokio::time::sleep(GC_EVERY).await;
+        }
+    }
+
+    /// One collection; nothing at all while this replica does not lead (the leader's collector
+    /// owns the cluster's instances).
+    pub async fn pass(&self) {
+        if self.token.check().is_err() {
+            tracing::debug!("not the leader; garbage collection skipped");
+            return;
+        }
+        let (cloud, client, caches) = (&self.cloud, &self.client, &self.caches);
         let owners = || {
             let claims = caches.node_claims();
             let pairs: Vec<(String, Option<String>)> = claims
@@ -98,12 +172,14 @@ async fn collect_garbage(cloud: AwsCloud, client: Client, caches: Caches) {
             gc::Owners::from_claims(pairs.iter().map(|(n, p)| (n.as_str(), p.as_deref())))
         };
         let s = cloud.settings();
-        match gc::collect(
+        let leads = || self.token.is_leader();
+        match gc::collect_while(
             cloud.clients(),
             &s.cluster_name,
             chrono::Utc::now(),
             s.gc_grace,
             owners,
+            leads,
         )
         .await
         {
@@ -113,15 +189,14 @@ async fn collect_garbage(cloud: AwsCloud, client: Client, caches: Caches) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
         }
-        collect_claims(&cloud, &client, &caches).await;
-        tokio::time::sleep(GC_EVERY).await;
+        collect_claims(cloud, client, caches, &self.token).await;
     }
 }
 
 /// Deletes the NodeClaims whose instance is gone: the decision thread then drains their nodes
 /// (pods past their grace period no longer hold a node whose kubelet died with the instance) and
 /// releases them.
-async fn collect_claims(cloud: &AwsCloud, client: &Client, caches: &Caches) {
+async fn collect_claims(cloud: &AwsCloud, client: &Client, caches: &Caches, token: &LeaderToken) {
     let launched = || {
         caches
             .node_claims()
@@ -159,48 +234,13 @@ async fn collect_claims(cloud: &AwsCloud, client: &Client, caches: &Caches) {
     };
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodeClaim"));
     for name in names {
+        if token.check().is_err() {
+            return;
+        }
         tracing::warn!(claim = %name, "the nodeclaim's instance is gone; deleting the nodeclaim");
         if let Err(e) = api.delete(&name, &Default::default()).await {
             tracing::warn!(claim = %name, error = %e, "nodeclaim not deleted");
         }
-    }
-}
-
-async fn interruptions(cloud: AwsCloud, queue: String, events: HostEvents, wake: Wakeup) {
-    let url = loop {
-        match interruption::queue_url(cloud.clients(), &queue).await {
-            Ok(u) => break u,
-            Err(e) => {
-                tracing::error!(queue = %queue, error = %e, "interruption queue not found; retrying")
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(30)).await;
-    };
-    loop {
-        let received = match interruption::receive(cloud.clients(), &url).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "interruption queue not read");
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                continue;
-            }
-        };
-        let mut waiting = BTreeSet::new();
-        for (receipt, parsed) in received {
-            match parsed {
-                // deleted once the decision thread has acted on it
-                Ok(ev) if hand_over(&ev, &receipt, &events, &wake) => {
-                    waiting.insert(receipt);
-                    continue;
-                }
-                Ok(_) => {}
-                Err(ignored) => {
-                    tracing::info!(reason = ignored.reason(), error = %ignored, "interruption message ignored")
-                }
-            }
-            delete_message(&cloud, &url, &receipt).await;
-        }
-        delete_acted(&cloud, &url, &events, waiting).await;
     }
 }
 
@@ -209,32 +249,80 @@ async fn interruptions(cloud: AwsCloud, queue: String, events: HostEvents, wake:
 /// visibility timeout.
 const ACT_WAIT: Duration = Duration::from_secs(10);
 
-/// Deletes the handed-over messages as the decision thread acts on them, for up to [`ACT_WAIT`].
-async fn delete_acted(
-    cloud: &AwsCloud,
-    url: &str,
-    events: &HostEvents,
-    mut waiting: BTreeSet<String>,
-) {
-    let started = tokio::time::Instant::now();
-    while !waiting.is_empty() && started.elapsed() < ACT_WAIT {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        for receipt in events.take_acted() {
-            waiting.remove(&receipt);
-            delete_message(cloud, url, &receipt).await;
+/// The interruption queue's reader.
+pub struct Reader {
+    pub cloud: AwsCloud,
+    pub token: LeaderToken,
+}
+
+impl Reader {
+    async fn run(self, queue: String, events: HostEvents, wake: Wakeup) {
+        let cloud = &self.cloud;
+        let url = loop {
+            match interruption::queue_url(cloud.clients(), &queue).await {
+                Ok(u) => break u,
+                Err(e) => {
+                    tracing::error!(queue = %queue, error = %e, "interruption queue not found; retrying")
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        };
+        loop {
+            let received = match interruption::receive(cloud.clients(), &url).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "interruption queue not read");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    continue;
+                }
+            };
+            let mut waiting = BTreeSet::new();
+            for (receipt, parsed) in received {
+                match parsed {
+                    // deleted once the decision thread has acted on it
+                    Ok(ev) if hand_over(&ev, &receipt, &events, &wake) => {
+                        waiting.insert(receipt);
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(ignored) => {
+                        tracing::info!(reason = ignored.reason(), error = %ignored, "interruption message ignored")
+                    }
+                }
+                self.delete_message(&url, &receipt).await;
+            }
+            self.delete_acted(&url, &events, waiting).await;
         }
     }
-    if !waiting.is_empty() {
-        tracing::warn!(
+
+    /// Deletes the handed-over messages as the decision thread acts on them, for up to [`ACT_WAIT`].
+    async fn delete_acted(&self, url: &str, events: &HostEvents, mut waiting: BTreeSet<String>) {
+        let started = tokio::time::Instant::now();
+        while !waiting.is_empty() && started.elapsed() < ACT_WAIT {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            for receipt in events.take_acted() {
+                waiting.remove(&receipt);
+                self.delete_message(url, &receipt).await;
+            }
+        }
+        if !waiting.is_empty() {
+            tracing::warn!(
             messages = waiting.len(),
             "interruption messages not acted on yet; they come back after their visibility timeout"
         );
+        }
     }
-}
 
-async fn delete_message(cloud: &AwsCloud, url: &str, receipt: &str) {
-    if let Err(e) = interruption::delete(cloud.clients(), url, receipt).await {
-        tracing::warn!(error = %e, "interruption message not deleted");
+    /// Deletes one message; a replica that does not lead leaves it, to come back to the leader
+    /// after its visibility timeout.
+    pub async fn delete_message(&self, url: &str, receipt: &str) {
+        if self.token.check().is_err() {
+            tracing::debug!("not the leader; interruption message left in the queue");
+            return;
+        }
+        if let Err(e) = interruption::delete(self.cloud.clients(), url, receipt).await {
+            tracing::warn!(error = %e, "interruption message not deleted");
+        }
     }
 }
 
@@ -300,6 +388,7 @@ struct Resolver {
     client: Client,
     caches: Caches,
     version: Arc<String>,
+    token: LeaderToken,
 }
 
 impl Resolver {
@@ -371,6 +460,10 @@ impl Resolver {
     }
 
     async fn write_status(&self, name: &str, status: &crate::api::EC2NodeClassStatus) {
+        if self.token.check().is_err() {
+            tracing::debug!(ec2nodeclass = %name, "not the leader; status not written");
+            return;
+        }
         let api: Api<DynamicObject> =
             Api::all_with(self.client.clone(), &karpenter_resource("EC2NodeClass"));
         let patch = serde_json::json!({"status": status});

@@ -74,8 +74,28 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Shared by the queue reader and the decision thread.
 pub type HostEvents = Arc<HostQueue>;
 
+/// Provider-side drift as the last scan off the decision thread found it: the reason by instance
+/// id, replaced whole by each scan; None until the first scan finished.
+#[derive(Debug, Clone, Default)]
+pub struct DriftReport(Arc<std::sync::Mutex<Option<DriftByInstance>>>);
+
+/// Why each drifted instance drifted, by instance id.
+pub type DriftByInstance = std::collections::BTreeMap<String, String>;
+
+impl DriftReport {
+    pub fn publish(&self, drifted: DriftByInstance) {
+        *lock(&self.0) = Some(drifted);
+    }
+
+    pub fn latest(&self) -> Option<DriftByInstance> {
+        lock(&self.0).clone()
+    }
+}
+
 pub struct Decisions<P: CloudProvider> {
     host_events: Option<HostEvents>,
+    /// Drift scanned by a background task; without one, each node is asked about in turn.
+    drift_report: Option<DriftReport>,
     pub ctl: Controller<Measured<P>>,
     pub cluster: KubeCluster,
     metrics: Arc<Metrics>,
@@ -117,6 +137,7 @@ impl<P: CloudProvider> Decisions<P> {
         let next_disruption = settings.disruption_interval.as_secs_f64();
         Decisions {
             host_events: None,
+            drift_report: None,
             ctl,
             cluster,
             metrics,
@@ -141,6 +162,12 @@ impl<P: CloudProvider> Decisions<P> {
     /// Takes cloud events (interruptions) from `events` at every step.
     pub fn with_host_events(mut self, events: HostEvents) -> Self {
         self.host_events = Some(events);
+        self
+    }
+
+    /// Reads drift from `report` (filled by a background scan) instead of asking per node.
+    pub fn with_drift_report(mut self, report: DriftReport) -> Self {
+        self.drift_report = Some(report);
         self
     }
 
@@ -208,18 +235,26 @@ impl<P: CloudProvider> Decisions<P> {
         let (mut snapshot, unreadable) = crate::k8s::snapshot::build(self.cluster.caches());
         self.keep_good_weights(&mut snapshot, &unreadable);
         self.cluster.refresh(snapshot, at);
+        // a replica that lost the lease mid-way stops before its next write; the host exits
+        if !self.leads() {
+            return;
+        }
         if !self.adopted {
             self.adopt_existing();
         }
         self.lifecycle(now, at);
         self.handle_host_events(now);
-        if now >= self.next_drift_check {
+        // a background scan's report costs nothing to read: it is taken up at every step
+        if self.drift_report.is_some() || now >= self.next_drift_check {
             self.next_drift_check = now + DRIFT_CHECK_SECONDS;
             self.check_drift();
         }
         if now >= self.next_catalog_check {
             self.next_catalog_check = now + CATALOG_CHECK_SECONDS;
             self.refresh_catalog();
+        }
+        if !self.leads() {
+            return;
         }
         crate::k8s::status::report(&mut self.cluster, at, &unreadable, &self.provider_drift);
         self.track_pods();
@@ -292,6 +327,10 @@ impl<P: CloudProvider> Decisions<P> {
     /// it is given up now rather than after the launch timeout. Its pods are solved again, and an
     /// instance it did get is the garbage collector's once the claim is gone.
     fn adopt_existing(&mut self) {
+        // giving up another replica's in-flight claims is for the leader alone
+        if !self.leads() {
+            return;
+        }
         self.adopted = true;
         let mut abandoned = Vec::new();
         for claim in self.cluster.caches().node_claims() {
@@ -325,14 +364,37 @@ impl<P: CloudProvider> Decisions<P> {
         }
     }
 
-    /// Asks the cloud provider which registered nodes' instances drifted.
+    /// Whether this replica leads; when it does not, the rest of the step is skipped.
+    fn leads(&self) -> bool {
+        let leads = self.ctl.leading().is_ok();
+        if !leads {
+            tracing::debug!("not the leader; step stops before its writes");
+        }
+        leads
+    }
+
+    /// Which registered nodes' instances drifted: from the background scan's last report, or by
+    /// asking the cloud provider node by node where no scan runs.
     fn check_drift(&mut self) {
-        self.provider_drift.clear();
         let nodes: Vec<String> = crate::controller::Cluster::snapshot(&self.cluster)
             .nodes
             .iter()
             .map(|n| n.name.clone())
             .collect();
+        if let Some(report) = &self.drift_report {
+            let Some(drifted) = report.latest() else {
+                return;
+            };
+            self.provider_drift = nodes
+                .into_iter()
+                .filter_map(|node| {
+                    let why = drifted.get(self.ctl.instance_of(&node)?)?.clone();
+                    Some((node, why))
+                })
+                .collect();
+            return;
+        }
+        self.provider_drift.clear();
         for node in nodes {
             let Some(id) = self.ctl.instance_of(&node).map(str::to_string) else {
                 continue;
@@ -370,6 +432,9 @@ impl<P: CloudProvider> Decisions<P> {
     }
 
     fn terminate(&mut self, name: &str, provider_id: Option<&str>, reason: &'static str) {
+        if !self.leads() {
+            return;
+        }
         if self.ctl.instance_of(name).is_none() {
             if let Some(instance) = provider_id.and_then(instance_of_provider_id) {
                 self.ctl.adopt(name, instance);

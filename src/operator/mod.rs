@@ -34,7 +34,7 @@ use crate::k8s::caches::{Caches, Signal};
 use crate::k8s::cluster::KubeCluster;
 use crate::k8s::lease::LeaseLock;
 use crate::k8s::K8sError;
-use decisions::{Decisions, HostEvents};
+use decisions::{Decisions, DriftReport, HostEvents};
 use http::{Health, Readiness};
 use leadership::{Gated, Heartbeat, LeaderToken};
 use measured::Measured;
@@ -217,7 +217,8 @@ impl Leader<'_> {
         let process = process_seed();
         let cloud = SimCloud::new(self.settings.catalog.clone(), vec![], 0.0, seed);
         cloud.number_from(process & 0xffff_ffff_ffff);
-        let cluster = kube_cluster(self.settings, clients, caches, process);
+        let cluster = kube_cluster(self.settings, clients, caches, process)
+            .with_leader_token(self.token.clone());
         let decisions = Decisions::new(
             self.controller(cloud),
             cluster,
@@ -243,8 +244,16 @@ impl Leader<'_> {
         let events = HostEvents::default();
         let catalog = &self.settings.catalog;
         let (client, tx) = (&clients.client, self.tx.clone());
-        let cloud = aws::start(aws, version, catalog, client, &caches, events.clone(), tx).await?;
-        let cluster = kube_cluster(self.settings, clients, caches, process_seed());
+        let drift = DriftReport::default();
+        let shared = aws::Shared {
+            events: events.clone(),
+            drift: drift.clone(),
+            wake: tx,
+            token: self.token.clone(),
+        };
+        let cloud = aws::start(aws, version, catalog, client, &caches, shared).await?;
+        let cluster = kube_cluster(self.settings, clients, caches, process_seed())
+            .with_leader_token(self.token.clone());
         let decisions = Decisions::new(
             self.controller(cloud),
             cluster,
@@ -253,7 +262,8 @@ impl Leader<'_> {
             self.settings.controller.origin,
             |cloud: &Gated<AwsCloud>, _| cloud.step_started(),
         );
-        spawn_decisions(decisions.with_host_events(events), rx, &self.heartbeat)
+        let decisions = decisions.with_host_events(events).with_drift_report(drift);
+        spawn_decisions(decisions, rx, &self.heartbeat)
     }
 }
 

@@ -193,8 +193,25 @@ pub async fn collect(
     grace: Duration,
     owners: impl FnOnce() -> Owners,
 ) -> Result<Vec<String>, AwsError> {
+    collect_while(clients, cluster, now, grace, owners, || true).await
+}
+
+/// [`collect`] that terminates only if `may_write` still holds once the listing is in: the
+/// listing takes seconds on a large account, and a replica that lost its lease meanwhile must
+/// not terminate what the new leader's claims may own.
+pub async fn collect_while(
+    clients: &AwsClients,
+    cluster: &str,
+    now: DateTime<Utc>,
+    grace: Duration,
+    owners: impl FnOnce() -> Owners,
+    may_write: impl Fn() -> bool,
+) -> Result<Vec<String>, AwsError> {
     let instances = list_cluster_instances(clients, cluster).await?;
     let ids = to_collect(&instances, &owners(), now, grace);
+    if ids.is_empty() || !may_write() {
+        return Ok(vec![]);
+    }
     for id in &ids {
         tracing::info!(instance = %id, cluster, "terminating an instance no NodeClaim owns");
     }

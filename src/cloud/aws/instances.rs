@@ -215,6 +215,36 @@ pub async fn states(
     page_size: i32,
 ) -> Result<std::collections::BTreeMap<String, InstanceStateName>, AwsError> {
     let mut out = std::collections::BTreeMap::new();
+    each_by_id(clients, ids, page_size, |i| {
+        if let (Some(id), Some(state)) = (i.instance_id(), i.state().and_then(|s| s.name())) {
+            out.insert(id.to_string(), state.clone());
+        }
+    })
+    .await?;
+    Ok(out)
+}
+
+/// [`describe`] for many ids: `FILTER_BATCH` ids a DescribeInstances call (all pages of
+/// `page_size`) rather than a call an instance; ids EC2 does not know are left out.
+pub async fn describe_many(
+    clients: &AwsClients,
+    ids: &[String],
+    catalog: &Catalog,
+    page_size: i32,
+) -> Result<Vec<Ec2Instance>, AwsError> {
+    let mut out = Vec::with_capacity(ids.len());
+    each_by_id(clients, ids, page_size, |i| out.extend(convert(i, catalog))).await?;
+    Ok(out)
+}
+
+/// Calls `f` with every instance of `ids` EC2 knows, asking for them in `instance-id` filters
+/// of `FILTER_BATCH` values.
+async fn each_by_id(
+    clients: &AwsClients,
+    ids: &[String],
+    page_size: i32,
+    mut f: impl FnMut(&aws_sdk_ec2::types::Instance),
+) -> Result<(), AwsError> {
     for batch in ids.chunks(FILTER_BATCH) {
         let filter = Filter::builder()
             .name("instance-id")
@@ -232,10 +262,7 @@ pub async fn states(
                 .await
                 .map_err(|e| AwsError::from_sdk("ec2:DescribeInstances", e))?;
             for i in page.reservations().iter().flat_map(|r| r.instances()) {
-                if let (Some(id), Some(state)) = (i.instance_id(), i.state().and_then(|s| s.name()))
-                {
-                    out.insert(id.to_string(), state.clone());
-                }
+                f(i);
             }
             match page.next_token {
                 Some(t) if !t.is_empty() => token = Some(t),
@@ -243,7 +270,7 @@ pub async fn states(
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// TerminateInstances's batch; EC2 takes up to 1000 but recommends smaller batches.

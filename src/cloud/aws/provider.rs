@@ -243,6 +243,28 @@ impl AwsCloud {
         }
     }
 
+    /// Why each of `ids` drifted, by instance id; an instance that did not drift, or that EC2 or
+    /// its node class no longer knows, is left out. One DescribeInstances for every 200 ids (see
+    /// [`instances::describe_many`]), run on the caller's task.
+    pub async fn drift_scan(&self, ids: &[String]) -> Result<BTreeMap<String, String>, CloudError> {
+        let catalog = self.current_catalog();
+        let found = instances::describe_many(&self.clients, ids, &catalog, instances::PAGE).await?;
+        let mut classes: BTreeMap<String, Option<ResolvedNodeClass>> = BTreeMap::new();
+        let mut out = BTreeMap::new();
+        for e in &found {
+            let Some(name) = e.node_class.as_deref() else {
+                continue;
+            };
+            let nc = classes
+                .entry(name.to_string())
+                .or_insert_with(|| self.node_class(name));
+            if let Some(why) = nc.as_ref().and_then(|nc| self.drift_of(e, nc)) {
+                out.insert(e.instance.id.clone(), why);
+            }
+        }
+        Ok(out)
+    }
+
     async fn describe_one(&self, id: &str) -> Result<Option<Ec2Instance>, CloudError> {
         let (me, ids) = (self.clone(), vec![id.to_string()]);
         let found = self

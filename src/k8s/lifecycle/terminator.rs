@@ -170,6 +170,9 @@ fn force_delete(cluster: &mut KubeCluster, pod: &Pod) {
     let (Some(ns), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
         return;
     };
+    if !cluster.leads("force delete pod") {
+        return;
+    }
     let api: Api<Pod> = Api::namespaced(cluster.client().clone(), ns);
     let now = DeleteParams {
         grace_period_seconds: Some(0),
