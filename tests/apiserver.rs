@@ -747,6 +747,10 @@ async fn eviction_respects_disruption_budgets() {
 #[tokio::test]
 async fn default_client_retries_a_blocked_eviction_until_the_budget_allows() {
     let server = ApiServer::start().await;
+    // the pods' node exists: the pod garbage collector removes pods bound to a missing node
+    server
+        .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}}))
+        .unwrap();
     server.create_with_status(ready_pod("a", "web")).unwrap();
     server
         .create(pdb(

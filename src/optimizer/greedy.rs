@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use super::plan::UnschedulableReason;
 use super::problem::{fits, Problem};
 use super::state::{Held, NodeKind, State};
+use crate::domain::Resources;
 
 /// The candidate offerings still open for one new node.
 struct Claim {
@@ -74,7 +75,8 @@ pub fn repair<'p>(
     state: State<'p>,
     todo: &[(usize, usize)],
 ) -> (State<'p>, BTreeMap<usize, (usize, UnschedulableReason)>) {
-    let (stand_ins, todo): (Vec<(usize, usize)>, Vec<(usize, usize)>) = todo
+    type Todo = Vec<(usize, usize)>;
+    let (stand_ins, todo): (Todo, Todo) = todo
         .iter()
         .partition(|(k, _)| super::headroom::is_headroom(&p.classes[*k].constraints));
     let (state, mut left) = run(p, state, &todo, Mode::Repair);
@@ -486,8 +488,47 @@ impl<'p> Greedy<'p> {
                     && fits(&need, &self.p.offering(c.0, c.1).alloc)
                     && self.domains.same(k, c, rep)
                     && self.held_admits(k, c)
+                    && self.may_become(shape, c.0)
             })
             .collect()
+    }
+
+    /// Whether a claim counted as `from` may become `to` under its NodePool's limits. Karpenter's
+    /// claims hold their largest candidate from the start ([`Greedy::take_largest`]); the
+    /// optimizer's count the type they stand for, so a claim grows only into what the limits
+    /// leave with its own count given back.
+    fn may_become(&self, from: usize, to: usize) -> bool {
+        if self.mode == Mode::Karpenter || from == to {
+            return true;
+        }
+        let pool = self.p.shapes[to].pool;
+        let Some(mut room) = self.state.room(pool) else {
+            return true;
+        };
+        if self.p.shapes[from].pool == pool {
+            for (name, q) in self.state.usage(from).iter() {
+                if room.names().any(|n| n == name) {
+                    room.set(name, room.get(name).saturating_add(q));
+                }
+            }
+        }
+        super::problem::within_limits(&self.p.shapes[to].capacity, &room)
+    }
+
+    /// Outside Karpenter's placement, a node's pool counts the type it stands for: moving it from
+    /// one type to another moves the count.
+    fn recount_kind(&mut self, from: NodeKind, to: NodeKind) {
+        if self.mode == Mode::Karpenter {
+            return;
+        }
+        if let (NodeKind::New { shape: a, .. }, NodeKind::New { shape: b, .. }) = (from, to) {
+            if a != b {
+                let none = Resources::new();
+                let (ua, ub) = (self.state.usage(a), self.state.usage(b));
+                self.state.recount(self.p.shapes[a].pool, &ua, &none);
+                self.state.recount(self.p.shapes[b].pool, &none, &ub);
+            }
+        }
     }
 
     fn try_claim(&mut self, c: usize, k: usize) -> bool {
@@ -527,6 +568,8 @@ impl<'p> Greedy<'p> {
             max_free(self.p, &survivors, &self.claims[c].used),
         );
         if self.state.can_place(k, node).is_err() {
+            let now = self.state.nodes[node].kind;
+            self.recount_kind(now, saved.0);
             let n = &mut self.state.nodes[node];
             (n.kind, n.labels, n.free) = saved;
             return false;
@@ -681,6 +724,11 @@ impl<'p> Greedy<'p> {
 
     /// Lets `(s, o)` stand for a claim in the state's checks, keeping the node's hostname.
     fn represent(&mut self, node: usize, (s, o): (usize, usize), free: Vec<i64>) {
+        let to = NodeKind::New {
+            shape: s,
+            offering: o,
+        };
+        self.recount_kind(self.state.nodes[node].kind, to);
         let off = self.p.offering(s, o);
         let n = &mut self.state.nodes[node];
         let host = n
@@ -710,7 +758,15 @@ impl<'p> Greedy<'p> {
     fn finish(&mut self) {
         let claims = std::mem::take(&mut self.claims);
         for claim in &claims {
-            let best = claim.candidates.iter().copied().min_by(|a, b| {
+            let NodeKind::New { shape: now, .. } = self.state.nodes[claim.node].kind else {
+                continue;
+            };
+            let allowed = claim
+                .candidates
+                .iter()
+                .copied()
+                .filter(|c| self.may_become(now, c.0));
+            let best = allowed.min_by(|a, b| {
                 self.p
                     .offering(a.0, a.1)
                     .cost

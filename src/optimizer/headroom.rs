@@ -229,7 +229,7 @@ mod tests {
         let a = replica("a", "2026-01-01T00:00:00Z");
         let b = replica("b", "2026-01-01T00:01:00Z");
         let c = replica("c", "2026-01-01T00:02:00Z");
-        t.observe(&cluster(&[a.clone()]), 0.0);
+        t.observe(&cluster(std::slice::from_ref(&a)), 0.0);
         t.observe(&cluster(&[a.clone(), b.clone()]), 60.0);
         t.observe(&cluster(&[a.clone(), b.clone(), c.clone()]), 120.0);
         assert_eq!(t.growth(), [(web(), 2)].into());
