@@ -76,6 +76,7 @@ async fn install(client: &Client) {
     let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await;
+    joinerproc::weights_for_a_seconds_clock(client, json!({})).await;
 }
 
 /// The emulator's credentials, as the controller's environment.

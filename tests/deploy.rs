@@ -174,7 +174,7 @@ async fn install(client: &Client) {
         .create(&PostParams::default(), &ns)
         .await;
     let weights: ConfigMap = serde_json::from_value(
-        json!({"metadata": {"name": "joiner-cost-weights"}, "data": {"unschedulablePod": "500"}}),
+        json!({"metadata": {"name": "joiner-cost-weights"}, "data": {"unschedulablePod": "500", "settleMinutes": "0"}}),
     )
     .expect("configmap");
     Api::<ConfigMap>::namespaced(client.clone(), SYSTEM_NS)

@@ -81,6 +81,7 @@ async fn cluster(name: &str) -> (ApiServer, Client, tempdir::Dir, Holders) {
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
+    joinerproc::weights_for_a_seconds_clock(&client, json!({})).await;
     install_nodepool(&client).await;
     let holders = Holders::watch(&server);
     (server, client, tempdir::Dir::new(name), holders)

@@ -76,6 +76,7 @@ async fn cluster(name: &str) -> (ApiServer, Client, tempdir::Dir) {
     let client = server.client();
     namespace(&client, SYSTEM_NS).await;
     namespace(&client, AGENTS_NS).await;
+    joinerproc::weights_for_a_seconds_clock(&client, json!({})).await;
     install_nodepool(&client).await;
     (server, client, tempdir::Dir::new(name))
 }

@@ -206,3 +206,27 @@ pub async fn http_get(port: u16, path: &str) -> std::io::Result<String> {
         .map(|(_, b)| b.to_string())
         .unwrap_or_default())
 }
+
+/// Cost weights for tests that run joiner on a clock of seconds: new nodes may be consolidated at
+/// once (`settleMinutes` 0, against 20 minutes by default), with `extra` keys on top. Written as
+/// the ConfigMap the controller watches in [`SYSTEM_NS`].
+pub async fn weights_for_a_seconds_clock(client: &kube::Client, extra: serde_json::Value) {
+    use kube::api::{Api, Patch, PatchParams};
+    let mut data = serde_json::json!({"settleMinutes": "0"});
+    if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
+        d.extend(e.clone());
+    }
+    let cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "joiner-cost-weights", "namespace": SYSTEM_NS},
+        "data": data,
+    });
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), SYSTEM_NS)
+        .patch(
+            "joiner-cost-weights",
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .expect("cost-weight configmap applied");
+}
