@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// The shortest `paybackHours` accepted: 36 seconds.
+pub const MIN_PAYBACK_HOURS: f64 = 0.01;
+
 /// Name of the ConfigMap that holds the weights.
 pub const CONFIGMAP_NAME: &str = "joiner-cost-weights";
 
@@ -84,7 +87,7 @@ pub enum WeightsError {
     UnknownKey(String),
     #[error("key {key:?}: {value:?} is not a non-negative number")]
     BadValue { key: String, value: String },
-    #[error("key {0:?}: must be greater than 0")]
+    #[error("key {0:?}: must be at least 0.01 (hours)")]
     NotPositive(String),
 }
 
@@ -137,7 +140,8 @@ impl CostWeights {
                 })?;
             *slot = v;
         }
-        if w.payback_hours <= 0.0 {
+        // a payback time of a few seconds would turn any one-off cost into an unbounded hourly one
+        if w.payback_hours < MIN_PAYBACK_HOURS {
             return Err(WeightsError::NotPositive("paybackHours".into()));
         }
         *self = w;
