@@ -104,15 +104,13 @@ pub fn add(
             continue;
         };
         let n = (*gained as f64 * w.trend_headroom).ceil() as usize;
-        let constraints = Arc::new(stand_in(&newest.constraints));
         let (namespace, kind, name) = workload;
+        // clones of one stand-in share its labels and constraints
+        let mut template = Pod::new(String::new(), stand_in(&newest.constraints));
+        template.created = newest.created.clone();
         for i in 0..n {
-            let mut pod = Pod::new(
-                format!("{namespace}.{kind}.{name}.{i}"),
-                PodConstraints::clone(&constraints),
-            );
-            pod.constraints = constraints.clone();
-            pod.created = newest.created.clone();
+            let mut pod = template.clone();
+            pod.name = format!("{namespace}.{kind}.{name}.{i}");
             out.pods.push(Arc::new(pod));
             added += 1;
         }

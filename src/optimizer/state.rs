@@ -254,13 +254,12 @@ impl<'p> State<'p> {
 
     /// Adds an empty planned node and returns its index.
     pub fn open(&mut self, shape: usize, offering: usize) -> usize {
+        let cap = self.usage(shape);
         let s = &self.p.shapes[shape];
         let o = &s.offerings[offering];
         let mut labels = o.labels.clone();
         labels.insert(HOSTNAME.to_string(), format!("joiner-{:04}", self.next_id));
         self.next_id += 1;
-        let mut cap = s.capacity.clone();
-        cap.set("nodes", crate::domain::Quantity::from_units(1));
         self.pool_used[s.pool].add(&cap);
         self.nodes.push(NodeState {
             kind: NodeKind::New { shape, offering },
@@ -276,10 +275,8 @@ impl<'p> State<'p> {
     pub fn close_if_empty(&mut self, node: usize) {
         if node + 1 == self.nodes.len() && self.nodes[node].placed.is_empty() {
             if let NodeKind::New { shape, .. } = self.nodes[node].kind {
-                let s = &self.p.shapes[shape];
-                let mut cap = s.capacity.clone();
-                cap.set("nodes", crate::domain::Quantity::from_units(1));
-                self.pool_used[s.pool].sub(&cap);
+                let cap = self.usage(shape);
+                self.pool_used[self.p.shapes[shape].pool].sub(&cap);
                 self.nodes.pop();
                 self.next_id -= 1;
             }
