@@ -351,6 +351,7 @@ fn deployment_pod(d: &Deployment, node: &str, rng: &mut Rng) -> Pod {
         created: Some("2026-11-29T09:00:00Z".into()),
         started: Some("2026-11-29T09:00:10Z".into()),
         mirror: false,
+        volumes: vec![],
     }
 }
 

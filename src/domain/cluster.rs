@@ -274,6 +274,9 @@ pub struct ClusterSnapshot {
     pub node_classes: Vec<NodeClass>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// PersistentVolumes, claims, StorageClasses and CSINode limits.
+    #[serde(default, skip_serializing_if = "super::volume::Storage::is_empty")]
+    pub storage: super::volume::Storage,
     pub weights: CostWeights,
     /// Objects skipped while reading, one line each.
     pub warnings: Vec<String>,

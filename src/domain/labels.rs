@@ -177,6 +177,27 @@ pub struct NodeSelector {
 }
 
 impl NodeSelector {
+    /// Both selectors: every pair of terms joined (no terms matches everything).
+    pub fn and(&self, other: &NodeSelector) -> NodeSelector {
+        if self.terms.is_empty() {
+            return other.clone();
+        }
+        if other.terms.is_empty() {
+            return self.clone();
+        }
+        let terms = self
+            .terms
+            .iter()
+            .flat_map(|a| {
+                other
+                    .terms
+                    .iter()
+                    .map(move |b| [a.clone(), b.clone()].concat())
+            })
+            .collect();
+        NodeSelector { terms }
+    }
+
     pub fn matches(&self, labels: &Labels) -> bool {
         self.terms.is_empty()
             || self

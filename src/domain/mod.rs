@@ -8,6 +8,7 @@ pub mod labels;
 pub mod pod;
 pub mod quantity;
 pub mod resources;
+pub mod volume;
 pub mod weights;
 
 pub use cluster::*;
@@ -15,4 +16,5 @@ pub use labels::*;
 pub use pod::*;
 pub use quantity::{Quantity, QuantityError};
 pub use resources::Resources;
+pub use volume::Storage;
 pub use weights::CostWeights;

@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::labels::{LabelSelector, Labels, NodeSelector, Requirement, Toleration};
 use super::resources::Resources;
+use super::volume::PodVolume;
 
 /// `namespace/name`, the identity used in plans.
 pub type PodKey = String;
@@ -91,12 +92,33 @@ pub struct PodConstraints {
     pub preferred_pod_affinity: Vec<Weighted<PodAffinityTerm>>,
     pub preferred_pod_anti_affinity: Vec<Weighted<PodAffinityTerm>>,
     pub host_ports: Vec<HostPort>,
+    /// The node selectors its volumes impose (a bound volume's node affinity, an unbound claim's
+    /// allowed topologies), each to be matched. Kept apart from `node_affinity`: topology spread's
+    /// `nodeAffinityPolicy` counts domains by the pod's own affinity only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_requirements: Vec<NodeSelector>,
+    /// Why its volumes cannot be resolved (a missing claim, class or volume): the pod is
+    /// unschedulable while this is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_error: Option<String>,
 }
 
 impl PodConstraints {
-    /// nodeSelector and required node affinity together.
+    /// nodeSelector, required node affinity and the volumes' node selectors together.
     pub fn node_matches(&self, labels: &Labels) -> bool {
-        self.node_selector.iter().all(|r| r.matches(labels)) && self.node_affinity.matches(labels)
+        self.node_selector.iter().all(|r| r.matches(labels))
+            && self.node_affinity.matches(labels)
+            && self.volume_requirements.iter().all(|s| s.matches(labels))
+    }
+
+    /// Required node affinity and the volumes' node selectors as one selector: the terms of each
+    /// ANDed (a cross product of the terms).
+    pub fn required_terms(&self) -> NodeSelector {
+        let mut all = self.node_affinity.clone();
+        for sel in &self.volume_requirements {
+            all = all.and(sel);
+        }
+        all
     }
 }
 
@@ -136,6 +158,9 @@ pub struct Pod {
     /// A static pod's mirror (`kubernetes.io/config.mirror`): it cannot be evicted or rescheduled.
     #[serde(default)]
     pub mirror: bool,
+    /// The volumes it mounts through claims; their needs are resolved into `constraints`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<PodVolume>,
 }
 
 impl Pod {
@@ -159,6 +184,7 @@ impl Pod {
             created: None,
             started: None,
             mirror: false,
+            volumes: vec![],
         }
     }
 

@@ -34,6 +34,15 @@ impl Resources {
         self.0.insert(name.into(), q);
     }
 
+    /// Sets `name`, or drops it when `q` is zero (so an absent and a zero amount compare equal).
+    pub fn set_or_remove(&mut self, name: &str, q: Quantity) {
+        if q.milli() == 0 {
+            self.0.remove(name);
+        } else {
+            self.set(name, q);
+        }
+    }
+
     pub fn with(mut self, name: &str, q: Quantity) -> Self {
         self.set(name, q);
         self

@@ -188,6 +188,9 @@ fn stand_in(c: &PodConstraints) -> PodConstraints {
         preferred_pod_affinity: vec![],
         preferred_pod_anti_affinity: vec![],
         host_ports: vec![],
+        // a new replica gets a new volume, placed where its node is
+        volume_requirements: vec![],
+        volume_error: None,
     }
 }
 

@@ -17,6 +17,7 @@ mod nodepool;
 mod pod;
 mod policy;
 mod scheduling;
+mod storage;
 mod wide;
 
 use std::collections::HashMap;
@@ -92,6 +93,7 @@ pub fn parse_snapshot(text: &str, origin: &str) -> Result<ClusterSnapshot, Snaps
         })?;
         reader.read_value(value, "")?;
     }
+    reader.snapshot.resolve_volumes();
     Ok(reader.snapshot)
 }
 
@@ -110,6 +112,7 @@ pub fn from_values(
             errors.push(e);
         }
     }
+    reader.snapshot.resolve_volumes();
     (reader.snapshot, errors)
 }
 
@@ -127,7 +130,7 @@ struct Reader<'a> {
 }
 
 /// The kinds joiner reads, for telling an unsupported version from an unused kind.
-const KNOWN_KINDS: [(&str, &str); 8] = [
+const KNOWN_KINDS: [(&str, &str); 12] = [
     ("v1", "Pod"),
     ("v1", "Node"),
     ("v1", "ConfigMap"),
@@ -136,6 +139,10 @@ const KNOWN_KINDS: [(&str, &str); 8] = [
     ("karpenter.sh/v1", "NodePool"),
     ("karpenter.sh/v1", "NodeClaim"),
     ("karpenter.k8s.aws/v1", "EC2NodeClass"),
+    ("v1", "PersistentVolume"),
+    ("v1", "PersistentVolumeClaim"),
+    ("storage.k8s.io/v1", "StorageClass"),
+    ("storage.k8s.io/v1", "CSINode"),
 ];
 
 impl<'a> Reader<'a> {
@@ -209,6 +216,18 @@ impl<'a> Reader<'a> {
             ("karpenter.k8s.aws/v1", "EC2NodeClass") => typed(value)
                 .and_then(karpenter::convert_node_class)
                 .map(|c| self.snapshot.node_classes.push(c)),
+            ("v1", "PersistentVolume") => typed(value)
+                .and_then(storage::convert_volume)
+                .map(|v| self.snapshot.storage.add_volume(v)),
+            ("v1", "PersistentVolumeClaim") => typed(value)
+                .and_then(storage::convert_claim)
+                .map(|c| self.snapshot.storage.add_claim(c)),
+            ("storage.k8s.io/v1", "StorageClass") => typed(value)
+                .and_then(storage::convert_storage_class)
+                .map(|c| self.snapshot.storage.add_class(c)),
+            ("storage.k8s.io/v1", "CSINode") => typed(value)
+                .and_then(storage::convert_csi_node)
+                .map(|(node, limits)| self.snapshot.storage.add_attach_limits(node, limits)),
             ("v1", "ConfigMap") => self.read_config_map(value, &object),
             _ => {
                 self.skip(&api_version, &kind, &object);
@@ -304,7 +323,7 @@ fn label_of(name: Option<&str>, namespace: Option<&str>, kind: &str) -> String {
     let name = name.unwrap_or("<unnamed>");
     let namespaced = matches!(
         kind,
-        "Pod" | "DaemonSet" | "PodDisruptionBudget" | "ConfigMap"
+        "Pod" | "DaemonSet" | "PodDisruptionBudget" | "ConfigMap" | "PersistentVolumeClaim"
     );
     match namespace.filter(|n| !n.is_empty()) {
         Some(ns) => format!("{ns}/{name}"),

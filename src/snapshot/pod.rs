@@ -38,6 +38,7 @@ pub(crate) fn convert_pod(pod: core::Pod) -> FieldResult<Pod> {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     let (owner_kind, owner_name) = controller_owner(meta.owner_references.as_deref());
     Ok(Pod {
+        volumes: super::storage::pod_volumes(&name, spec),
         namespace,
         name,
         uid: meta.uid.clone().unwrap_or_default(),

@@ -95,7 +95,7 @@ pub(crate) fn apply(c: &mut PodConstraints, spec: &core::PodSpec, path: &str) ->
     Ok(())
 }
 
-fn node_selector(sel: &core::NodeSelector, path: &str) -> FieldResult<NodeSelector> {
+pub(crate) fn node_selector(sel: &core::NodeSelector, path: &str) -> FieldResult<NodeSelector> {
     let mut terms = Vec::new();
     for (i, t) in sel.node_selector_terms.iter().enumerate() {
         let mut term = node_selector_term(t, &format!("{path}.nodeSelectorTerms[{i}]"))?;
