@@ -163,6 +163,9 @@ pub fn table(plan: &Plan) -> String {
             e.pods.len()
         );
     }
+    for v in &plan.volumes {
+        let _ = writeln!(w, "volume {} in {} (for {})", v.claim, v.zone, v.pod);
+    }
     for u in &plan.unschedulable {
         let _ = writeln!(w, "unschedulable {}: {} ({:?})", u.pod, u.message, u.reason);
     }

@@ -174,7 +174,7 @@ impl Storage {
                 .claim_need(namespace, v)
                 .map_err(|e| format!("volume {:?} of pod {namespace}/{pod}: {e}", v.name))?;
             if let Some(sel) = need.requirements {
-                if !sel.terms.is_empty() {
+                if !sel.terms.is_empty() && !needs.requirements.contains(&sel) {
                     needs.requirements.push(sel);
                 }
             }
@@ -321,7 +321,12 @@ impl ClusterSnapshot {
         let storage = &self.storage;
         let mut attaching = false;
         for pod in &mut self.pods {
-            if pod.volumes.is_empty() && pod.constraints.volume_error.is_none() {
+            let c = &pod.constraints;
+            if pod.volumes.is_empty()
+                && c.volume_error.is_none()
+                && c.volume_requirements.is_empty()
+                && c.requests.get(&ebs).milli() == 0
+            {
                 continue;
             }
             let (requirements, attachments, error) =
@@ -363,5 +368,170 @@ impl ClusterSnapshot {
                 n.capacity.set(ebs.clone(), limit);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Pod, PodConstraints};
+
+    fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
+        Requirement {
+            key: key.into(),
+            operator: op,
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
+    }
+
+    fn zone(z: &str) -> NodeSelector {
+        NodeSelector {
+            terms: vec![vec![req("zone", Operator::In, &[z])]],
+        }
+    }
+
+    fn claim(name: &str, volume: Option<&str>, class: Option<&str>) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            namespace: "ns".into(),
+            name: name.into(),
+            volume_name: volume.map(Into::into),
+            storage_class: class.map(Into::into),
+            phase: if volume.is_some() {
+                ClaimPhase::Bound
+            } else {
+                ClaimPhase::Pending
+            },
+            deleting: false,
+        }
+    }
+
+    fn mount(claim: &str) -> PodVolume {
+        PodVolume {
+            name: "data".into(),
+            claim: claim.into(),
+            ephemeral: None,
+        }
+    }
+
+    #[test]
+    fn contradictory_terms_are_unsatisfiable() {
+        use Operator::*;
+        assert!(satisfiable(&vec![
+            req("z", In, &["a", "b"]),
+            req("z", In, &["b"])
+        ]));
+        assert!(!satisfiable(&vec![
+            req("z", In, &["a"]),
+            req("z", In, &["b"])
+        ]));
+        assert!(!satisfiable(&vec![
+            req("z", In, &["a"]),
+            req("z", NotIn, &["a"])
+        ]));
+        assert!(!satisfiable(&vec![
+            req("z", Exists, &[]),
+            req("z", DoesNotExist, &[])
+        ]));
+        assert!(satisfiable(&vec![
+            req("z", NotIn, &["a"]),
+            req("z", DoesNotExist, &[])
+        ]));
+    }
+
+    #[test]
+    fn and_of_selectors_joins_every_pair_of_terms() {
+        let either = NodeSelector {
+            terms: vec![
+                vec![req("a", Operator::Exists, &[])],
+                vec![req("b", Operator::Exists, &[])],
+            ],
+        };
+        let both = either.and(&zone("z1"));
+        assert_eq!(both.terms.len(), 2);
+        assert!(both.terms.iter().all(|t| t.len() == 2));
+        assert_eq!(NodeSelector::default().and(&zone("z1")), zone("z1"));
+    }
+
+    #[test]
+    fn distinct_ebs_claims_count_one_attachment_each() {
+        let mut s = Storage::default();
+        for (pv, z) in [("pv-1", "a"), ("pv-2", "b")] {
+            s.add_volume(PersistentVolume {
+                name: pv.into(),
+                driver: Some(IN_TREE_EBS.into()),
+                node_affinity: zone(z),
+            });
+        }
+        s.add_claim(claim("c1", Some("pv-1"), None));
+        s.add_claim(claim("c2", Some("pv-2"), None));
+        let needs = s
+            .needs("ns", "p", &[mount("c1"), mount("c2"), mount("c1")])
+            .unwrap();
+        assert_eq!(needs.attachments, 2);
+        assert_eq!(needs.requirements, vec![zone("a"), zone("b")]);
+        assert!(needs.unbound.is_empty());
+    }
+
+    #[test]
+    fn an_unbound_claim_takes_the_default_class_and_an_immediate_one_waits() {
+        let mut s = Storage::default();
+        s.add_class(StorageClass {
+            name: "gp3".into(),
+            provisioner: EBS_CSI_DRIVER.into(),
+            binding_mode: BindingMode::WaitForFirstConsumer,
+            allowed_topologies: zone("c"),
+            default: true,
+        });
+        s.add_claim(claim("c1", None, None));
+        let needs = s.needs("ns", "p", &[mount("c1")]).unwrap();
+        assert_eq!(needs.requirements, vec![zone("c")]);
+        assert_eq!(needs.unbound, ["ns/c1"]);
+        assert_eq!(needs.attachments, 1);
+        s.classes.get_mut("gp3").unwrap().binding_mode = BindingMode::Immediate;
+        let e = s.needs("ns", "p", &[mount("c1")]).unwrap_err();
+        assert!(
+            e.contains("StorageClass gp3 volumeBindingMode is Immediate"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn resolving_twice_changes_nothing_and_undoing_the_volume_clears_it() {
+        let mut snap = ClusterSnapshot::default();
+        snap.storage.add_volume(PersistentVolume {
+            name: "pv-1".into(),
+            driver: Some(EBS_CSI_DRIVER.into()),
+            node_affinity: zone("a"),
+        });
+        snap.storage.add_claim(claim("c1", Some("pv-1"), None));
+        let mut pod = Pod::new(
+            "p",
+            PodConstraints {
+                namespace: "ns".into(),
+                ..PodConstraints::default()
+            },
+        );
+        pod.volumes = vec![mount("c1")];
+        snap.pods.push(std::sync::Arc::new(pod));
+        snap.resolve_volumes();
+        let once = snap.clone();
+        snap.resolve_volumes();
+        assert_eq!(snap, once);
+        let c = &snap.pods[0].constraints;
+        assert_eq!(
+            c.requests.get(&ebs_attach_resource()),
+            Quantity::from_units(1)
+        );
+        assert_eq!(c.volume_requirements, vec![zone("a")]);
+        std::sync::Arc::make_mut(&mut snap.pods[0]).volumes.clear();
+        snap.resolve_volumes();
+        assert_eq!(
+            *snap.pods[0].constraints,
+            PodConstraints {
+                namespace: "ns".into(),
+                ..PodConstraints::default()
+            }
+        );
     }
 }

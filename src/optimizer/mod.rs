@@ -34,7 +34,7 @@ use crate::domain::ClusterSnapshot;
 use milp::SolverError;
 
 pub use plan::{
-    NewNode, OfferingRef, Plan, PlanStatus, SolverReport, Strategy, UnschedulableReason,
+    NewNode, OfferingRef, Plan, PlanStatus, SolverReport, Strategy, UnschedulableReason, VolumeZone,
 };
 use problem::Problem;
 pub use problem::ShapeCache;
@@ -368,6 +368,7 @@ fn solve_with(
     {
         plan.solver.status = PlanStatus::Optimal;
     }
+    plan.volumes = extract::volume_zones(snapshot, &plan);
     plan.solver.seconds = start.elapsed().as_secs_f64();
     tracing::debug!(seconds = plan.solver.seconds, "plan extracted");
     Ok(Solved {

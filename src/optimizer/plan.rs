@@ -69,6 +69,9 @@ pub enum UnschedulableReason {
     MinValues,
     /// The solver left it unplaced within its limits.
     SolverLimit,
+    /// Its volumes cannot be resolved (a missing claim, class or volume), or no node in the zones
+    /// they allow can take it.
+    Volume,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,6 +142,20 @@ pub struct Plan {
     /// A certified lower bound on the objective of any plan that places the same pods.
     pub lower_bound: f64,
     pub solver: SolverReport,
+    /// The zones the plan fixes for volumes not yet provisioned (WaitForFirstConsumer claims):
+    /// each is created where its first pod's node is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeZone>,
+}
+
+/// An unbound claim whose volume the plan places in a zone.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VolumeZone {
+    /// `namespace/name` of the PersistentVolumeClaim.
+    pub claim: String,
+    /// The pod whose node decides it.
+    pub pod: String,
+    pub zone: String,
 }
 
 impl Plan {

@@ -275,6 +275,7 @@ fn merge_key(c: &PodClass, host_capped: bool, tag: Vec<usize>) -> MergeKey {
         (
             &k.node_selector,
             &k.node_affinity,
+            &k.volume_requirements,
             &k.preferred_node_affinity,
             &k.tolerations,
             &k.host_ports
