@@ -271,6 +271,7 @@ mod tests {
             disruptions_abandoned: 0, solves: 0, solver_seconds: p, time_limited_solves: 0,
             unschedulable_pods: 0, pending_at_end: 0, pending_pod_hours: 0.0,
             served_pod_hours: 0.0, cost_per_served_pod_hour: 0.0, short_lived_nodes: 0,
+            volume_zone_violations: 0,
         };
         let series = samples.iter().map(|&(hours, cost_per_hour, nodes, pending_pods)| {
             Sample { hours, cost_per_hour, nodes, pending_pods }

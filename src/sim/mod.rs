@@ -7,11 +7,14 @@
 //! (`optimizer::solve`, `disruption::consolidate`), through the same two traits (the cluster, and
 //! [`crate::cloud::CloudProvider`] implemented by the simulated cloud with scripted insufficient
 //! capacity and seeded spot interruptions). A kube-scheduler stand-in (`binder`) binds pending pods
-//! to registered nodes with room. What happened is summarised in `report`, and `charts` draws it.
+//! to registered nodes with room, honouring each pod's volumes (the zone its PersistentVolume is in,
+//! the node's EBS attach limit). What happened is summarised in `report`, checked by `invariants`,
+//! and `charts` draws it.
 
 pub mod binder;
 pub mod charts;
 pub mod engine;
+pub mod invariants;
 pub mod report;
 pub mod scenario;
 pub mod suite;

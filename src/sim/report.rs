@@ -86,6 +86,11 @@ pub struct Summary {
     /// plus 10 minutes, from launch to deletion.
     #[serde(default)]
     pub short_lived_nodes: usize,
+    /// Distinct (pod, node, volume) placements seen during the run with the pod on a node its
+    /// bound volume's node affinity rules out (its volume in another zone): 0 unless a decision,
+    /// the binder or the provisioner is wrong.
+    #[serde(default)]
+    pub volume_zone_violations: usize,
 }
 
 /// How long a node must live not to count as short-lived: its NodePool's consolidateAfter

@@ -2,7 +2,10 @@
 //! objects, inline or from a `kubectl get -o yaml` dump), the workloads that change over virtual
 //! time, scripted capacity shortages and interruptions, and the controller's timings. Read with
 //! `serde_path_to_error` so a bad file is reported with the field that is wrong; validated once
-//! into a [`Scenario`] whose durations are seconds.
+//! into a [`Scenario`] whose durations are seconds. StorageClasses and StatefulSets' claim
+//! templates are read in `storage`.
+
+pub mod storage;
 
 use std::path::Path;
 
@@ -10,6 +13,7 @@ use serde::Deserialize;
 
 use crate::catalog::{CapacityType, Catalog};
 use crate::disruption::timing::{parse_go_duration, parse_timestamp, Timestamp};
+use crate::domain::volume::PodVolume;
 use crate::domain::{ClusterSnapshot, PodConstraints};
 
 use super::SimError;
@@ -42,9 +46,13 @@ struct File {
     /// A `kubectl get -o yaml` dump, relative to the scenario file.
     #[serde(default)]
     cluster: Option<String>,
-    /// Kubernetes objects inline (NodePools, EC2NodeClasses, DaemonSets, PDBs, Nodes, Pods).
+    /// Kubernetes objects inline (NodePools, EC2NodeClasses, DaemonSets, PDBs, Nodes, Pods,
+    /// StorageClasses, PersistentVolumes and their claims).
     #[serde(default)]
     manifests: Vec<serde_yaml_ng::Value>,
+    /// StorageClasses in short form.
+    #[serde(default)]
+    storage_classes: Vec<storage::StorageClassFile>,
     #[serde(default)]
     workloads: Vec<WorkloadFile>,
     #[serde(default)]
@@ -97,7 +105,7 @@ fn one() -> f64 {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct WorkloadFile {
     name: String,
-    /// `Deployment` (default) or `Job`.
+    /// `Deployment` (default), `StatefulSet` or `Job`.
     #[serde(default = "deployment")]
     kind: String,
     #[serde(default = "default_namespace")]
@@ -118,6 +126,9 @@ struct WorkloadFile {
     /// A PodDisruptionBudget over the workload's pods.
     #[serde(default)]
     max_unavailable: Option<String>,
+    /// StatefulSets: a claim per pod and template, kept across the pod's evictions.
+    #[serde(default)]
+    volume_claim_templates: Vec<storage::ClaimTemplateFile>,
 }
 
 fn deployment() -> String {
@@ -236,6 +247,14 @@ pub enum WorkloadKind {
         replicas: Replicas,
         bursts: Vec<Burst>,
     },
+    /// Pods `<name>-<ordinal>`, created lowest ordinal first (all at once, as with
+    /// `podManagementPolicy: Parallel`) and deleted highest first; each mounts one claim per
+    /// template, which outlives the pod.
+    StatefulSet {
+        replicas: Replicas,
+        bursts: Vec<Burst>,
+        claims: Vec<storage::ClaimTemplate>,
+    },
     Job {
         at: f64,
         parallelism: u32,
@@ -248,8 +267,23 @@ pub struct Workload {
     pub name: String,
     pub namespace: String,
     pub pod: PodConstraints,
+    /// Claims the template itself mounts (made beforehand, in the manifests).
+    pub volumes: Vec<PodVolume>,
     pub kind: WorkloadKind,
     pub max_unavailable: Option<String>,
+}
+
+impl WorkloadKind {
+    /// Replicas and bursts of the kinds that scale: Deployments and StatefulSets.
+    pub fn scaling(&self) -> Option<(&Replicas, &[Burst])> {
+        match self {
+            WorkloadKind::Deployment { replicas, bursts }
+            | WorkloadKind::StatefulSet {
+                replicas, bursts, ..
+            } => Some((replicas, bursts)),
+            WorkloadKind::Job { .. } => None,
+        }
+    }
 }
 
 /// A scripted event.
@@ -396,7 +430,9 @@ fn build(f: File, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError
             "must be a non-negative number",
         ));
     }
-    let cluster = read_cluster(&f, origin, dir)?;
+    let mut cluster = read_cluster(&f, origin, dir)?;
+    storage::add_classes(&f.storage_classes, &catalog, &mut cluster, origin)?;
+    cluster.resolve_volumes();
     if cluster.nodepools.is_empty() {
         return Err(bad(
             origin,
@@ -409,7 +445,7 @@ fn build(f: File, origin: &str, dir: Option<&Path>) -> Result<Scenario, SimError
         .workloads
         .iter()
         .enumerate()
-        .map(|(i, w)| workload(w, origin, &format!("workloads[{i}]")))
+        .map(|(i, w)| workload(w, &cluster, origin, &format!("workloads[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
     for (i, w) in workloads.iter().enumerate() {
         if workloads[..i]
@@ -502,7 +538,11 @@ fn read_cluster(f: &File, origin: &str, dir: Option<&Path>) -> Result<ClusterSna
 
 /// A workload's pod template, read through the snapshot reader as a Pod so it gets exactly the
 /// semantics (requests, init containers, affinity, spread) of a real one.
-fn template(w: &WorkloadFile, origin: &str, field: &str) -> Result<PodConstraints, SimError> {
+fn template(
+    w: &WorkloadFile,
+    origin: &str,
+    field: &str,
+) -> Result<(PodConstraints, Vec<PodVolume>), SimError> {
     let mut pod = serde_yaml_ng::Mapping::new();
     pod.insert("apiVersion".into(), "v1".into());
     pod.insert("kind".into(), "Pod".into());
@@ -532,38 +572,42 @@ fn template(w: &WorkloadFile, origin: &str, field: &str) -> Result<PodConstraint
             "is not a pod template",
         )
     })?;
-    Ok(std::sync::Arc::unwrap_or_clone(
-        std::sync::Arc::unwrap_or_clone(p).constraints,
-    ))
+    let p = std::sync::Arc::unwrap_or_clone(p);
+    let mut c = std::sync::Arc::unwrap_or_clone(p.constraints);
+    // what the volumes demand depends on the cluster's storage, resolved once the pod is in it
+    c.volume_requirements.clear();
+    c.volume_error = None;
+    Ok((c, p.volumes))
 }
 
-fn workload(w: &WorkloadFile, origin: &str, field: &str) -> Result<Workload, SimError> {
-    let pod = template(w, origin, field)?;
+fn workload(
+    w: &WorkloadFile,
+    cluster: &ClusterSnapshot,
+    origin: &str,
+    field: &str,
+) -> Result<Workload, SimError> {
+    let (pod, volumes) = template(w, origin, field)?;
+    let volumes = storage::template_volumes(&volumes, cluster, &w.namespace, origin, field)?;
+    if w.kind != "StatefulSet" && !w.volume_claim_templates.is_empty() {
+        return Err(bad(
+            origin,
+            &format!("{field}.volumeClaimTemplates"),
+            "only a StatefulSet has them",
+        ));
+    }
     let kind = match w.kind.as_str() {
         "Deployment" => {
-            let r = w.replicas.as_ref().ok_or_else(|| {
-                bad(
-                    origin,
-                    &format!("{field}.replicas"),
-                    "a Deployment needs replicas",
-                )
-            })?;
-            let bursts = w
-                .bursts
-                .iter()
-                .enumerate()
-                .map(|(i, b)| {
-                    let f = format!("{field}.bursts[{i}]");
-                    Ok(Burst {
-                        at: seconds(origin, &format!("{f}.at"), &b.at)?,
-                        duration: seconds(origin, &format!("{f}.duration"), &b.duration)?,
-                        extra: b.extra,
-                    })
-                })
-                .collect::<Result<Vec<_>, SimError>>()?;
-            WorkloadKind::Deployment {
-                replicas: replicas(r, origin, &format!("{field}.replicas"))?,
+            let (replicas, bursts) = scaling(w, origin, field)?;
+            WorkloadKind::Deployment { replicas, bursts }
+        }
+        "StatefulSet" => {
+            let (replicas, bursts) = scaling(w, origin, field)?;
+            let claims =
+                storage::claim_templates(&w.volume_claim_templates, cluster, origin, field)?;
+            WorkloadKind::StatefulSet {
+                replicas,
                 bursts,
+                claims,
             }
         }
         "Job" => {
@@ -586,7 +630,7 @@ fn workload(w: &WorkloadFile, origin: &str, field: &str) -> Result<Workload, Sim
             return Err(bad(
                 origin,
                 &format!("{field}.kind"),
-                format!("unknown workload kind {other:?} (Deployment or Job)"),
+                format!("unknown workload kind {other:?} (Deployment, StatefulSet or Job)"),
             ))
         }
     };
@@ -594,9 +638,39 @@ fn workload(w: &WorkloadFile, origin: &str, field: &str) -> Result<Workload, Sim
         name: w.name.clone(),
         namespace: w.namespace.clone(),
         pod,
+        volumes,
         kind,
         max_unavailable: w.max_unavailable.clone(),
     })
+}
+
+/// The replicas and bursts of a Deployment or StatefulSet.
+fn scaling(
+    w: &WorkloadFile,
+    origin: &str,
+    field: &str,
+) -> Result<(Replicas, Vec<Burst>), SimError> {
+    let r = w.replicas.as_ref().ok_or_else(|| {
+        bad(
+            origin,
+            &format!("{field}.replicas"),
+            format!("a {} needs replicas", w.kind),
+        )
+    })?;
+    let bursts = w
+        .bursts
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let f = format!("{field}.bursts[{i}]");
+            Ok(Burst {
+                at: seconds(origin, &format!("{f}.at"), &b.at)?,
+                duration: seconds(origin, &format!("{f}.duration"), &b.duration)?,
+                extra: b.extra,
+            })
+        })
+        .collect::<Result<Vec<_>, SimError>>()?;
+    Ok((replicas(r, origin, &format!("{field}.replicas"))?, bursts))
 }
 
 fn replicas(r: &ReplicasFile, origin: &str, field: &str) -> Result<Replicas, SimError> {
@@ -726,66 +800,4 @@ impl Replicas {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_diurnal_schedule_peaks_at_its_peak_and_bottoms_half_a_period_later() {
-        let r = Replicas::Diurnal {
-            min: 4,
-            max: 20,
-            peak: 14.0 * 3600.0,
-            period: 24.0 * 3600.0,
-            daily_scale: vec![],
-        };
-        assert_eq!(r.at(14.0 * 3600.0), 20);
-        assert_eq!(r.at(2.0 * 3600.0), 4);
-        assert_eq!(
-            r.at(8.0 * 3600.0),
-            12,
-            "a quarter period from the peak is halfway"
-        );
-        assert_eq!(r.at(38.0 * 3600.0), 20, "it repeats every period");
-    }
-
-    #[test]
-    fn a_daily_scale_shrinks_the_swing_on_its_days_and_repeats() {
-        let r = Replicas::Diurnal {
-            min: 4,
-            max: 20,
-            peak: 14.0 * 3600.0,
-            period: 24.0 * 3600.0,
-            daily_scale: vec![1.0, 0.25],
-        };
-        let h = |d: f64, hour: f64| r.at((24.0 * d + hour) * 3600.0);
-        assert_eq!(h(0.0, 14.0), 20, "day 0 at full swing");
-        assert_eq!(h(1.0, 14.0), 8, "day 1: 4 + 16 * 0.25");
-        assert_eq!(h(1.0, 2.0), 4, "the trough stays at min");
-        assert_eq!(h(2.0, 14.0), 20, "day 2 is day 0 again");
-    }
-
-    #[test]
-    fn a_bad_daily_scale_is_named() {
-        let text =
-            "name: x\nduration: 1h\nmanifests:\n- {apiVersion: karpenter.sh/v1, kind: NodePool, \
-            metadata: {name: p}, spec: {template: {spec: {requirements: []}}}}\nworkloads:\n\
-            - name: w\n  template: {spec: {containers: [{name: c}]}}\n  replicas:\n    \
-            diurnal: {min: 1, max: 2, peak: 1h, dailyScale: [1, -0.5]}\n";
-        let err = Scenario::parse(text, "x.yaml", None)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("x.yaml: workloads[0].replicas.diurnal.dailyScale[1]"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn steps_hold_until_the_next_one_and_start_at_zero() {
-        let r = Replicas::Steps(vec![(60.0, 3), (600.0, 1)]);
-        assert_eq!(
-            (r.at(0.0), r.at(60.0), r.at(599.0), r.at(600.0), r.at(1e6)),
-            (0, 3, 3, 1, 1)
-        );
-    }
-}
+mod tests;

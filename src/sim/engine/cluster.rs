@@ -1,7 +1,9 @@
 //! The simulated cluster: the controller's [`Cluster`] in memory. It holds the nodes and pods,
 //! registers launched nodes when the host says their boot is over (with their DaemonSet pods),
 //! plays the Eviction API (PodDisruptionBudgets enforced) and the disruption controller (budget
-//! status), and records when each pod waited and started.
+//! status), makes StatefulSet claims and their volumes (`storage`), and records when each pod
+//! waited and started. Pods' volume needs are kept resolved as claims, volumes and nodes change, so
+//! the controller always reads them current.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,6 +15,8 @@ use crate::disruption::edit::register;
 use crate::disruption::timing::Timestamp;
 use crate::domain::{ClusterSnapshot, Pod, PodDisruptionBudget};
 use crate::optimizer::NewNode;
+
+use super::storage::Provisioner;
 
 pub struct SimCluster {
     snap: ClusterSnapshot,
@@ -36,10 +40,13 @@ pub struct SimCluster {
     launched_at: BTreeMap<String, (f64, String)>,
     /// Nodes gone during the run: NodePool, seconds from launch to deletion.
     pub lifetimes: Vec<(String, f64)>,
+    provisioner: Provisioner,
 }
 
 impl SimCluster {
-    pub fn new(snap: ClusterSnapshot, catalog: Catalog, origin: Timestamp) -> SimCluster {
+    pub fn new(mut snap: ClusterSnapshot, catalog: Catalog, origin: Timestamp) -> SimCluster {
+        snap.resolve_volumes();
+        let provisioner = Provisioner::new(crate::sim::scenario::storage::catalog_zones(&catalog));
         let pending_since = snap
             .pods
             .iter()
@@ -60,6 +67,7 @@ impl SimCluster {
             served: 0.0,
             launched_at: BTreeMap::new(),
             lifetimes: vec![],
+            provisioner,
         };
         c.refresh_pdb_status();
         c
@@ -89,12 +97,26 @@ impl SimCluster {
         if let Some(n) = self.snap.nodes.iter_mut().find(|n| n.name == name) {
             Arc::make_mut(n).provider_id = Some(format!("aws:///{}/{}", node.zone, instance));
         }
+        if !self.snap.storage.is_empty() {
+            // its attach limit, before anything is bound to it
+            self.snap.resolve_volumes();
+        }
         true
+    }
+
+    /// Makes the claim `namespace/name` of StorageClass `class` unless it exists.
+    pub fn make_claim(&mut self, namespace: &str, name: &str, class: &str) {
+        self.provisioner
+            .claim(&mut self.snap, namespace, name, class);
     }
 
     pub fn add_pod(&mut self, pod: Pod) {
         self.pending_since.insert(pod.key(), self.now);
+        let volumes = !pod.volumes.is_empty();
         self.snap.pods.push(Arc::new(pod));
+        if volumes {
+            self.snap.resolve_volumes();
+        }
     }
 
     /// Binds a pending pod (kube-scheduler's job); returns whether it was pending.
@@ -117,6 +139,9 @@ impl SimCluster {
         self.started.insert(pod.to_string());
         self.bound_since.insert(pod.to_string(), self.now);
         self.touch(Some(node), stamp);
+        if self.provisioner.first_consumer(&mut self.snap, pod, node) {
+            self.snap.resolve_volumes();
+        }
         true
     }
 
@@ -289,5 +314,135 @@ impl Cluster for SimCluster {
             .retain(|c| c.node_name.as_deref() != Some(name));
         self.refresh_pdb_status();
         moved
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::labels::{NodeSelector, Requirement, ZONE};
+    use crate::domain::volume::{BindingMode, StorageClass};
+    use crate::domain::{Node, PodConstraints, Resources};
+
+    fn node(name: &str, zone: &str) -> Arc<Node> {
+        let labels = [(ZONE.to_string(), zone.to_string())].into_iter().collect();
+        let room: Resources = [("cpu", "2"), ("memory", "4Gi"), ("pods", "10")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), crate::domain::Quantity::parse(v).unwrap()))
+            .collect();
+        Arc::new(Node::new(name, labels, room.clone(), room))
+    }
+
+    /// A cluster with a WaitForFirstConsumer class and nodes `a1` (zone a) and `b1` (zone b), and
+    /// the StatefulSet pod db-0 with its claim data-db-0, pending.
+    fn cluster() -> SimCluster {
+        let mut snap = ClusterSnapshot::default();
+        snap.storage.add_class(StorageClass {
+            name: "gp3".into(),
+            provisioner: "ebs.csi.aws.com".into(),
+            binding_mode: BindingMode::WaitForFirstConsumer,
+            allowed_topologies: NodeSelector::default(),
+            default: true,
+        });
+        snap.nodes = vec![node("a1", "a"), node("b1", "b")];
+        let catalog = Catalog {
+            region: "r".into(),
+            instance_types: vec![],
+            provenance: None,
+        };
+        let origin = crate::disruption::timing::parse_timestamp("2026-01-05T00:00:00Z").unwrap();
+        let mut c = SimCluster::new(snap, catalog, origin);
+        c.make_claim("ns", "data-db-0", "gp3");
+        let mut pod = Pod::new(
+            "db-0",
+            PodConstraints {
+                namespace: "ns".into(),
+                ..Default::default()
+            },
+        )
+        .owned_by("StatefulSet", "db");
+        pod.volumes = vec![crate::domain::volume::PodVolume {
+            name: "data".into(),
+            claim: "data-db-0".into(),
+            ephemeral: None,
+        }];
+        c.add_pod(pod);
+        c
+    }
+
+    fn pod(c: &SimCluster) -> &Pod {
+        c.snapshot().pods.iter().find(|p| p.name == "db-0").unwrap()
+    }
+
+    #[test]
+    fn a_statefulset_pod_comes_back_under_its_name_and_only_binds_in_its_volumes_zone() {
+        let mut c = cluster();
+        let ebs = crate::domain::volume::ebs_attach_resource();
+        assert_eq!(
+            pod(&c).constraints.requests.get(&ebs).units_ceil(),
+            1,
+            "one EBS attachment"
+        );
+        assert!(c.bind("ns/db-0", "b1"));
+        let pv = c.snapshot().storage.claims["ns/data-db-0"]
+            .volume_name
+            .clone()
+            .expect("bound at the first consumer");
+        let zone_b = NodeSelector {
+            terms: vec![vec![Requirement::in_values(ZONE, &["b"])]],
+        };
+        assert_eq!(c.snapshot().storage.volumes[&pv].node_affinity, zone_b);
+        assert_eq!(pod(&c).constraints.volume_requirements, vec![zone_b]);
+
+        // its node goes: the pod is pending again under the same name, with the same claim
+        c.delete_node("b1");
+        assert!(pod(&c).is_pending());
+        assert_eq!(pod(&c).volumes[0].claim, "data-db-0");
+        assert_eq!(
+            c.snapshot().storage.claims["ns/data-db-0"]
+                .volume_name
+                .as_deref(),
+            Some(pv.as_str())
+        );
+        let region = "r";
+        assert_eq!(
+            crate::sim::binder::bindings(c.snapshot(), region).unwrap(),
+            BTreeMap::new(),
+            "a1 has room but is in zone a"
+        );
+        c.snap.nodes.push(node("b2", "b"));
+        c.snap.resolve_volumes();
+        let binds = crate::sim::binder::bindings(c.snapshot(), region).unwrap();
+        assert_eq!(
+            binds.get("ns/db-0").map(String::as_str),
+            Some("b2"),
+            "a node in its volume's zone takes it"
+        );
+    }
+
+    #[test]
+    fn the_binder_honours_the_attach_limit() {
+        let mut c = cluster();
+        let ebs = crate::domain::volume::ebs_attach_resource();
+        for n in &mut c.snap.nodes {
+            let n = Arc::make_mut(n);
+            n.allocatable
+                .set(ebs.clone(), crate::domain::Quantity::from_units(0));
+            n.capacity
+                .set(ebs.clone(), crate::domain::Quantity::from_units(0));
+        }
+        c.snap
+            .storage
+            .add_attach_limits("a1".into(), [("ebs.csi.aws.com".to_string(), 0)].into());
+        c.snap
+            .storage
+            .add_attach_limits("b1".into(), [("ebs.csi.aws.com".to_string(), 1)].into());
+        c.snap.resolve_volumes();
+        let binds = crate::sim::binder::bindings(c.snapshot(), "r").unwrap();
+        assert_eq!(
+            binds.get("ns/db-0").map(String::as_str),
+            Some("b1"),
+            "a1 can attach no volume"
+        );
     }
 }

@@ -3,12 +3,14 @@
 //! by the controller), the workloads, and the real [`Controller`]. After each event it lets the
 //! kube-scheduler stand-in bind what it can, tells the controller to look, and queues what the
 //! controller, the cluster and the cloud ask for: batch deadlines, validation delays, drains,
-//! node registrations after the boot delay, spot interruption warnings.
+//! node registrations after the boot delay, spot interruption warnings. After the bindings it runs
+//! the cluster's invariants (`super::invariants`) and keeps what they found for the report.
 
 mod cluster;
+mod storage;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use crate::catalog::CapacityType;
 use crate::cloud::sim::{IceWindow, SimCloud};
@@ -16,6 +18,7 @@ use crate::controller::{Cluster, Controller, Settings, Wake};
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE};
 use crate::domain::{ClusterSnapshot, LabelSelector, Pod, PodDisruptionBudget};
 
+use super::invariants::{volume_zone_violations, ZoneViolation};
 use super::report::{short_lived, Percentiles, RunReport, Sample, Summary};
 use super::scenario::{Event, Scenario, Workload, WorkloadKind};
 use super::{SimError, SimStrategy};
@@ -56,6 +59,8 @@ pub struct World<'a> {
     keep_every: Option<f64>,
     /// The kept copies: seconds into the run, the cluster.
     pub kept: Vec<(f64, ClusterSnapshot)>,
+    /// Every pod placement seen outside its volume's zone (none, when all is well).
+    pub zone_violations: BTreeSet<ZoneViolation>,
 }
 
 impl<'a> World<'a> {
@@ -121,7 +126,13 @@ impl<'a> World<'a> {
             samples: vec![],
             keep_every: None,
             kept: vec![],
+            zone_violations: BTreeSet::new(),
         }
+    }
+
+    /// The simulated cluster as it is now (at the end, after `run`).
+    pub fn cluster(&self) -> &ClusterSnapshot {
+        self.cluster.snapshot()
     }
 
     /// Keeps a copy of the cluster at the first sample at or after every multiple of `seconds`.
@@ -239,6 +250,8 @@ impl<'a> World<'a> {
                 }
             }
         }
+        self.zone_violations
+            .extend(volume_zone_violations(self.cluster.snapshot()));
         // after the event's pod changes and the bindings, so the next decision reads current status
         self.cluster.refresh_pdb_status();
         self.ctl.observe(&self.cluster, now);
@@ -268,7 +281,7 @@ impl<'a> World<'a> {
         })?;
         match w.kind {
             WorkloadKind::Job { runtime, .. } => Some(runtime),
-            WorkloadKind::Deployment { .. } => None,
+            WorkloadKind::Deployment { .. } | WorkloadKind::StatefulSet { .. } => None,
         }
     }
 
@@ -315,8 +328,8 @@ impl<'a> World<'a> {
         let now = self.now();
         let step = self.sc.timing.workload_step;
         for w in &self.sc.workloads {
-            let want = match &w.kind {
-                WorkloadKind::Deployment { replicas, bursts } => {
+            let want = match (&w.kind, w.kind.scaling()) {
+                (_, Some((replicas, bursts))) => {
                     replicas.at(now)
                         + bursts
                             .iter()
@@ -325,10 +338,13 @@ impl<'a> World<'a> {
                             .sum::<u32>()
                 }
                 // a Job's pods are created once, in the step that reaches its start
-                WorkloadKind::Job {
-                    at, parallelism, ..
-                } if *at <= now && now < at + step => *parallelism,
-                WorkloadKind::Job { .. } => continue,
+                (
+                    WorkloadKind::Job {
+                        at, parallelism, ..
+                    },
+                    None,
+                ) if *at <= now && now < at + step => *parallelism,
+                (_, None) => continue,
             };
             let key = format!("{}/{}", w.namespace, w.name);
             let have = self.live.get(&key).map_or(0, |l| l.pods.len()) as u32;
@@ -336,9 +352,10 @@ impl<'a> World<'a> {
                 for _ in have..want {
                     self.create_pod(w, &key);
                 }
-            } else if matches!(w.kind, WorkloadKind::Deployment { .. }) {
+            } else if w.kind.scaling().is_some() {
+                let stateful = matches!(w.kind, WorkloadKind::StatefulSet { .. });
                 for _ in want..have {
-                    self.scale_down_one(&key);
+                    self.scale_down_one(&key, stateful);
                 }
             }
         }
@@ -349,24 +366,46 @@ impl<'a> World<'a> {
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let live = self.live.entry(key.to_string()).or_default();
         live.created += 1;
-        let kind = if matches!(w.kind, WorkloadKind::Job { .. }) {
-            "Job"
-        } else {
-            "ReplicaSet"
+        let (name, kind) = match &w.kind {
+            WorkloadKind::StatefulSet { .. } => {
+                let taken: BTreeSet<u32> = live.pods.iter().filter_map(|p| ordinal(p)).collect();
+                let free = (0..).find(|i| !taken.contains(i)).unwrap_or(0);
+                (format!("{}-{free}", w.name), "StatefulSet")
+            }
+            WorkloadKind::Job { .. } => (format!("{}-{:05}", w.name, live.created), "Job"),
+            WorkloadKind::Deployment { .. } => {
+                (format!("{}-{:05}", w.name, live.created), "ReplicaSet")
+            }
         };
-        let mut pod = Pod::new(format!("{}-{:05}", w.name, live.created), w.pod.clone())
-            .owned_by(kind, &w.name);
+        let mut pod = Pod::new(name, w.pod.clone()).owned_by(kind, &w.name);
         pod.created = Some(stamp);
         pod.uid = format!("{key}-{}", live.created);
         live.pods.push(pod.key());
+        pod.volumes = w.volumes.clone();
+        if let WorkloadKind::StatefulSet { claims, .. } = &w.kind {
+            for t in claims {
+                let claim = t.claim_for(&pod.name);
+                self.cluster
+                    .make_claim(&w.namespace, &claim, &t.storage_class);
+                pod.volumes.push(t.volume_for(&pod.name));
+            }
+        }
         self.cluster.add_pod(pod);
     }
 
-    /// A ReplicaSet scaling down deletes unbound pods first, then the newest.
-    fn scale_down_one(&mut self, key: &str) {
+    /// A ReplicaSet scaling down deletes unbound pods first, then the newest; a StatefulSet
+    /// deletes its highest ordinal, bound or not, and keeps the pod's claims.
+    fn scale_down_one(&mut self, key: &str, stateful: bool) {
         let Some(live) = self.live.get(key) else {
             return;
         };
+        if stateful {
+            let victim = live.pods.iter().max_by_key(|p| ordinal(p)).cloned();
+            if let Some(v) = victim {
+                self.remove_pod(&v);
+            }
+            return;
+        }
         let pending = |k: &String| {
             self.cluster
                 .snapshot()
@@ -440,6 +479,7 @@ impl<'a> World<'a> {
             short_lived_nodes: short_lived(&self.cluster.lifetimes, |pool| {
                 self.consolidate_after(pool)
             }),
+            volume_zone_violations: self.zone_violations.len(),
         };
         RunReport {
             strategy: self.strategy.as_str().to_string(),
@@ -480,6 +520,11 @@ impl<'a> World<'a> {
             .map_or(0, |p| p.unschedulable.len());
         (never, pending - never)
     }
+}
+
+/// A StatefulSet pod's ordinal, from its key `namespace/<sts>-<ordinal>`.
+fn ordinal(key: &str) -> Option<u32> {
+    key.rsplit_once('-').and_then(|(_, n)| n.parse().ok())
 }
 
 /// The PodDisruptionBudget a workload's `maxUnavailable` asks for.
