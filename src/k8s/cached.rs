@@ -1,6 +1,7 @@
-//! What the caches keep of the numerous kinds (pods, nodes, DaemonSets, PodDisruptionBudgets): the
-//! object's identity and its domain form, converted once per watch event, instead of the full API
-//! object (a k8s-openapi Pod is several KB even when mostly empty, and re-converting 50,000 of
+//! What the caches keep of the kinds decisions read in domain form (pods, nodes, DaemonSets,
+//! PodDisruptionBudgets and the storage objects: PersistentVolumes, PersistentVolumeClaims,
+//! StorageClasses, CSINodes): the object's identity and its domain form, converted once per watch
+//! event, instead of the full API object (a k8s-openapi Pod is several KB even when mostly empty, and re-converting 50,000 of
 //! them through YAML values at every decision step dominated the controller's memory).
 
 use std::borrow::Cow;
@@ -10,13 +11,15 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{self as core, ObjectReference};
+use k8s_openapi::api::storage::v1 as storage;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher::Event;
 use kube::Resource;
 
+use crate::domain::volume::{PersistentVolume, PersistentVolumeClaim, StorageClass};
 use crate::domain::{self, Labels, PodConstraints};
-use crate::snapshot::live::{self, Unreadable};
+use crate::snapshot::live::{self, AttachLimits, Unreadable};
 
 /// One cached object of API kind `K`: its identity and `value`, what decisions read of it.
 #[derive(Debug)]
@@ -163,7 +166,7 @@ impl PodReader {
 
 /// One copy of each distinct value.
 #[derive(Debug)]
-struct Shared<T> {
+pub(crate) struct Shared<T> {
     kept: HashSet<Arc<T>>,
     /// How many values were kept after the last sweep.
     swept: usize,
@@ -182,7 +185,7 @@ impl<T> Default for Shared<T> {
 const SWEEP_AFTER: usize = 1024;
 
 impl<T: Eq + Hash> Shared<T> {
-    fn share(&mut self, value: &Arc<T>) -> Arc<T> {
+    pub(crate) fn share(&mut self, value: &Arc<T>) -> Arc<T> {
         if let Some(kept) = self.kept.get(&**value) {
             return kept.clone();
         }
@@ -255,3 +258,8 @@ pub type CachedPdb = Cached<
     k8s_openapi::api::policy::v1::PodDisruptionBudget,
     Result<domain::PodDisruptionBudget, Unreadable>,
 >;
+pub type CachedVolume = Cached<core::PersistentVolume, Result<PersistentVolume, Unreadable>>;
+pub type CachedClaim =
+    Cached<core::PersistentVolumeClaim, Result<PersistentVolumeClaim, Unreadable>>;
+pub type CachedStorageClass = Cached<storage::StorageClass, Result<StorageClass, Unreadable>>;
+pub type CachedCsiNode = Cached<storage::CSINode, Result<AttachLimits, Unreadable>>;

@@ -1,14 +1,15 @@
 //! Reflector caches of every kind a decision reads. Each kind has a watcher feeding a store; every
 //! change wakes the decision thread through a [`Wakeup`] (it coalesces bursts and rebuilds its
-//! snapshot from the stores). Pods, nodes, DaemonSets and PodDisruptionBudgets are kept in domain
-//! form, converted once per watch event ([`super::cached`]); the few other objects as the API
-//! server sends them. Watch failures are retried with kube-runtime's default backoff; a
+//! snapshot from the stores). Pods, nodes, DaemonSets, PodDisruptionBudgets and the storage objects
+//! (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) are kept in domain form,
+//! converted once per watch event ([`super::cached`]); the few other objects as the API server
+//! sends them. Watch failures are retried with kube-runtime's default backoff; a
 //! relist after `410 Gone` replaces a store's contents atomically, so nothing is lost or doubled.
 
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -19,8 +20,10 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use super::cached::{
-    self, convert_event, Cached, CachedDaemonSet, CachedNode, CachedPdb, CachedPod,
+    self, convert_event, Cached, CachedClaim, CachedCsiNode, CachedDaemonSet, CachedNode,
+    CachedPdb, CachedPod, CachedStorageClass, CachedVolume,
 };
+use super::snapshot::Resolved;
 use super::K8sError;
 use crate::domain::weights::CONFIGMAP_NAME;
 use crate::snapshot::live;
@@ -58,6 +61,13 @@ pub struct Caches {
     pub nodepools: Store<DynamicObject>,
     pub nodeclaims: Store<DynamicObject>,
     pub nodeclasses: Store<DynamicObject>,
+    pub volumes: Store<CachedVolume>,
+    pub volume_claims: Store<CachedClaim>,
+    pub storage_classes: Store<CachedStorageClass>,
+    pub csi_nodes: Store<CachedCsiNode>,
+    /// What the last snapshot's volume resolution made of the cached pods and nodes
+    /// ([`super::snapshot::build`] starts the next one from it).
+    pub resolved: Arc<Mutex<Resolved>>,
 }
 
 impl Caches {
@@ -112,6 +122,35 @@ impl Caches {
             nodepools: dynamic("NodePool"),
             nodeclaims: dynamic("NodeClaim"),
             nodeclasses: dynamic("EC2NodeClass"),
+            volumes: watch_read(
+                Api::all(client.clone()),
+                all.clone(),
+                (),
+                |_, v| live::read_volume(v),
+                wake,
+            ),
+            volume_claims: watch_read(
+                Api::all(client.clone()),
+                all.clone(),
+                (),
+                |_, c| live::read_claim(c),
+                wake,
+            ),
+            storage_classes: watch_read(
+                Api::all(client.clone()),
+                all.clone(),
+                (),
+                |_, c| live::read_storage_class(c),
+                wake,
+            ),
+            csi_nodes: watch_read(
+                Api::all(client.clone()),
+                all.clone(),
+                (),
+                |_, c| live::read_csi_node(c),
+                wake,
+            ),
+            resolved: Arc::default(),
         }
     }
 
@@ -126,6 +165,16 @@ impl Caches {
         self.nodepools.wait_until_ready().await.map_err(dropped)?;
         self.nodeclaims.wait_until_ready().await.map_err(dropped)?;
         self.nodeclasses.wait_until_ready().await.map_err(dropped)?;
+        self.volumes.wait_until_ready().await.map_err(dropped)?;
+        self.volume_claims
+            .wait_until_ready()
+            .await
+            .map_err(dropped)?;
+        self.storage_classes
+            .wait_until_ready()
+            .await
+            .map_err(dropped)?;
+        self.csi_nodes.wait_until_ready().await.map_err(dropped)?;
         Ok(())
     }
 

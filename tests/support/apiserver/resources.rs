@@ -187,6 +187,47 @@ pub static RESOURCES: &[ResourceInfo] = &[
         true,
         Clear,
     ),
+    // PersistentVolume and claim creation resets the status (the PV controller then binds)
+    res(
+        "",
+        "v1",
+        "persistentvolumes",
+        "persistentvolume",
+        "PersistentVolume",
+        false,
+        true,
+        Clear,
+    ),
+    res(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+        true,
+        true,
+        Clear,
+    ),
+    res(
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "storageclass",
+        "StorageClass",
+        false,
+        false,
+        Keep,
+    ),
+    res(
+        "storage.k8s.io",
+        "v1",
+        "csinodes",
+        "csinode",
+        "CSINode",
+        false,
+        false,
+        Keep,
+    ),
 ];
 
 /// The resource served at `group`/`version` under `plural`.
