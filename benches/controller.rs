@@ -98,6 +98,11 @@ fn cluster(pods: usize) -> (Caches, String) {
         nodepools: pools.as_reader(),
         nodeclaims: empty("NodeClaim"),
         nodeclasses: empty("EC2NodeClass"),
+        volumes: fill(vec![]),
+        volume_claims: fill(vec![]),
+        storage_classes: fill(vec![]),
+        csi_nodes: fill(vec![]),
+        resolved: Default::default(),
     };
     (caches, yaml.join("---\n"))
 }

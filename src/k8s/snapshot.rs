@@ -119,13 +119,16 @@ pub struct Resolved {
     /// By the cached pod's address: the cached pod and its resolved copy. The cached `Arc` is held
     /// so that no other object can take its address while the entry lives.
     pods: HashMap<usize, (Arc<Pod>, Arc<Pod>)>,
-    /// By the cached node's address: the cached node, the CSINode EBS limit its copy was resolved
-    /// under, and the copy.
-    nodes: HashMap<usize, (Arc<Node>, Option<u32>, Arc<Node>)>,
+    /// By the cached node's address: the cached node and its resolved copy, with the CSINode EBS
+    /// limit the copy was resolved under.
+    nodes: HashMap<usize, (NodeCopy, Option<u32>)>,
     /// One copy of equal resolved constraints: the replicas of a StatefulSet in one zone demand
     /// the same.
     constraints: Shared<PodConstraints>,
 }
+
+/// A cached node and its resolved copy.
+type NodeCopy = (Arc<Node>, Arc<Node>);
 
 fn address<T>(a: &Arc<T>) -> usize {
     Arc::as_ptr(a) as usize
@@ -161,10 +164,10 @@ impl Resolved {
         for (i, node) in snapshot.nodes.iter_mut().enumerate() {
             let cached = node.clone();
             let limit = limit(&snapshot.storage, &node.name);
-            if let Some((_, _, copy)) = self
+            if let Some(((_, copy), _)) = self
                 .nodes
                 .remove(&address(&cached))
-                .filter(|(c, l, _)| Arc::ptr_eq(c, &cached) && *l == limit)
+                .filter(|((c, _), l)| Arc::ptr_eq(c, &cached) && *l == limit)
             {
                 *node = copy;
             }
@@ -200,7 +203,7 @@ impl Resolved {
         for (i, cached, limit) in nodes {
             if attaching {
                 let copy = snapshot.nodes[i].clone();
-                self.nodes.insert(address(&cached), (cached, limit, copy));
+                self.nodes.insert(address(&cached), ((cached, copy), limit));
             } else {
                 snapshot.nodes[i] = cached;
             }
