@@ -151,6 +151,11 @@ fn zonal_volumes_keep_one_node_per_zone_where_one_node_would_do() {
             (0, 0, 3),
             "{strategy:?}: {s:?}"
         );
+        assert!(
+            (0.70..0.705).contains(&s.total_cost),
+            "{strategy:?}: three nodes for 2 h and one for about 1 h, $0.10/h: {}",
+            s.total_cost
+        );
         let pods = stateful_pods(&snap);
         for (i, zone) in zones.iter().enumerate() {
             let (node_zone, volumes) = &pods[&format!("default/db-{i}")];

@@ -150,7 +150,7 @@ fn progress_bar(name: &str) -> ProgressBar {
 /// One row per figure, one column per strategy.
 pub fn table(runs: &[RunReport]) -> String {
     type Row = (&'static str, fn(&RunReport) -> String);
-    let rows: [Row; 19] = [
+    let rows: [Row; 20] = [
         ("total cost $", |r| format!("{:.2}", r.summary.total_cost)),
         ("average $/h", |r| {
             format!("{:.3}", r.summary.average_cost_per_hour)
@@ -193,6 +193,9 @@ pub fn table(runs: &[RunReport]) -> String {
             r.summary.unschedulable_pods.to_string()
         }),
         ("pending at end", |r| r.summary.pending_at_end.to_string()),
+        ("zone violations", |r| {
+            r.summary.volume_zone_violations.to_string()
+        }),
     ];
     let mut out = format!("{:<16}", "");
     for r in runs {
