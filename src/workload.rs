@@ -69,6 +69,8 @@ fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
         when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
         selector: selector(app),
         min_domains: None,
+        node_affinity_policy: crate::domain::NodeInclusionPolicy::affinity_default(),
+        node_taints_policy: crate::domain::NodeInclusionPolicy::taints_default(),
     };
     let term = |key: &str| PodAffinityTerm {
         selector: selector(app),

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::labels::{LabelSelector, Labels, NodeSelector, Requirement, Toleration};
+use super::labels::{
+    tolerates_all, LabelSelector, Labels, NodeSelector, Requirement, Taint, Toleration,
+};
 use super::resources::Resources;
 use super::volume::PodVolume;
 
@@ -18,6 +20,32 @@ pub enum WhenUnsatisfiable {
     ScheduleAnyway,
 }
 
+/// Whether a topology spread takes a node property into account when it decides which nodes
+/// count (`nodeAffinityPolicy`, `nodeTaintsPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum NodeInclusionPolicy {
+    /// Only nodes the pod could use by that property count.
+    Honor,
+    /// Every node counts.
+    Ignore,
+}
+
+impl NodeInclusionPolicy {
+    /// Kubernetes' default for `nodeAffinityPolicy`.
+    pub fn affinity_default() -> NodeInclusionPolicy {
+        NodeInclusionPolicy::Honor
+    }
+
+    /// Kubernetes' default for `nodeTaintsPolicy`.
+    pub fn taints_default() -> NodeInclusionPolicy {
+        NodeInclusionPolicy::Ignore
+    }
+
+    pub fn honors(self) -> bool {
+        self == NodeInclusionPolicy::Honor
+    }
+}
+
 /// A topology spread constraint, with `matchLabelKeys` already merged into the selector.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TopologySpread {
@@ -26,6 +54,27 @@ pub struct TopologySpread {
     pub when_unsatisfiable: WhenUnsatisfiable,
     pub selector: LabelSelector,
     pub min_domains: Option<u32>,
+    /// Honor: only nodes matching the pod's nodeSelector and required node affinity (not its
+    /// volumes' selectors) are domains and have their pods counted.
+    #[serde(default = "NodeInclusionPolicy::affinity_default")]
+    pub node_affinity_policy: NodeInclusionPolicy,
+    /// Honor: nodes with a NoSchedule or NoExecute taint the pod does not tolerate are left out.
+    #[serde(default = "NodeInclusionPolicy::taints_default")]
+    pub node_taints_policy: NodeInclusionPolicy,
+}
+
+impl TopologySpread {
+    /// Whether a node with `labels` and `taints` counts for this spread of a pod with constraints
+    /// `owner`: kube-scheduler's node inclusion policies.
+    pub fn counts_node(&self, owner: &PodConstraints, labels: &Labels, taints: &[Taint]) -> bool {
+        // the pod's own nodeSelector and required affinity: its volumes' selectors do not count
+        let affinity_ok = !self.node_affinity_policy.honors()
+            || (owner.node_selector.iter().all(|r| r.matches(labels))
+                && owner.node_affinity.matches(labels));
+        let taints_ok =
+            !self.node_taints_policy.honors() || tolerates_all(&owner.tolerations, taints);
+        affinity_ok && taints_ok
+    }
 }
 
 /// A pod (anti-)affinity term. `namespaces` is already resolved: empty with `all_namespaces` false
@@ -268,5 +317,53 @@ pub(crate) mod shared_list {
         deserializer: D,
     ) -> Result<Vec<Arc<T>>, D::Error> {
         Vec::<T>::deserialize(deserializer).map(|v| v.into_iter().map(Arc::new).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::labels::TaintEffect;
+
+    const SPREAD_JSON: &str = r#"{"max_skew": 1, "topology_key": "topology.kubernetes.io/zone",
+        "when_unsatisfiable": "DoNotSchedule",
+        "selector": {"match_labels": {}, "match_expressions": []}, "min_domains": null}"#;
+
+    fn in_values(key: &str, value: &str) -> Requirement {
+        Requirement::new(key, "In", vec![value.to_string()], None).expect("valid requirement")
+    }
+
+    #[test]
+    fn a_spread_written_before_the_policies_loads_with_kubernetes_defaults() {
+        let s: TopologySpread = serde_json::from_str(SPREAD_JSON).expect("loads");
+        assert_eq!(s.node_affinity_policy, NodeInclusionPolicy::Honor);
+        assert_eq!(s.node_taints_policy, NodeInclusionPolicy::Ignore);
+    }
+
+    #[test]
+    fn the_policies_decide_which_nodes_count() {
+        let mut s: TopologySpread = serde_json::from_str(SPREAD_JSON).expect("loads");
+        let owner = PodConstraints {
+            node_selector: vec![in_values("team", "web")],
+            // a volume's zone is no part of the pod's own affinity
+            volume_requirements: vec![NodeSelector {
+                terms: vec![vec![in_values("topology.kubernetes.io/zone", "a")]],
+            }],
+            ..Default::default()
+        };
+        let web: Labels = [("team".to_string(), "web".to_string())].into();
+        let other: Labels = [("team".to_string(), "other".to_string())].into();
+        let taint = Taint {
+            key: "dedicated".into(),
+            value: "db".into(),
+            effect: TaintEffect::NoSchedule,
+        };
+        let tainted = [taint];
+        assert!(s.counts_node(&owner, &web, &tainted));
+        assert!(!s.counts_node(&owner, &other, &[]));
+        s.node_affinity_policy = NodeInclusionPolicy::Ignore;
+        s.node_taints_policy = NodeInclusionPolicy::Honor;
+        assert!(s.counts_node(&owner, &other, &[]));
+        assert!(!s.counts_node(&owner, &web, &tainted));
     }
 }

@@ -158,6 +158,8 @@ fn spread_pod(
         when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
         selector,
         min_domains: None,
+        node_affinity_policy: crate::domain::NodeInclusionPolicy::affinity_default(),
+        node_taints_policy: crate::domain::NodeInclusionPolicy::taints_default(),
     };
     let c = PodConstraints {
         namespace: "default".into(),

@@ -359,7 +359,7 @@ fn count_kept(p: &Problem, q: &mut Problem, state: &State<'_>, hood: &[usize]) -
     {
         // the plan's counts (running and placed) less what the neighbourhood's nodes hold
         let mut counts = state.spread_counts(gi).clone();
-        for &i in hood {
+        for &i in hood.iter().filter(|&&i| state.spread_counts_on(gi, i)) {
             let n = &state.nodes[i];
             let Some(count) = n.labels.get(&g.key).and_then(|d| counts.get_mut(d)) else {
                 continue;

@@ -332,6 +332,14 @@ impl<'p> State<'p> {
         Ok(())
     }
 
+    /// Whether spread group `gi` counts the pods on node `node` (its node inclusion policies).
+    pub fn spread_counts_on(&self, gi: usize, node: usize) -> bool {
+        let n = &self.nodes[node];
+        self.p
+            .topology
+            .spread_counts_node(gi, &n.labels, self.taints_of(n))
+    }
+
     fn taints_of(&self, n: &NodeState) -> &'p [Taint] {
         match n.kind {
             NodeKind::Existing(e) => &self.p.existing[e].taints,
@@ -478,7 +486,10 @@ impl<'p> State<'p> {
         // hostname groups are counted from the node itself (`spread_ok`), so only zone-like ones
         // here
         for (gi, g) in self.p.topology.spreads.iter().enumerate() {
-            if !g.is_host() && g.members.binary_search(&k).is_ok() {
+            if !g.is_host()
+                && g.members.binary_search(&k).is_ok()
+                && self.spread_counts_on(gi, node)
+            {
                 if let Some(d) = self.nodes[node].labels.get(&g.key).cloned() {
                     *self.spread_counts[gi].entry(d).or_insert(0) += 1;
                     self.spread_min[gi] = eligible_min(g, &self.spread_counts[gi]);

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::labels::{tolerates_all, HOSTNAME};
 use crate::domain::{
-    ClusterSnapshot, LabelSelector, Labels, Pod, PodAffinityTerm, PodConstraints, WhenUnsatisfiable,
+    ClusterSnapshot, LabelSelector, Labels, NodeSelector, Pod, PodAffinityTerm, PodConstraints,
+    Requirement, Taint, Toleration, TopologySpread, WhenUnsatisfiable,
 };
 
 use super::problem::{ExistingNode, PodClass, Shape};
@@ -36,6 +37,46 @@ impl SpreadGroup {
     pub fn min_is_zero(&self) -> bool {
         self.min_domains
             .is_some_and(|m| (self.eligible.len() as u32) < m)
+    }
+}
+
+/// The nodes a spread group counts, by kube-scheduler's node inclusion policies: pods on other nodes
+/// do not count, and their domains are not the group's. The default counts every node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NodeFilter {
+    /// The owner's nodeSelector and required node affinity, under `nodeAffinityPolicy: Honor`.
+    affinity: Option<(Vec<Requirement>, NodeSelector)>,
+    /// The owner's tolerations, under `nodeTaintsPolicy: Honor`.
+    tolerations: Option<Vec<Toleration>>,
+}
+
+impl NodeFilter {
+    /// The filter of spread `s` written on a pod with constraints `c`.
+    pub fn of(c: &PodConstraints, s: &TopologySpread) -> NodeFilter {
+        NodeFilter {
+            affinity: s
+                .node_affinity_policy
+                .honors()
+                .then(|| (c.node_selector.clone(), c.node_affinity.clone())),
+            tolerations: s.node_taints_policy.honors().then(|| c.tolerations.clone()),
+        }
+    }
+
+    /// Whether a node with these labels and taints counts.
+    pub fn admits(&self, labels: &Labels, taints: &[Taint]) -> bool {
+        self.admits_labels(labels) && self.admits_taints(taints)
+    }
+
+    fn admits_labels(&self, labels: &Labels) -> bool {
+        self.affinity.as_ref().is_none_or(|(selector, affinity)| {
+            selector.iter().all(|r| r.matches(labels)) && affinity.matches(labels)
+        })
+    }
+
+    fn admits_taints(&self, taints: &[Taint]) -> bool {
+        self.tolerations
+            .as_ref()
+            .is_none_or(|t| tolerates_all(t, taints))
     }
 }
 
@@ -102,6 +143,9 @@ impl Shunning {
 #[derive(Debug, Clone, Default)]
 pub struct Topology {
     pub spreads: Vec<SpreadGroup>,
+    /// Per spread group (same index), the nodes it counts; a group past its end (a relaxation's
+    /// caps) counts every node.
+    pub spread_filters: Vec<NodeFilter>,
     pub affinities: Vec<AffinityRule>,
     pub preferred: Vec<PreferredRule>,
     /// Per class: indices into `preferred` of the rules it owns.
@@ -170,33 +214,28 @@ impl Topology {
             preferred_of: vec![Vec::new(); classes.len()],
             ..Default::default()
         };
-        type DomainKey<'a> = (
-            &'a [crate::domain::Requirement],
-            &'a crate::domain::NodeSelector,
-            &'a [crate::domain::Toleration],
-            &'a str,
-        );
-        let mut eligible_memo: BTreeMap<DomainKey<'_>, BTreeSet<String>> = BTreeMap::new();
+        let mut eligible_memo: BTreeMap<(NodeFilter, &str), BTreeSet<String>> = BTreeMap::new();
         // classes of one workload repeat the same selectors: count their members and running pods
         // once
-        type SpreadKey<'a> = (&'a str, &'a LabelSelector, &'a str);
+        type SpreadKey<'a> = (&'a str, &'a LabelSelector, &'a str, NodeFilter);
         let mut spread_memo: BTreeMap<SpreadKey<'_>, Selected> = BTreeMap::new();
         let mut term_memo: BTreeMap<(&str, &PodAffinityTerm), Selected> = BTreeMap::new();
         for (k, class) in classes.iter().enumerate() {
             let c = &class.constraints;
             for s in &c.spread {
+                let filter = NodeFilter::of(c, s);
                 let (members, counts) = spread_memo
-                    .entry((&c.namespace, &s.selector, &s.topology_key))
+                    .entry((&c.namespace, &s.selector, &s.topology_key, filter.clone()))
                     .or_insert_with(|| {
                         let members = (0..classes.len())
                             .filter(|&j| spread_selects(&c.namespace, &s.selector, &pseudo[j]))
                             .collect();
-                        (
-                            members,
-                            running.count(&s.topology_key, |p| {
-                                spread_selects(&c.namespace, &s.selector, p)
-                            }),
-                        )
+                        let counts = running.count_on(
+                            &s.topology_key,
+                            |p| spread_selects(&c.namespace, &s.selector, p),
+                            |n| filter.admits(&n.labels, &n.taints),
+                        );
+                        (members, counts)
                     })
                     .clone();
                 t.spreads.push(SpreadGroup {
@@ -208,15 +247,13 @@ impl Topology {
                     min_domains: s.min_domains,
                     existing: counts,
                     eligible: eligible_memo
-                        .entry((
-                            &c.node_selector,
-                            &c.node_affinity,
-                            &c.tolerations,
-                            &s.topology_key,
-                        ))
-                        .or_insert_with(|| eligible_domains(c, &s.topology_key, shapes, existing))
+                        .entry((filter.clone(), &s.topology_key))
+                        .or_insert_with(|| {
+                            eligible_domains(&filter, &s.topology_key, shapes, existing)
+                        })
                         .clone(),
                 });
+                t.spread_filters.push(filter);
             }
             let mut select = |term: &'a PodAffinityTerm| -> Selected {
                 term_memo
@@ -288,6 +325,13 @@ impl Topology {
             }
         }
         t
+    }
+
+    /// Whether spread group `gi` counts a pod placed on a node with these labels and taints.
+    pub fn spread_counts_node(&self, gi: usize, labels: &Labels, taints: &[Taint]) -> bool {
+        self.spread_filters
+            .get(gi)
+            .is_none_or(|f| f.admits(labels, taints))
     }
 
     /// Indices into `preferred` of the rules class `k` owns (none for a class the topology does not
@@ -418,8 +462,8 @@ type Selected = (Vec<usize>, BTreeMap<String, i64>);
 /// (namespace, labels) rather than once per pod: 40,000 running pods of a few dozen workloads are a
 /// few dozen tests per selector.
 struct Running<'a> {
-    /// A stand-in pod per (namespace, labels), with the labels of the nodes its copies run on.
-    groups: Vec<(Pod, Vec<&'a Labels>)>,
+    /// A stand-in pod per (namespace, labels), with the nodes its copies run on.
+    groups: Vec<(Pod, Vec<&'a ExistingNode>)>,
     /// Running pods with a required anti-affinity (they can repel a class), with their nodes'
     /// labels.
     repelling: Vec<(&'a Pod, Vec<&'a Labels>)>,
@@ -430,11 +474,9 @@ struct Running<'a> {
 
 impl<'a> Running<'a> {
     fn gather(snapshot: &'a ClusterSnapshot, existing: &'a [ExistingNode]) -> Running<'a> {
-        let node_labels: BTreeMap<&str, &Labels> = existing
-            .iter()
-            .map(|n| (n.name.as_str(), &n.labels))
-            .collect();
-        let mut groups: BTreeMap<(&str, &Labels), Vec<&Labels>> = BTreeMap::new();
+        let nodes: BTreeMap<&str, &ExistingNode> =
+            existing.iter().map(|n| (n.name.as_str(), n)).collect();
+        let mut groups: BTreeMap<(&str, &Labels), Vec<&ExistingNode>> = BTreeMap::new();
         type Terms<'t> = (&'t str, &'t [PodAffinityTerm]);
         let mut repelling: BTreeMap<Terms<'_>, (&Pod, Vec<&Labels>)> = BTreeMap::new();
         type Soft<'t> = (
@@ -448,13 +490,14 @@ impl<'a> Running<'a> {
             .iter()
             .filter(|p| p.occupies_node() && !p.terminating)
         {
-            let Some(labels) = p.node_name.as_deref().and_then(|n| node_labels.get(n)) else {
+            let Some(&node) = p.node_name.as_deref().and_then(|n| nodes.get(n)) else {
                 continue;
             };
+            let labels = &node.labels;
             groups
                 .entry((&p.namespace, &p.labels))
                 .or_default()
-                .push(labels);
+                .push(node);
             if !p.constraints.pod_anti_affinity.is_empty() {
                 repelling
                     .entry((&p.namespace, &p.constraints.pod_anti_affinity))
@@ -488,20 +531,32 @@ impl<'a> Running<'a> {
 
     /// Matching running pods per domain of `key`.
     fn count(&self, key: &str, selects: impl Fn(&Pod) -> bool) -> BTreeMap<String, i64> {
+        self.count_on(key, selects, |_| true)
+    }
+
+    /// Matching running pods per domain of `key`, on the nodes `admits` accepts.
+    fn count_on(
+        &self,
+        key: &str,
+        selects: impl Fn(&Pod) -> bool,
+        admits: impl Fn(&ExistingNode) -> bool,
+    ) -> BTreeMap<String, i64> {
         let mut counts = BTreeMap::new();
         for (_, nodes) in self.groups.iter().filter(|(pod, _)| selects(pod)) {
-            for d in nodes.iter().filter_map(|l| l.get(key)) {
-                *counts.entry(d.clone()).or_insert(0) += 1;
+            for n in nodes.iter().filter(|n| admits(n)) {
+                if let Some(d) = n.labels.get(key) {
+                    *counts.entry(d.clone()).or_insert(0) += 1;
+                }
             }
         }
         counts
     }
 }
 
-/// Values of `key` the pod could reach: existing nodes it selects and offerings of NodePools it
-/// tolerates.
+/// A spread's domains of `key`: the values on existing nodes and on offerings its filter admits
+/// (Karpenter spreads into the domains NodePools can launch in, as if they had a node each).
 fn eligible_domains(
-    c: &PodConstraints,
+    filter: &NodeFilter,
     key: &str,
     shapes: &[Shape],
     existing: &[ExistingNode],
@@ -511,14 +566,15 @@ fn eligible_domains(
     }
     let mut out: BTreeSet<String> = existing
         .iter()
-        .filter(|n| c.node_matches(&n.labels))
+        .filter(|n| filter.admits(&n.labels, &n.taints))
         .filter_map(|n| n.labels.get(key).cloned())
         .collect();
-    for s in shapes
-        .iter()
-        .filter(|s| tolerates_all(&c.tolerations, &s.taints))
-    {
-        for o in s.offerings.iter().filter(|o| c.node_matches(&o.labels)) {
+    for s in shapes.iter().filter(|s| filter.admits_taints(&s.taints)) {
+        for o in s
+            .offerings
+            .iter()
+            .filter(|o| filter.admits_labels(&o.labels))
+        {
             if let Some(d) = o.labels.get(key) {
                 out.insert(d.clone());
             }
@@ -574,6 +630,68 @@ status: {phase: Running}
         );
         assert_eq!(s.weight, [("test-zone-1".to_string(), 50)].into());
         assert!(p.topology.has_preferred() && p.topology.keys().contains(&ZONE.to_string()));
+    }
+
+    /// A problem from `fixtures/topology-policies/<text>` with `policy` added to each pending
+    /// pod's spread.
+    fn with_policy(text: &str, policy: &str) -> Problem {
+        const SPREAD: &str = "labelSelector: {matchLabels: {app: web}}}";
+        let changed = text.replace(
+            SPREAD,
+            &format!("labelSelector: {{matchLabels: {{app: web}}}}, {policy}}}"),
+        );
+        let snapshot = crate::snapshot::parse_snapshot(&changed, "test").expect("scenario parses");
+        Problem::build(
+            &snapshot,
+            &crate::catalog::Catalog::from_json(CATALOG, "test-f0").expect("catalog parses"),
+        )
+    }
+
+    /// The web spread's running counts and domains.
+    fn web_spread(p: &Problem) -> (Vec<(&str, i64)>, Vec<&str>) {
+        assert_eq!(p.topology.spreads.len(), 1, "{:?}", p.topology.spreads);
+        let g = &p.topology.spreads[0];
+        (
+            g.existing.iter().map(|(d, &n)| (d.as_str(), n)).collect(),
+            g.eligible.iter().map(String::as_str).collect(),
+        )
+    }
+
+    const TAINTED: &str = include_str!("../../fixtures/topology-policies/tainted-domain.yaml");
+    const POOL_SELECTOR: &str =
+        include_str!("../../fixtures/topology-policies/affinity-pool-selector.yaml");
+    const ZONE_SELECTOR: &str =
+        include_str!("../../fixtures/topology-policies/affinity-zone-selector.yaml");
+
+    #[test]
+    fn ignored_taints_count_a_tainted_node_and_the_tainted_pools_zone() {
+        let p = with_policy(TAINTED, "nodeTaintsPolicy: Ignore");
+        let all = vec!["test-zone-1", "test-zone-2", "test-zone-3"];
+        assert_eq!(web_spread(&p), (vec![("test-zone-3", 1)], all));
+    }
+
+    #[test]
+    fn honoured_taints_leave_out_a_tainted_node_and_the_tainted_pools_zone() {
+        let p = with_policy(TAINTED, "nodeTaintsPolicy: Honor");
+        assert_eq!(web_spread(&p), (vec![], vec!["test-zone-1", "test-zone-2"]));
+    }
+
+    #[test]
+    fn honoured_affinity_does_not_count_a_node_the_pods_selector_rejects() {
+        let p = with_policy(POOL_SELECTOR, "nodeAffinityPolicy: Honor");
+        let all = vec!["test-zone-1", "test-zone-2", "test-zone-3"];
+        assert_eq!(web_spread(&p), (vec![], all.clone()));
+        let p = with_policy(POOL_SELECTOR, "nodeAffinityPolicy: Ignore");
+        assert_eq!(web_spread(&p), (vec![("test-zone-1", 2)], all));
+    }
+
+    #[test]
+    fn ignored_affinity_makes_a_zone_the_pod_cannot_reach_a_domain() {
+        let p = with_policy(ZONE_SELECTOR, "nodeAffinityPolicy: Honor");
+        assert_eq!(web_spread(&p), (vec![], vec!["test-zone-1", "test-zone-2"]));
+        let p = with_policy(ZONE_SELECTOR, "nodeAffinityPolicy: Ignore");
+        let all = vec!["test-zone-1", "test-zone-2", "test-zone-3"];
+        assert_eq!(web_spread(&p), (vec![("test-zone-3", 1)], all));
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use k8s_openapi::api::core::v1 as core;
 
 use crate::domain::{
-    Labels, NodeSelector, PodAffinityTerm, PodConstraints, Requirement, Toleration, TopologySpread,
-    Weighted, WhenUnsatisfiable, HOSTNAME,
+    Labels, NodeInclusionPolicy, NodeSelector, PodAffinityTerm, PodConstraints, Requirement,
+    Toleration, TopologySpread, Weighted, WhenUnsatisfiable, HOSTNAME,
 };
 
 use super::convert::{
@@ -223,7 +223,34 @@ fn spread(
         when_unsatisfiable,
         selector,
         min_domains,
+        node_affinity_policy: inclusion_policy(
+            s.node_affinity_policy.as_deref(),
+            NodeInclusionPolicy::affinity_default(),
+            &format!("{path}.nodeAffinityPolicy"),
+        )?,
+        node_taints_policy: inclusion_policy(
+            s.node_taints_policy.as_deref(),
+            NodeInclusionPolicy::taints_default(),
+            &format!("{path}.nodeTaintsPolicy"),
+        )?,
     })
+}
+
+/// `nodeAffinityPolicy` or `nodeTaintsPolicy`: `Honor` or `Ignore`, `default` when unset.
+fn inclusion_policy(
+    value: Option<&str>,
+    default: NodeInclusionPolicy,
+    path: &str,
+) -> FieldResult<NodeInclusionPolicy> {
+    match value {
+        None => Ok(default),
+        Some("Honor") => Ok(NodeInclusionPolicy::Honor),
+        Some("Ignore") => Ok(NodeInclusionPolicy::Ignore),
+        Some(other) => Err(FieldError::new(
+            path.to_string(),
+            format!("unknown value {other:?} (Honor or Ignore)"),
+        )),
+    }
 }
 
 fn affinity_terms(
@@ -296,4 +323,54 @@ fn affinity_term(
         all_namespaces: t.namespace_selector.is_some(),
         topology_key: t.topology_key.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn constraint(affinity: Option<&str>, taints: Option<&str>) -> core::TopologySpreadConstraint {
+        core::TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: "topology.kubernetes.io/zone".into(),
+            when_unsatisfiable: "DoNotSchedule".into(),
+            node_affinity_policy: affinity.map(str::to_string),
+            node_taints_policy: taints.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn policies(s: &TopologySpread) -> (NodeInclusionPolicy, NodeInclusionPolicy) {
+        (s.node_affinity_policy, s.node_taints_policy)
+    }
+
+    #[test]
+    fn unset_policies_take_kubernetes_defaults() {
+        let s = spread(&constraint(None, None), &Labels::new(), "spec.x").expect("converts");
+        use NodeInclusionPolicy::*;
+        assert_eq!(policies(&s), (Honor, Ignore));
+    }
+
+    #[test]
+    fn written_policies_are_kept() {
+        let c = constraint(Some("Ignore"), Some("Honor"));
+        let s = spread(&c, &Labels::new(), "spec.x").expect("converts");
+        use NodeInclusionPolicy::*;
+        assert_eq!(policies(&s), (Ignore, Honor));
+    }
+
+    #[test]
+    fn an_unknown_policy_names_its_field() {
+        for (c, field) in [
+            (constraint(Some("honor"), None), "nodeAffinityPolicy"),
+            (constraint(None, Some("")), "nodeTaintsPolicy"),
+        ] {
+            let err = spread(&c, &Labels::new(), "spec.topologySpreadConstraints[2]")
+                .expect_err("not a policy");
+            assert_eq!(
+                err.path,
+                format!("spec.topologySpreadConstraints[2].{field}")
+            );
+        }
+    }
 }

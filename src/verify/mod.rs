@@ -24,11 +24,12 @@
 //!   lower bound is not above its objective.
 //!
 //! The rules are read against the cluster as the plan leaves it. A spread's domains are the values
-//! of its key on the nodes the pod's node selector and affinity accept (nodeAffinityPolicy Honor,
-//! nodeTaintsPolicy Ignore) and, for keys other than the hostname, on the offerings that NodePools
-//! whose taints the pod tolerates may launch, as Karpenter counts them; its hostname domains are
-//! the nodes themselves, existing and new, which is what kube-scheduler checks when it binds the
-//! pods.
+//! of its key on the nodes its nodeAffinityPolicy and nodeTaintsPolicy admit (Honor: the pod's own
+//! nodeSelector and required node affinity accept the node, or the pod tolerates its taints;
+//! Ignore: every node) and, for keys other than the hostname, on the offerings NodePools may launch
+//! that the same policies admit, as Karpenter counts them; pods count on admitted nodes only. Its
+//! hostname domains are the nodes themselves, existing and new, which is what kube-scheduler
+//! checks when it binds the pods.
 //!
 //! Passing is necessary, not sufficient: it says nothing about optimality.
 

@@ -120,27 +120,34 @@ impl<'a> Cluster<'a, '_> {
         out
     }
 
-    /// Domains are the values of the key on nodes the pod's node selector and affinity accept
-    /// (nodeAffinityPolicy Honor, nodeTaintsPolicy Ignore), and, for keys other than the hostname,
-    /// on offerings of NodePools whose taints it tolerates (Karpenter spreads into zones it can
-    /// launch in). Pods count on the nodes that are domains.
+    /// Domains are the values of the key on the nodes the spread's node inclusion policies admit
+    /// (nodeAffinityPolicy Honor: the pod's nodeSelector and required node affinity accept the
+    /// node; nodeTaintsPolicy Honor: the pod tolerates its NoSchedule and NoExecute taints), and,
+    /// for keys other than the hostname, on the offerings NodePools may launch that the policies
+    /// admit, taking the NodePool's taints (Karpenter spreads into zones it can launch in). Pods
+    /// count on the nodes that are domains.
     fn tally(&mut self, c: &PodConstraints, s: &TopologySpread) -> Tally {
         let key = s.topology_key.as_str();
+        let admitted: Vec<bool> = self
+            .hosts
+            .iter()
+            .map(|h| s.counts_node(c, &h.labels, &h.taints))
+            .collect();
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for h in self.hosts.iter().filter(|h| c.node_matches(&h.labels)) {
+        for (h, _) in self.hosts.iter().zip(&admitted).filter(|(_, &a)| a) {
             if let Some(d) = h.labels.get(key) {
                 counts.entry(d.clone()).or_insert(0);
             }
         }
-        for p in &self.placed {
+        for p in self.placed.iter().filter(|p| admitted[p.host]) {
             let labels = &self.hosts[p.host].labels;
             let counted = p.pod.namespace == c.namespace && s.selector.matches(&p.pod.labels);
-            if let (true, true, Some(d)) = (counted, c.node_matches(labels), labels.get(key)) {
+            if let (true, Some(d)) = (counted, labels.get(key)) {
                 *counts.entry(d.clone()).or_insert(0) += 1;
             }
         }
         if key != HOSTNAME {
-            for d in self.launchable_domains(c, key) {
+            for d in self.launchable_domains(c, s) {
                 counts.entry(d).or_insert(0);
             }
         }
@@ -153,7 +160,8 @@ impl<'a> Cluster<'a, '_> {
         Tally { counts, min }
     }
 
-    fn launchable_domains(&mut self, c: &PodConstraints, key: &str) -> BTreeSet<String> {
+    fn launchable_domains(&mut self, c: &PodConstraints, s: &TopologySpread) -> BTreeSet<String> {
+        let key = s.topology_key.as_str();
         let (snapshot, catalog) = (self.snapshot, self.catalog);
         let pools = &snapshot.nodepools;
         let launchable = self
@@ -161,11 +169,7 @@ impl<'a> Cluster<'a, '_> {
             .get_or_insert_with(|| launchable_offerings(snapshot, catalog));
         launchable
             .iter()
-            .filter(|(pi, labels)| {
-                let taints = &pools[*pi].taints;
-                crate::domain::labels::tolerates_all(&c.tolerations, taints)
-                    && c.node_matches(labels)
-            })
+            .filter(|(pi, labels)| s.counts_node(c, labels, &pools[*pi].taints))
             .filter_map(|(_, labels)| labels.get(key).cloned())
             .collect()
     }

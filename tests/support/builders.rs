@@ -233,6 +233,8 @@ fn make_pod(c: &ClassSpec, key: &str) -> Pod {
             },
             selector: selector(&c.name),
             min_domains: None,
+            node_affinity_policy: joiner::domain::NodeInclusionPolicy::affinity_default(),
+            node_taints_policy: joiner::domain::NodeInclusionPolicy::taints_default(),
         });
     }
     if c.anti {

@@ -71,9 +71,13 @@ pub fn spread_floors(p: &Problem, demand: &[u32]) -> Vec<SpreadFloor> {
     for ((members, eligible), (s, owners)) in spreads {
         // kube-scheduler checks the skew only when it places an owner's pod: every pod counted must
         // be one, and a zone's last pod may come from the owner with the largest skew
+        // a domain no member can reach (one the spread counts under nodeAffinityPolicy or
+        // nodeTaintsPolicy Ignore) stays at its running count, so no floor fills it
+        let reached: BTreeSet<String> = members.iter().flat_map(|&k| zones_of(p, k)).collect();
         if members.iter().any(|k| taken.contains(k))
             || !owners.iter().eq(members.iter())
             || !members.iter().all(|&k| zones_of(p, k).is_subset(eligible))
+            || !eligible.is_subset(&reached)
         {
             continue;
         }
