@@ -156,7 +156,7 @@ impl Storage {
     /// The cluster's default StorageClass (the alphabetically last when several claim it, as no
     /// choice between them is right).
     pub fn default_class(&self) -> Option<&StorageClass> {
-        self.classes.values().filter(|c| c.default).last()
+        self.classes.values().rfind(|c| c.default)
     }
 
     /// Resolves the volumes of a pod in `namespace` (named `pod` for messages). An error names the
