@@ -121,8 +121,7 @@ pub fn scale_in(
         nodepools: vec![nodepool()],
         node_classes: vec![NodeClass {
             name: "default".into(),
-            kubelet: Default::default(),
-            zones: None,
+            ..Default::default()
         }],
         daemonsets: vec![daemonset.clone()],
         ..Default::default()
@@ -324,8 +323,6 @@ fn deployment_pod(d: &Deployment, node: &str, rng: &mut Rng) -> Pod {
             match_expressions: vec![],
         },
         min_domains: None,
-        node_affinity_policy: crate::domain::NodeInclusionPolicy::affinity_default(),
-        node_taints_policy: crate::domain::NodeInclusionPolicy::taints_default(),
     });
     let constraints = PodConstraints {
         namespace: NAMESPACE.into(),

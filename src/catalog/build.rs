@@ -28,7 +28,7 @@ use crate::domain::{Quantity, Resources};
 const ROOT_VOLUME_GIB: i64 = 20;
 /// Extended resource Karpenter and the Neuron device plugin advertise: one per Inferentia/Trainium
 /// device.
-const NEURON_RESOURCE: &str = "aws.amazon.com/neuron";
+pub(crate) const NEURON_RESOURCE: &str = "aws.amazon.com/neuron";
 /// Spot Advisor's interruption bands: 0 `<5%`, 1 `5-10%`, 2 `10-15%`, 3 `15-20%`, 4 `>20%`.
 const INTERRUPTION_BANDS: u8 = 5;
 
@@ -462,6 +462,9 @@ pub(crate) fn build_type(raw: &RawType, arch: Arch, offerings: Vec<Offering>) ->
         hypervisor: raw.hypervisor.clone().filter(|h| !h.is_empty()),
         cpu_manufacturer: raw.cpu_manufacturer.clone().filter(|m| !m.is_empty()),
         local_nvme_gb: raw.local_nvme_gb.filter(|n| *n > 0),
+        // the data folder has neither: the attach limit is derived (`catalog::ebs`)
+        local_nvme_disks: None,
+        ebs: None,
         network_bandwidth_mbps: None,
         offerings,
     }
@@ -545,7 +548,8 @@ pub fn to_pretty_json(c: &Catalog) -> Result<String, CatalogError> {
 #[rustfmt::skip]
 const FIELD_ORDER: &[&str] = &[
     "name", "vcpu", "memory_mib", "arch", "max_pods", "max_enis", "ipv4_per_eni", "gpu", "capacity", "labels",
-    "overhead", "hypervisor", "cpu_manufacturer", "local_nvme_gb", "network_bandwidth_mbps",
+    "overhead", "hypervisor", "cpu_manufacturer", "local_nvme_gb", "local_nvme_disks", "ebs",
+    "network_bandwidth_mbps",
 ];
 
 fn type_line(it: &InstanceType) -> Result<String, serde_json::Error> {

@@ -1,10 +1,14 @@
 //! Capacity and allocatable room of an instance type, following Karpenter's AWS model: memory less
 //! a 7.5% VM overhead, ENI-limited max pods, tiered kube-reserved CPU, `11 * pods + 255` MiB
 //! kube-reserved memory and a 100Mi eviction threshold, each overridable by the EC2NodeClass
-//! kubelet settings.
+//! kubelet settings; ephemeral storage from the EC2NodeClass's volumes (the instance-store RAID0
+//! array, else the volume it states for the root filesystem, else the catalog's figure, which
+//! bundled catalogs set to Karpenter's default 20Gi) with 1Gi kube-reserved and 10% held for
+//! eviction; and the EBS attachments the CSI driver will allow (`ebs`).
 
 use crate::domain::resources::{AMD_GPU, CPU, EPHEMERAL_STORAGE, MEMORY, NVIDIA_GPU, PODS};
-use crate::domain::{KubeletSettings, Quantity, Resources};
+use crate::domain::volume::ebs_attach_resource;
+use crate::domain::{KubeletSettings, NodeClass, Quantity, Resources};
 
 use super::InstanceType;
 
@@ -12,6 +16,8 @@ use super::InstanceType;
 const VM_OVERHEAD_PERMILLE: u64 = 75;
 /// Pods when neither the catalog nor ENI data say (kubelet's default).
 const DEFAULT_MAX_PODS: u32 = 110;
+/// Bytes in the GB that EC2 states instance-store sizes in.
+const BYTES_PER_GB: i64 = 1_000_000_000;
 
 /// The VPC CNI limit without prefix delegation.
 pub fn eni_max_pods(max_enis: u32, ipv4_per_eni: u32) -> u32 {
@@ -46,12 +52,40 @@ impl InstanceType {
         }
     }
 
-    /// What the node reports as capacity.
+    /// What the node reports as capacity under kubelet settings alone: no node class states its
+    /// volumes, so ephemeral storage is the catalog's figure and only the root volume is attached.
     pub fn capacity(&self, kubelet: Option<&KubeletSettings>) -> Resources {
+        self.capacity_in(kubelet, None)
+    }
+
+    /// Room left for pods under kubelet settings alone (see [`InstanceType::capacity`]).
+    pub fn allocatable(&self, kubelet: Option<&KubeletSettings>) -> Resources {
+        self.allocatable_in(kubelet, None)
+    }
+
+    /// What a node launched with `class` reports as capacity: its kubelet settings and volumes.
+    pub fn node_capacity(&self, class: Option<&NodeClass>) -> Resources {
+        self.capacity_in(class.map(|c| &c.kubelet), class)
+    }
+
+    /// Room left for pods on a node launched with `class`.
+    pub fn node_allocatable(&self, class: Option<&NodeClass>) -> Resources {
+        self.allocatable_in(class.map(|c| &c.kubelet), class)
+    }
+
+    fn capacity_in(
+        &self,
+        kubelet: Option<&KubeletSettings>,
+        class: Option<&NodeClass>,
+    ) -> Resources {
         let mut cap = Resources::new()
             .with(CPU, Quantity::from_units(i64::from(self.vcpu)))
             .with(MEMORY, self.memory())
-            .with(PODS, Quantity::from_units(i64::from(self.pods(kubelet))));
+            .with(PODS, Quantity::from_units(i64::from(self.pods(kubelet))))
+            .with(
+                &ebs_attach_resource(),
+                Quantity::from_units(i64::from(self.ebs_attach_limit(class))),
+            );
         if let Some(gpu) = self.gpu.as_ref().filter(|g| g.count > 0) {
             let name = if gpu.manufacturer.eq_ignore_ascii_case("amd") {
                 AMD_GPU
@@ -63,13 +97,39 @@ impl InstanceType {
         for (name, q) in self.capacity.iter() {
             cap.set(name, q);
         }
+        // what the class launches with is more specific than the catalog's per-type figure
+        if let Some(storage) = self.ephemeral_storage(class) {
+            cap.set(EPHEMERAL_STORAGE, storage);
+        }
         cap
+    }
+
+    /// Ephemeral storage a node launched with `class` has, when the class decides it: the
+    /// instance-store RAID0 array on a type that has NVMe instance store, else the volume the
+    /// class states for the root filesystem.
+    fn ephemeral_storage(&self, class: Option<&NodeClass>) -> Option<Quantity> {
+        let class = class?;
+        let raid = self
+            .local_nvme_gb
+            .filter(|gb| *gb > 0 && class.instance_store_raid0)
+            .map(|gb| {
+                Quantity::from_units(
+                    i64::try_from(gb)
+                        .unwrap_or(i64::MAX)
+                        .saturating_mul(BYTES_PER_GB),
+                )
+            });
+        raid.or(class.ephemeral_volume)
     }
 
     /// Room left for pods: capacity less kube-reserved, system-reserved and the eviction threshold,
     /// or less the catalog's explicit `overhead`.
-    pub fn allocatable(&self, kubelet: Option<&KubeletSettings>) -> Resources {
-        let cap = self.capacity(kubelet);
+    fn allocatable_in(
+        &self,
+        kubelet: Option<&KubeletSettings>,
+        class: Option<&NodeClass>,
+    ) -> Resources {
+        let cap = self.capacity_in(kubelet, class);
         if let Some(overhead) = &self.overhead {
             return clamp_zero(cap.minus(overhead));
         }
@@ -85,7 +145,7 @@ impl InstanceType {
             .with(CPU, Quantity::from_milli(cpu_reserved_milli(self.vcpu)))
             .with(MEMORY, Quantity::from_mib(11 * pods + 255));
         let mut eviction = Resources::new().with(MEMORY, Quantity::from_mib(100));
-        // ephemeral storage is only modelled when the catalog states the root volume (bundled
+        // ephemeral storage is only modelled when the catalog or the node class states it (bundled
         // catalogs carry Karpenter's default 20Gi); then 1Gi is kube-reserved and 10% held for
         // eviction
         if cap.get(EPHEMERAL_STORAGE).milli() > 0 {
@@ -194,6 +254,75 @@ mod tests {
         assert_eq!(
             a.get(MEMORY),
             Quantity::from_mib(7577 - (11 * 20 + 255) - 500)
+        );
+    }
+
+    #[test]
+    fn ephemeral_storage_follows_the_node_class() {
+        let gib = |n: i64| Quantity::from_units(n << 30);
+        let mut it = m5_large();
+        it.capacity.set(EPHEMERAL_STORAGE, gib(20));
+        // the catalog's 20Gi: 20 - 1 kube-reserved - 2 (10% eviction) = 17Gi
+        assert_eq!(it.node_allocatable(None).get(EPHEMERAL_STORAGE), gib(17));
+        let class = NodeClass {
+            ephemeral_volume: Some(gib(100)),
+            ..Default::default()
+        };
+        assert_eq!(
+            it.node_capacity(Some(&class)).get(EPHEMERAL_STORAGE),
+            gib(100)
+        );
+        // 100 - 1 - 10 = 89Gi
+        assert_eq!(
+            it.node_allocatable(Some(&class)).get(EPHEMERAL_STORAGE),
+            gib(89)
+        );
+        // RAID0 on a type without instance store keeps the root volume
+        let raid = NodeClass {
+            instance_store_raid0: true,
+            ..class.clone()
+        };
+        assert_eq!(
+            it.node_capacity(Some(&raid)).get(EPHEMERAL_STORAGE),
+            gib(100)
+        );
+        // c5d.large's 50 GB NVMe array: 50e9 - 1Gi - 5e9 bytes
+        let c5d = InstanceType {
+            local_nvme_gb: Some(50),
+            ..InstanceType::new("c5d.large", 2, 4096, Arch::Amd64)
+        };
+        let cap = c5d.node_capacity(Some(&raid)).get(EPHEMERAL_STORAGE);
+        assert_eq!(cap, Quantity::from_units(50_000_000_000));
+        assert_eq!(
+            c5d.node_allocatable(Some(&raid)).get(EPHEMERAL_STORAGE),
+            Quantity::from_units(50_000_000_000 - (1 << 30) - 5_000_000_000)
+        );
+        // a class that states nothing leaves a catalog without the figure unmodelled
+        let plain = NodeClass::default();
+        assert_eq!(
+            m5_large()
+                .node_allocatable(Some(&plain))
+                .get(EPHEMERAL_STORAGE),
+            Quantity::ZERO
+        );
+    }
+
+    #[test]
+    fn capacity_carries_the_ebs_attach_limit() {
+        let name = ebs_attach_resource();
+        let it = InstanceType {
+            hypervisor: Some("nitro".into()),
+            ..m5_large()
+        };
+        assert_eq!(it.capacity(None).get(&name), Quantity::from_units(25));
+        assert_eq!(it.allocatable(None).get(&name), Quantity::from_units(25));
+        let class = NodeClass {
+            launch_data_volumes: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            it.node_allocatable(Some(&class)).get(&name),
+            Quantity::from_units(23)
         );
     }
 

@@ -8,6 +8,7 @@
 
 pub mod build;
 mod capacity;
+mod ebs;
 mod labels;
 
 use serde::{Deserialize, Serialize};
@@ -15,10 +16,14 @@ use serde::{Deserialize, Serialize};
 use crate::domain::{Quantity, Resources};
 
 pub use capacity::{cpu_reserved_milli, eni_max_pods};
+pub use ebs::{EbsLimit, EbsLimitKind};
 
 /// Bounds a catalog entry must stay within (see `Catalog::validate`).
 const MAX_VCPU: u64 = 1 << 16;
 const MAX_MEMORY_MIB: u64 = 1 << 34;
+/// Far above EC2's largest instance store (335,520 GB on d3en.12xlarge), and low enough that the
+/// array's size in bytes stays exact in ephemeral-storage arithmetic.
+const MAX_LOCAL_NVME_GB: u64 = 1 << 19;
 
 /// `on-demand` or `spot`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -126,6 +131,12 @@ pub struct InstanceType {
     pub cpu_manufacturer: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_nvme_gb: Option<u64>,
+    /// How many disks the NVMe instance store has; each takes an EBS attachment slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_nvme_disks: Option<u32>,
+    /// EC2's EBS attachment figures, when known; without them the limit is derived (`ebs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebs: Option<EbsLimit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_bandwidth_mbps: Option<u64>,
     pub offerings: Vec<Offering>,
@@ -228,6 +239,11 @@ impl Catalog {
                     it.memory_mib
                 )));
             }
+            if let Some(gb) = it.local_nvme_gb.filter(|gb| *gb > MAX_LOCAL_NVME_GB) {
+                return Err(bad(format!(
+                    "local_nvme_gb {gb} is beyond {MAX_LOCAL_NVME_GB}"
+                )));
+            }
             if let Some(r) = it.capacity.first_negative() {
                 return Err(bad(format!("capacity.{r} is negative")));
             }
@@ -269,6 +285,8 @@ impl InstanceType {
             hypervisor: None,
             cpu_manufacturer: None,
             local_nvme_gb: None,
+            local_nvme_disks: None,
+            ebs: None,
             network_bandwidth_mbps: None,
             offerings: vec![],
         }

@@ -121,16 +121,14 @@ pub(crate) fn register(
     now: &str,
 ) {
     let pool = snapshot.nodepools.iter().find(|p| p.name == n.nodepool);
-    let kubelet = pool
-        .and_then(|p| snapshot.node_class(p.node_class.as_deref()))
-        .map(|c| c.kubelet.clone());
+    let class = pool.and_then(|p| snapshot.node_class(p.node_class.as_deref()));
     let it = catalog
         .instance_types
         .iter()
         .find(|t| t.name == n.instance_type);
-    let capacity = it.map(|t| t.capacity(kubelet.as_ref())).unwrap_or_default();
+    let capacity = it.map(|t| t.node_capacity(class)).unwrap_or_default();
     let allocatable: Resources = match it {
-        Some(t) => t.allocatable(kubelet.as_ref()),
+        Some(t) => t.node_allocatable(class),
         None => n
             .allocatable
             .iter()

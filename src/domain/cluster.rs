@@ -224,6 +224,23 @@ pub struct NodeClass {
     /// Zones its subnets are in (`status.subnets`), when resolved: nodes can only launch there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<Vec<String>>,
+    /// Size of the volume the kubelet's root filesystem, and so ephemeral storage, lives on, when
+    /// the class's block device mappings or AMI family decide it; None is Karpenter's default
+    /// (20Gi), which catalogs state per type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral_volume: Option<super::Quantity>,
+    /// `instanceStorePolicy: RAID0`: on types with NVMe instance store, ephemeral storage is the
+    /// whole array.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub instance_store_raid0: bool,
+    /// EBS volumes a node is launched with besides its root volume; each takes an attachment
+    /// slot that claims cannot use.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub launch_data_volumes: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A DaemonSet, reduced to the pod its template would create on each matching node.

@@ -199,6 +199,7 @@ pub fn to_plan(
     let mut cost = 0.0;
     let mut objective = super::preferred::penalty(p, state);
     let mut counter = 0;
+    let ebs_attach = crate::domain::volume::ebs_attach_resource();
     for n in state.nodes.iter().filter(|n| !n.placed.is_empty()) {
         let mut pods: Vec<String> = n.placed.iter().flat_map(|(&k, &c)| take(k, c)).collect();
         pods.sort();
@@ -225,10 +226,12 @@ pub fn to_plan(
                     capacity_type: off.capacity_type,
                     price: off.price,
                     labels,
+                    // the EBS attach limit is left out: a node reports it on its CSINode, not
+                    // in its allocatable
                     allocatable: s
                         .allocatable
                         .iter()
-                        .filter(|(_, q)| q.milli() > 0)
+                        .filter(|(k, q)| q.milli() > 0 && *k != ebs_attach)
                         .map(|(k, q)| {
                             (
                                 k.to_string(),

@@ -498,13 +498,12 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
             continue;
         }
         let class = snapshot.node_class(np.node_class.as_deref());
-        let kubelet = class.map(|c| &c.kubelet);
         let zones = class.and_then(|c| c.zones.as_ref());
         // a new node's launch, paid once, charged per hour over the payback time
         let launch = snapshot.weights.per_hour(snapshot.weights.node_launch);
         for it in &catalog.instance_types {
             let base = pool_type_labels(it, np, &catalog.region);
-            let allocatable = it.allocatable(kubelet);
+            let allocatable = it.node_allocatable(class);
             let offerings: Vec<ShapeOffering> = it
                 .offerings
                 .iter()
@@ -542,7 +541,7 @@ fn build_shapes(snapshot: &ClusterSnapshot, catalog: &Catalog, dims: &[String]) 
                     pool: pi,
                     instance_type: it.name.clone(),
                     taints: np.taints.clone(),
-                    capacity: it.capacity(kubelet),
+                    capacity: it.node_capacity(class),
                     allocatable,
                     offerings,
                 });
@@ -986,8 +985,7 @@ mod tests {
         };
         snapshot.node_classes.push(crate::domain::NodeClass {
             name: "nc".into(),
-            kubelet: Default::default(),
-            zones: None,
+            ..Default::default()
         });
         assert_eq!(
             zones(&snapshot),

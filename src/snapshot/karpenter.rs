@@ -217,6 +217,30 @@ pub(crate) struct SubnetStatus {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NodeClassSpec {
     pub kubelet: Option<KubeletSpec>,
+    pub ami_family: Option<String>,
+    pub ami_selector_terms: Option<Vec<AmiTermSpec>>,
+    pub block_device_mappings: Option<Vec<BlockDeviceMappingSpec>>,
+    pub instance_store_policy: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct AmiTermSpec {
+    pub alias: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct BlockDeviceMappingSpec {
+    pub device_name: Option<String>,
+    pub ebs: Option<EbsSpec>,
+    #[serde(default)]
+    pub root_volume: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EbsSpec {
+    pub volume_size: Option<Text>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -319,7 +343,9 @@ pub(crate) fn convert_node_class(obj: NodeClassObject) -> FieldResult<NodeClass>
     zones.sort();
     zones.dedup();
     let zones = (!zones.is_empty()).then_some(zones);
-    let k = obj.spec.and_then(|s| s.kubelet).unwrap_or_default();
+    let spec = obj.spec.unwrap_or_default();
+    let volumes = launch_volumes(&spec)?;
+    let k = spec.kubelet.unwrap_or_default();
     let mut eviction_hard = BTreeMap::new();
     for (signal, Text(value)) in k.eviction_hard.unwrap_or_default() {
         // Every eviction signal takes a percentage or a quantity; catching typos here keeps
@@ -344,7 +370,150 @@ pub(crate) fn convert_node_class(obj: NodeClassObject) -> FieldResult<NodeClass>
         name,
         kubelet,
         zones,
+        ephemeral_volume: volumes.ephemeral_volume,
+        instance_store_raid0: volumes.instance_store_raid0,
+        launch_data_volumes: volumes.data_volumes,
     })
+}
+
+/// What an EC2NodeClass launches a node with that scheduling sees: the ephemeral-storage volume,
+/// the instance-store policy and the EBS volumes besides the root.
+#[derive(Debug, Default, PartialEq)]
+struct LaunchVolumes {
+    ephemeral_volume: Option<Quantity>,
+    instance_store_raid0: bool,
+    data_volumes: u32,
+}
+
+/// AMI families by the disks their images come with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiskLayout {
+    /// AL2 and AL2023 (and a class naming no family): one root volume, `/dev/xvda`, 20Gi.
+    AmazonLinux,
+    /// A 4Gi OS volume on `/dev/xvda` and a 20Gi data volume on `/dev/xvdb` for containers.
+    Bottlerocket,
+    /// One root volume, `/dev/sda1`, 50Gi.
+    Windows,
+    /// Whatever the image has: joiner cannot know its devices.
+    Custom,
+}
+
+impl DiskLayout {
+    fn of(spec: &NodeClassSpec) -> DiskLayout {
+        let alias_family = spec
+            .ami_selector_terms
+            .iter()
+            .flatten()
+            .find_map(|t| t.alias.as_deref())
+            .and_then(|a| a.split('@').next());
+        let family = spec.ami_family.as_deref().or(alias_family).unwrap_or("");
+        let family = family.to_ascii_lowercase();
+        if family == "bottlerocket" {
+            DiskLayout::Bottlerocket
+        } else if family.starts_with("windows") {
+            DiskLayout::Windows
+        } else if family == "custom" {
+            DiskLayout::Custom
+        } else {
+            DiskLayout::AmazonLinux
+        }
+    }
+
+    /// The device the image boots from, when the family fixes it.
+    fn root_device(self) -> Option<&'static str> {
+        match self {
+            DiskLayout::AmazonLinux | DiskLayout::Bottlerocket => Some("/dev/xvda"),
+            DiskLayout::Windows => Some("/dev/sda1"),
+            DiskLayout::Custom => None,
+        }
+    }
+
+    /// The device pods' ephemeral storage is on, when the family fixes it.
+    fn ephemeral_device(self) -> Option<&'static str> {
+        match self {
+            DiskLayout::Bottlerocket => Some("/dev/xvdb"),
+            other => other.root_device(),
+        }
+    }
+
+    /// The ephemeral volume's size when the class maps no device for it; None is Karpenter's
+    /// default 20Gi.
+    fn default_ephemeral(self) -> Option<Quantity> {
+        match self {
+            DiskLayout::Windows => Some(Quantity::from_units(50 << 30)),
+            _ => None,
+        }
+    }
+}
+
+/// Karpenter's rules for ephemeral storage (aws/karpenter-provider-aws at commit `1d927085`,
+/// `pkg/providers/instancetype/types.go` `ephemeralStorage` and the AMI families' default
+/// mappings in `pkg/providers/amifamily`): the mapping marked `rootVolume`; else, for a custom AMI, the last mapping; else the
+/// mapping on the family's ephemeral device; else the family's default. A mapping without a
+/// `volumeSize` (a snapshot's size) does not decide.
+fn launch_volumes(spec: &NodeClassSpec) -> FieldResult<LaunchVolumes> {
+    let layout = DiskLayout::of(spec);
+    let instance_store_raid0 = match spec.instance_store_policy.as_deref() {
+        None => false,
+        Some("RAID0") => true,
+        Some(other) => {
+            return Err(FieldError::new(
+                "spec.instanceStorePolicy",
+                format!("{other:?} is not a policy (RAID0 is the only one)"),
+            ))
+        }
+    };
+    let mappings = spec.block_device_mappings.as_deref().unwrap_or_default();
+    let mut sizes = Vec::with_capacity(mappings.len());
+    for (i, m) in mappings.iter().enumerate() {
+        sizes.push(volume_size(m, i)?);
+    }
+    let on_device = |device: Option<&str>| {
+        mappings
+            .iter()
+            .zip(&sizes)
+            .find(|(m, _)| device.is_some() && m.device_name.as_deref() == device)
+    };
+    let root = mappings.iter().zip(&sizes).find(|(m, _)| m.root_volume);
+    let ephemeral_volume = match (root.and_then(|(_, s)| *s), layout) {
+        (Some(size), _) => Some(size),
+        (None, DiskLayout::Custom) if !sizes.is_empty() => sizes.last().copied().flatten(),
+        (None, _) => on_device(layout.ephemeral_device())
+            .and_then(|(_, s)| *s)
+            .or(layout.default_ephemeral()),
+    };
+    let root_mapped = root.is_some() || on_device(layout.root_device()).is_some();
+    let data_volumes = if mappings.is_empty() {
+        u32::from(layout == DiskLayout::Bottlerocket)
+    } else {
+        // the image's root volume is there whether or not a mapping replaces it
+        let ebs = mappings.iter().filter(|m| m.ebs.is_some()).count();
+        let ebs = u32::try_from(ebs).unwrap_or(u32::MAX);
+        ebs.saturating_sub(u32::from(root_mapped))
+    };
+    Ok(LaunchVolumes {
+        ephemeral_volume,
+        instance_store_raid0,
+        data_volumes,
+    })
+}
+
+/// EBS's largest volume (64 TiB); beyond it a size is a typo, and allocatable arithmetic on it
+/// could overflow.
+const MAX_VOLUME_BYTES: i64 = 64 << 40;
+
+/// A mapping's `ebs.volumeSize`: a positive quantity up to EBS's largest, or None when not given.
+fn volume_size(m: &BlockDeviceMappingSpec, i: usize) -> FieldResult<Option<Quantity>> {
+    let Some(Text(text)) = m.ebs.as_ref().and_then(|e| e.volume_size.as_ref()) else {
+        return Ok(None);
+    };
+    match Quantity::parse(text) {
+        Ok(q) if q.milli() > 0 && q <= Quantity::from_units(MAX_VOLUME_BYTES) => Ok(Some(q)),
+        _ => Err(FieldError::new(
+            format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
+            format!("{text:?} is not a size between 1 byte and 64Ti"),
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -393,6 +562,70 @@ mod tests {
         .unwrap();
         let e = convert_node_class(bad).unwrap_err();
         assert_eq!(e.path, "spec.kubelet.evictionHard.memory.available");
+    }
+
+    fn class(spec: &str) -> FieldResult<NodeClass> {
+        convert_node_class(typed(yaml(&format!("metadata: {{name: c}}\nspec: {spec}\n"))).unwrap())
+    }
+
+    #[test]
+    fn root_volume_mapping_sizes_ephemeral_storage() {
+        let c = class(
+            "{amiFamily: AL2023, blockDeviceMappings: [{deviceName: /dev/xvda, rootVolume: true, \
+             ebs: {volumeSize: 100Gi}}, {deviceName: /dev/xvdc, ebs: {volumeSize: 10Gi}}]}",
+        )
+        .unwrap();
+        assert_eq!(c.ephemeral_volume, Some(Quantity::from_units(100 << 30)));
+        assert_eq!(c.launch_data_volumes, 1);
+        assert!(!c.instance_store_raid0);
+    }
+
+    #[test]
+    fn without_a_root_mapping_the_family_decides() {
+        // AL2023's ephemeral device is its root, /dev/xvda
+        let c = class("{amiFamily: AL2023, blockDeviceMappings: [{deviceName: /dev/xvda, ebs: {volumeSize: 80G}}]}")
+            .unwrap();
+        assert_eq!(
+            c.ephemeral_volume,
+            Some(Quantity::from_units(80_000_000_000))
+        );
+        assert_eq!(c.launch_data_volumes, 0);
+        // Bottlerocket's is the data volume /dev/xvdb; the alias names the family
+        let c = class(
+            "{amiSelectorTerms: [{alias: bottlerocket@latest}], blockDeviceMappings: [\
+             {deviceName: /dev/xvda, ebs: {volumeSize: 4Gi}}, {deviceName: /dev/xvdb, ebs: {volumeSize: 60Gi}}]}",
+        )
+        .unwrap();
+        assert_eq!(c.ephemeral_volume, Some(Quantity::from_units(60 << 30)));
+        assert_eq!(c.launch_data_volumes, 1);
+        // no mappings: Bottlerocket still has its data volume, Windows a 50Gi root, AL2 the default
+        let c = class("{amiFamily: Bottlerocket}").unwrap();
+        assert_eq!((c.ephemeral_volume, c.launch_data_volumes), (None, 1));
+        let c = class("{amiSelectorTerms: [{alias: windows2022@latest}]}").unwrap();
+        assert_eq!(c.ephemeral_volume, Some(Quantity::from_units(50 << 30)));
+        let c = class("{amiFamily: AL2}").unwrap();
+        assert_eq!((c.ephemeral_volume, c.launch_data_volumes), (None, 0));
+        // a custom AMI: the last mapping's size; no mapping is known to be the root
+        let c = class(
+            "{amiFamily: Custom, blockDeviceMappings: [{deviceName: /dev/sdb, ebs: {volumeSize: 30Gi}}, \
+             {deviceName: /dev/sdc, ebs: {volumeSize: 40Gi}}]}",
+        )
+        .unwrap();
+        assert_eq!(c.ephemeral_volume, Some(Quantity::from_units(40 << 30)));
+        assert_eq!(c.launch_data_volumes, 2);
+    }
+
+    #[test]
+    fn raid0_and_bad_volume_fields() {
+        let c = class("{instanceStorePolicy: RAID0}").unwrap();
+        assert!(c.instance_store_raid0);
+        let e = class("{instanceStorePolicy: RAID5}").unwrap_err();
+        assert_eq!(e.path, "spec.instanceStorePolicy");
+        let e = class("{blockDeviceMappings: [{rootVolume: true, ebs: {volumeSize: big}}]}")
+            .unwrap_err();
+        assert_eq!(e.path, "spec.blockDeviceMappings[0].ebs.volumeSize");
+        let e = class("{blockDeviceMappings: [{ebs: {volumeSize: 0Gi}}]}").unwrap_err();
+        assert_eq!(e.path, "spec.blockDeviceMappings[0].ebs.volumeSize");
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use crate::catalog::{CapacityType, InstanceType, Offering};
 use crate::domain::labels::{CAPACITY_TYPE, HOSTNAME, NODEPOOL, ZONE};
 use crate::domain::{
-    ClusterSnapshot, DaemonSet, KubeletSettings, Labels, NodeClass, NodePool, Operator, Pod,
-    Quantity, Resources, Taint,
+    ClusterSnapshot, DaemonSet, Labels, NodeClass, NodePool, Operator, Pod, Quantity, Resources,
+    Taint,
 };
 use crate::optimizer::plan::{ExistingPlacement, NewNode, OfferingRef};
 
@@ -85,10 +85,6 @@ struct Launch<'a> {
 }
 
 impl Launch<'_> {
-    fn kubelet(&self) -> Option<&KubeletSettings> {
-        self.class.map(|c| &c.kubelet)
-    }
-
     fn zone_allowed(&self, zone: &str) -> bool {
         self.class
             .and_then(|c| c.zones.as_ref())
@@ -117,7 +113,7 @@ impl<'a> World<'a> {
         );
         labels.insert(HOSTNAME.to_string(), n.id.clone());
         self.check_labels(n, &labels, launch.pool);
-        let allocatable = it.allocatable(launch.kubelet());
+        let allocatable = it.node_allocatable(launch.class);
         self.check_allocatable(n, &allocatable);
         let planned = self.planned(&n.pods);
         self.check_min_values(n, &launch, &labels);
@@ -128,7 +124,7 @@ impl<'a> World<'a> {
             labels,
             taints: blocking(launch.pool.taints.clone()),
             allocatable,
-            capacity: it.capacity(launch.kubelet()),
+            capacity: it.node_capacity(launch.class),
             pool: Some(launch.pool.name.clone()),
             new: true,
             cordoned: false,
@@ -355,7 +351,7 @@ impl<'a> World<'a> {
         for p in pods {
             used.add(p.requests());
         }
-        let room = it.allocatable(launch.kubelet());
+        let room = it.node_allocatable(launch.class);
         let short = used.exceeding(&room).next().map(str::to_string);
         short.map(|resource| FallbackProblem::Overcommitted { resource })
     }
