@@ -323,6 +323,8 @@ fn deployment_pod(d: &Deployment, node: &str, rng: &mut Rng) -> Pod {
             match_expressions: vec![],
         },
         min_domains: None,
+        node_affinity_policy: crate::domain::NodeInclusionPolicy::affinity_default(),
+        node_taints_policy: crate::domain::NodeInclusionPolicy::taints_default(),
     });
     let constraints = PodConstraints {
         namespace: NAMESPACE.into(),

@@ -8,7 +8,7 @@ use crate::domain::labels::HOSTNAME;
 
 use super::plan::{
     ExistingPlacement, NewNode, OfferingRef, Plan, SolverReport, Strategy, Unschedulable,
-    UnschedulableReason,
+    UnschedulableReason, VolumeZone,
 };
 use super::problem::{fits, PoolInfo, Problem};
 use super::state::{NodeKind, NodeState, State};
@@ -271,6 +271,7 @@ pub fn to_plan(
         objective,
         lower_bound: (lower_bound * 1e6).floor() / 1e6,
         solver,
+        volumes: vec![],
     }
 }
 
@@ -293,5 +294,47 @@ pub fn reason_message(reason: UnschedulableReason) -> String {
         UnschedulableReason::HostPort => "its host port is taken on every candidate node".into(),
         UnschedulableReason::MinValues => "nodepool minValues cannot be met".into(),
         UnschedulableReason::SolverLimit => "left unplaced within the solver's limits".into(),
+        UnschedulableReason::Volume => "its volumes allow no node that can take it".into(),
     }
+}
+
+/// The zones a plan fixes for unbound claims: for each pending pod with a WaitForFirstConsumer
+/// claim, the zone of the node the plan puts it on.
+pub fn volume_zones(snapshot: &crate::domain::ClusterSnapshot, plan: &Plan) -> Vec<VolumeZone> {
+    let zone_of_node: BTreeMap<&str, Option<&str>> = plan
+        .nodes
+        .iter()
+        .map(|n| (n.id.as_str(), Some(n.zone.as_str())))
+        .chain(snapshot.nodes.iter().map(|n| {
+            let zone = n
+                .labels
+                .get(crate::domain::labels::ZONE)
+                .map(String::as_str);
+            (n.name.as_str(), zone)
+        }))
+        .collect();
+    let destinations = plan.destinations();
+    let mut out = Vec::new();
+    for pod in snapshot.pending_pods().filter(|p| !p.volumes.is_empty()) {
+        let key = pod.key();
+        let Some(zone) = destinations
+            .get(key.as_str())
+            .and_then(|d| zone_of_node.get(d).copied().flatten())
+        else {
+            continue;
+        };
+        let Ok(needs) = snapshot
+            .storage
+            .needs(&pod.namespace, &pod.name, &pod.volumes)
+        else {
+            continue;
+        };
+        out.extend(needs.unbound.into_iter().map(|claim| VolumeZone {
+            claim,
+            pod: key.clone(),
+            zone: zone.to_string(),
+        }));
+    }
+    out.sort();
+    out
 }

@@ -205,6 +205,10 @@ impl Problem {
             &snapshot.weights,
         );
         for class in &mut classes {
+            if class.constraints.volume_error.is_some() {
+                // rejected below with the error as its reason
+                continue;
+            }
             class.offerings = label_groups[class.group]
                 .iter()
                 .copied()
@@ -789,6 +793,7 @@ pub fn preference_penalty(
 type LabelKey = (
     Vec<crate::domain::Requirement>,
     crate::domain::NodeSelector,
+    Vec<crate::domain::NodeSelector>,
     Vec<crate::domain::Toleration>,
 );
 
@@ -801,6 +806,7 @@ fn label_groups(classes: &mut [PodClass], shapes: &[Shape]) -> Vec<Vec<(usize, u
         let key = (
             c.node_selector.clone(),
             c.node_affinity.clone(),
+            c.volume_requirements.clone(),
             c.tolerations.clone(),
         );
         class.group = *ids.entry(key).or_insert_with(|| {
@@ -871,12 +877,47 @@ pub fn within_limits(capacity: &Resources, remaining: &Resources) -> bool {
     })
 }
 
+/// When the pod's own selectors and tolerations allow some offering and only its volumes rule
+/// them all out: a message naming what the volumes require.
+fn volume_zones_unoffered(c: &PodConstraints, shapes: &[Shape]) -> Option<String> {
+    if c.volume_requirements.is_empty() {
+        return None;
+    }
+    let own = PodConstraints {
+        volume_requirements: vec![],
+        ..c.clone()
+    };
+    let allowed = shapes
+        .iter()
+        .filter(|s| tolerates_all(&c.tolerations, &s.taints))
+        .flat_map(|s| s.offerings.iter())
+        .any(|o| own.node_matches(&o.labels));
+    let terms: Vec<String> = c
+        .volume_requirements
+        .iter()
+        .flat_map(|sel| sel.terms.iter())
+        .flat_map(|t| {
+            t.iter()
+                .map(|r| format!("{} {:?} {:?}", r.key, r.operator, r.values))
+        })
+        .collect();
+    allowed.then(|| {
+        format!(
+            "its volumes require nodes with {}, and no nodepool offering or node there can take it",
+            terms.join(", ")
+        )
+    })
+}
+
 fn explain_rejection(
     c: &PodConstraints,
     req: &[i64],
     shapes: &[Shape],
     dims: &[String],
 ) -> (UnschedulableReason, String) {
+    if let Some(error) = &c.volume_error {
+        return (UnschedulableReason::Volume, error.clone());
+    }
     let compatible: Vec<&ShapeOffering> = shapes
         .iter()
         .filter(|s| tolerates_all(&c.tolerations, &s.taints))
@@ -884,6 +925,9 @@ fn explain_rejection(
         .filter(|o| c.node_matches(&o.labels))
         .collect();
     if compatible.is_empty() {
+        if let Some(zones) = volume_zones_unoffered(c, shapes) {
+            return (UnschedulableReason::Volume, zones);
+        }
         return (
             UnschedulableReason::NoCompatibleOffering,
             "no nodepool offering satisfies the pod's node selector, affinity and tolerations"
