@@ -9,7 +9,9 @@
 //!   registration timeout, is given up (the host terminates its instance and re-solves).
 //! - **Termination**: a Node or NodeClaim someone deleted (it carries the finalizer) is tainted
 //!   `karpenter.sh/disrupted:NoSchedule` and drained through the Eviction API as Karpenter's
-//!   terminator drains ([`terminator`]), then its instance goes and joiner's finalizer with it.
+//!   terminator drains ([`terminator`]); once its VolumeAttachments are gone ([`volumes`]) its
+//!   instance goes and joiner's finalizer with it. A disruption command's drain waits for the
+//!   volumes the same way.
 //!
 //! These functions write to the API server and return what the host must tell the controller.
 
@@ -29,7 +31,11 @@ use crate::controller::Cluster;
 use crate::disruption::timing::{parse_go_duration, parse_timestamp, Timestamp};
 
 mod terminator;
+mod volumes;
 use terminator::Drain;
+
+/// Karpenter's annotation on a NodeClaim: when its terminationGracePeriod ends (RFC 3339).
+const GRACE_END_ANNOTATION: &str = "karpenter.sh/nodeclaim-termination-timestamp";
 
 /// What changed for the host to act on.
 #[derive(Debug, Default, PartialEq)]
@@ -48,7 +54,8 @@ pub struct Transitions {
 pub struct Terminating {
     pub node: String,
     pub provider_id: Option<String>,
-    /// No pod left to evict: the instance can go.
+    /// No pod left to evict and no volume attached (or terminationGracePeriod over): the
+    /// instance can go.
     pub drained: bool,
 }
 
@@ -276,14 +283,13 @@ fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
         let since = since
             .and_then(|t| parse_timestamp(&t.0.to_string()).ok())
             .unwrap_or(now);
-        let grace = claim
-            .and_then(|c| c.data["spec"]["terminationGracePeriod"].as_str())
-            .and_then(|d| parse_go_duration(d).ok());
-        let forced = grace.is_some_and(|g| {
-            now - since >= chrono::Duration::from_std(g).unwrap_or(chrono::Duration::MAX)
-        });
+        let forced = claim
+            .and_then(|c| grace_end(c, since))
+            .is_some_and(|end| now >= end);
         taint(cluster, node);
-        let drained = terminator::drain(cluster, &name, forced, now) == Drain::Drained;
+        let drained = terminator::drain(cluster, &name, forced, now) == Drain::Drained
+            && volumes::await_detachment(cluster, &name, claim.map(|c| &**c), forced, false, now)
+                .may_terminate();
         out.push(Terminating {
             node: name,
             provider_id: node.spec.as_ref().and_then(|s| s.provider_id.clone()),
@@ -296,8 +302,72 @@ fn terminating(cluster: &mut KubeCluster, now: Timestamp) -> Vec<Terminating> {
 /// Whether a node a disruption command drains holds no pod any more: evicted pods are gone or
 /// past their grace period. DaemonSet pods stay until the instance goes: the command does not
 /// evict them, and the disrupted taint keeps their controller from replacing them elsewhere.
+/// Its VolumeAttachments are waited for as a deleted node's are: the claim's terminationGracePeriod
+/// runs from the drain's first step, recorded on the claim as Karpenter records it.
 pub fn disruption_drained(cluster: &mut KubeCluster, node: &str, now: Timestamp) -> bool {
-    terminator::holding(cluster, node, now, false) == Some(0)
+    let claim = cluster
+        .caches()
+        .node_claims()
+        .into_iter()
+        .find(|c| claims::node_name_of(c) == Some(node));
+    let end = claim.as_ref().and_then(|c| grace_end(c, now));
+    if let (Some(c), Some(end)) = (&claim, end) {
+        annotate_grace_end(cluster, c, end);
+    }
+    if terminator::holding(cluster, node, now, false) != Some(0) {
+        return false;
+    }
+    let grace_over = end.is_some_and(|end| now >= end);
+    volumes::await_detachment(cluster, node, claim.as_deref(), grace_over, true, now)
+        .may_terminate()
+}
+
+/// When the claim's terminationGracePeriod ends: Karpenter's annotation when present, else
+/// `since` plus the claim's grace; None without a grace.
+fn grace_end(claim: &DynamicObject, since: Timestamp) -> Option<Timestamp> {
+    let annotated = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GRACE_END_ANNOTATION))
+        .and_then(|t| parse_timestamp(t).ok());
+    annotated.or_else(|| {
+        let grace = claim.data["spec"]["terminationGracePeriod"].as_str()?;
+        let grace = chrono::Duration::from_std(parse_go_duration(grace).ok()?).ok()?;
+        Some(since + grace)
+    })
+}
+
+/// Records the end of the claim's grace on it once, so another replica or a restart keeps it.
+/// The patch carries the cached resourceVersion: a cache that has not seen the annotation yet
+/// fails with a conflict rather than moving the end later.
+fn annotate_grace_end(cluster: &mut KubeCluster, claim: &DynamicObject, end: Timestamp) {
+    let annotated = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(GRACE_END_ANNOTATION));
+    if annotated || !cluster.leads("termination grace annotation") {
+        return;
+    }
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    let end = end.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let patch = json!({"metadata": {
+        "resourceVersion": claim.metadata.resource_version,
+        "annotations": {GRACE_END_ANNOTATION: end},
+    }});
+    let api: Api<DynamicObject> =
+        Api::all_with(cluster.client().clone(), &karpenter_resource("NodeClaim"));
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+    let sent = api.patch(&name, &params, &patch);
+    match cluster.handle().block_on(sent) {
+        Ok(_) => tracing::info!(claim = %name, end = %end, "termination grace end recorded"),
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => {
+            cluster.writes.errors += 1;
+            tracing::warn!(claim = %name, error = %e, "termination grace end not recorded");
+        }
+    }
 }
 
 /// Puts the `karpenter.sh/disrupted:NoSchedule` taint on a node that lacks it.

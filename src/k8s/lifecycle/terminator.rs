@@ -34,7 +34,7 @@ pub enum Drain {
 
 /// The pods bound to `node`, read from the API server (the step's snapshot has already dropped
 /// the pods it evicted); None when they cannot be read.
-fn pods_on(cluster: &KubeCluster, node: &str) -> Option<Vec<Pod>> {
+pub(super) fn pods_on(cluster: &KubeCluster, node: &str) -> Option<Vec<Pod>> {
     let api: Api<Pod> = Api::all(cluster.client().clone());
     let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
     match cluster.handle().block_on(api.list(&on_node)) {
@@ -109,16 +109,19 @@ fn holds_node(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .is_some_and(|p| p == "Succeeded" || p == "Failed");
-    let mirror = pod
-        .metadata
+    !finished && !mirror(pod) && !tolerates_disrupted(pod)
+}
+
+/// A static pod's mirror: the kubelet owns it, the API cannot evict or delete it.
+pub(super) fn mirror(pod: &Pod) -> bool {
+    pod.metadata
         .annotations
         .as_ref()
-        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
-    !finished && !mirror && !tolerates_disrupted(pod)
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"))
 }
 
 /// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`.
-fn tolerates_disrupted(pod: &Pod) -> bool {
+pub(super) fn tolerates_disrupted(pod: &Pod) -> bool {
     let tolerations = pod.spec.as_ref().and_then(|s| s.tolerations.as_ref());
     tolerations.into_iter().flatten().any(|t| {
         let effect_ok = t
@@ -159,7 +162,7 @@ fn group_of(pod: &Pod) -> u8 {
     (critical as u8) * 2 + daemon(pod) as u8
 }
 
-fn daemon(pod: &Pod) -> bool {
+pub(super) fn daemon(pod: &Pod) -> bool {
     pod.metadata
         .owner_references
         .as_ref()

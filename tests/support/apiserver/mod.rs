@@ -13,7 +13,9 @@
 //! subresource, pods' `/eviction` with PodDisruptionBudgets whose status the server keeps current
 //! like the disruption controller, pods' graceful deletion with a kubelet and a pod garbage
 //! collector that finish it (`kubelet.rs`; a node's kubelet can be killed), a DaemonSet
-//! controller (`daemonset.rs`), discovery documents and `/version`. Errors are `Status`
+//! controller (`daemonset.rs`), VolumeAttachments that an attach/detach controller creates for
+//! pods' CSI volumes and deletes a while after the pods are gone (`attach.rs`), discovery
+//! documents and `/version`. Errors are `Status`
 //! objects with the real server's reasons, codes and (mostly) messages.
 //!
 //! What it does not: authentication and authorization, admission (no defaulting beyond pods'
@@ -42,6 +44,7 @@
 #![allow(clippy::result_large_err)]
 #![allow(dead_code)]
 
+mod attach;
 mod daemonset;
 mod direct;
 mod discovery;
@@ -132,6 +135,8 @@ pub struct Shared {
     pub dead_kubelets: Mutex<BTreeSet<String>>,
     /// How long pods without the shutdown annotation take to exit, in milliseconds.
     pod_shutdown_ms: AtomicU64,
+    /// The attach/detach controller's settings and memory.
+    attach: Mutex<attach::Detacher>,
 }
 
 impl Shared {
@@ -169,6 +174,8 @@ fn spawn_controllers(shared: Arc<Shared>) -> JoinHandle<()> {
             let mut state = shared.state.lock().expect("state lock");
             kubelet::tick(&mut state, &dead, shutdown, chrono::Utc::now());
             daemonset::tick(&mut state, &dead);
+            let mut detacher = shared.attach.lock().expect("attach lock");
+            attach::tick(&mut state, &mut detacher, chrono::Utc::now());
         }
     })
 }
@@ -192,6 +199,7 @@ impl ApiServer {
             bookmark_ms: AtomicU64::new(opts.bookmark_interval.as_millis() as u64),
             dead_kubelets: Mutex::new(BTreeSet::new()),
             pod_shutdown_ms: AtomicU64::new(0),
+            attach: Mutex::default(),
         });
         let app = routes::router(shared.clone());
         let task = tokio::spawn(async move {

@@ -228,6 +228,17 @@ pub static RESOURCES: &[ResourceInfo] = &[
         false,
         Keep,
     ),
+    // the attach/detach controller writes status (attached) after creating one (attach.rs)
+    res(
+        "storage.k8s.io",
+        "v1",
+        "volumeattachments",
+        "volumeattachment",
+        "VolumeAttachment",
+        false,
+        true,
+        Clear,
+    ),
 ];
 
 /// The resource served at `group`/`version` under `plural`.
