@@ -16,7 +16,7 @@ use crate::catalog::{CapacityType, Catalog};
 use crate::cloud::Instance;
 use crate::disruption::timing::Timestamp;
 use crate::domain::labels::{CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, ZONE};
-use crate::domain::{ClusterSnapshot, Pod, Resources, Taint};
+use crate::domain::{ClusterSnapshot, NodeClass, Pod, Resources, Taint};
 use crate::optimizer::NewNode;
 
 pub use crate::api::{
@@ -122,8 +122,11 @@ pub fn launched_patches(
     let labels: BTreeMap<&String, &String> =
         node.labels.iter().filter(|(k, _)| *k != HOSTNAME).collect();
     let labels = json!({"metadata": {"labels": labels}});
+    // the EBS attach limit is the CSINode's to report, as the plan's allocatable leaves it out
+    let attach = crate::domain::volume::ebs_attach_resource();
     let quantities = |r: &Resources| {
         r.iter()
+            .filter(|(k, _)| *k != attach)
             .map(|(k, q)| (k.to_string(), q.to_string()))
             .collect::<BTreeMap<_, _>>()
     };
@@ -200,8 +203,13 @@ pub fn node_name_of(claim: &DynamicObject) -> Option<&str> {
 }
 
 /// A claim in flight read back as the node the provisioning view counts: the offering its labels
-/// (set at launch) or single-valued requirements name, priced and sized from the catalog.
-pub fn planned_node(claim: &DynamicObject, catalog: &Catalog) -> Option<NewNode> {
+/// (set at launch) or single-valued requirements name, priced and sized from the catalog and
+/// `class`, the EC2NodeClass it launches with (its kubelet settings and volumes).
+pub fn planned_node(
+    claim: &DynamicObject,
+    catalog: &Catalog,
+    class: Option<&NodeClass>,
+) -> Option<NewNode> {
     let label = |key: &str| -> Option<String> {
         if let Some(v) = claim.metadata.labels.as_ref().and_then(|l| l.get(key)) {
             return Some(v.clone());
@@ -229,7 +237,7 @@ pub fn planned_node(claim: &DynamicObject, catalog: &Catalog) -> Option<NewNode>
         .map(|o| o.price)
         .unwrap_or(0.0);
     let allocatable = it
-        .allocatable(None)
+        .node_allocatable(class)
         .iter()
         .map(|(k, q)| (k.to_string(), q.to_string()))
         .collect();
@@ -351,9 +359,9 @@ mod tests {
         let obj = claim_object("default-abcde", &n, &ClusterSnapshot::default());
         let mut claim: DynamicObject = serde_json::from_value(obj).unwrap();
         // before launch the requirements are sets: nothing to read back
-        assert!(planned_node(&claim, &catalog).is_none());
+        assert!(planned_node(&claim, &catalog, None).is_none());
         claim.metadata.labels = Some(n.labels.clone());
-        let back = planned_node(&claim, &catalog).unwrap();
+        let back = planned_node(&claim, &catalog, None).unwrap();
         assert_eq!(
             (
                 back.instance_type.as_str(),

@@ -184,11 +184,12 @@ impl KubeCluster {
                 self.planned.remove(&name);
                 continue;
             }
-            let node = self
-                .planned
-                .get(&name)
-                .cloned()
-                .or_else(|| claims::planned_node(c, &self.catalog).map(Arc::new));
+            let node = self.planned.get(&name).cloned().or_else(|| {
+                let class = self
+                    .snap
+                    .node_class(c.data["spec"]["nodeClassRef"]["name"].as_str());
+                claims::planned_node(c, &self.catalog, class).map(Arc::new)
+            });
             if let Some(node) = node {
                 self.in_flight.insert(name, node);
             }
@@ -502,12 +503,18 @@ impl Cluster for KubeCluster {
 
     fn claims_launched(&mut self, launched: Vec<(String, NewNode, Instance)>) {
         for (name, node, instance) in launched {
+            let class = self
+                .snap
+                .nodepools
+                .iter()
+                .find(|p| p.name == node.nodepool)
+                .and_then(|p| self.snap.node_class(p.node_class.as_deref()));
             let capacity = self
                 .catalog
                 .instance_types
                 .iter()
                 .find(|t| t.name == node.instance_type)
-                .map(|t| t.capacity(None))
+                .map(|t| t.node_capacity(class))
                 .unwrap_or_default();
             let shared = Arc::new(node);
             self.unrecorded.insert(
