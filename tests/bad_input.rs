@@ -673,7 +673,7 @@ scenario_rejects! {
         "scenario scenario-event-negative-at.yaml: events[0].at: malformed duration \"-5m\""];
     scenario_unknown_field: "scenario-unknown-field.yaml" => ["scenario scenario-unknown-field.yaml:", "unknown field `evnts`"];
     scenario_unknown_workload_kind: "scenario-unknown-workload-kind.yaml" => [
-        "scenario scenario-unknown-workload-kind.yaml: workloads[0].kind: unknown workload kind \"StatefulSet\" (Deployment or Job)"];
+        "scenario scenario-unknown-workload-kind.yaml: workloads[0].kind: unknown workload kind \"DaemonSet\" (Deployment, StatefulSet or Job)"];
     scenario_gap_out_of_range: "scenario-gap-out-of-range.yaml" => ["scenario scenario-gap-out-of-range.yaml: solver.gap: 2 is not in [0, 1)"];
     scenario_no_nodepool: "scenario-no-nodepool.yaml" => ["scenario scenario-no-nodepool.yaml: manifests: no NodePool"];
     scenario_bad_manifest: "scenario-bad-manifest.yaml" => [
