@@ -116,6 +116,9 @@ pub struct Decisions<P: CloudProvider> {
     provider_drift: std::collections::BTreeMap<String, String>,
     next_drift_check: f64,
     next_catalog_check: f64,
+    /// The objects the last step could not read, so each is logged when it turns unreadable rather
+    /// than at every step.
+    unreadable: BTreeSet<String>,
 }
 
 /// How often the provider's catalog is compared with the one solves use (the AWS provider
@@ -156,6 +159,7 @@ impl<P: CloudProvider> Decisions<P> {
             provider_drift: Default::default(),
             next_drift_check: 0.0,
             next_catalog_check: CATALOG_CHECK_SECONDS,
+            unreadable: BTreeSet::new(),
         }
     }
 
@@ -226,6 +230,22 @@ impl<P: CloudProvider> Decisions<P> {
         }
     }
 
+    /// Warns once about each object that became unreadable (it is left out of the decisions) and
+    /// notes when it is read again.
+    fn log_unreadable(&mut self, unreadable: &[crate::snapshot::SnapshotError]) {
+        let now: BTreeSet<String> = unreadable.iter().map(ToString::to_string).collect();
+        for e in now.difference(&self.unreadable) {
+            tracing::warn!(error = %e, "object left out of the decisions: it cannot be read");
+        }
+        if self.unreadable.difference(&now).next().is_some() {
+            tracing::info!(
+                unreadable = now.len(),
+                "objects that could not be read changed"
+            );
+        }
+        self.unreadable = now;
+    }
+
     /// One pass over everything that may have changed.
     pub fn step(&mut self) {
         let now = self.now();
@@ -233,6 +253,7 @@ impl<P: CloudProvider> Decisions<P> {
         (self.tick)(&self.ctl.cloud.inner, now);
         self.cluster.forget_snapshot();
         let (mut snapshot, unreadable) = crate::k8s::snapshot::build(self.cluster.caches());
+        self.log_unreadable(&unreadable);
         self.keep_good_weights(&mut snapshot, &unreadable);
         self.cluster.refresh(snapshot, at);
         // a replica that lost the lease mid-way stops before its next write; the host exits
