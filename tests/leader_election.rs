@@ -19,11 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use joiner::k8s::caches::karpenter_resource;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, PostParams};
 use kube::Client;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -37,37 +36,12 @@ const NS: &str = "default";
 const LEASE: &str = "joiner-leader-election";
 
 async fn install_nodepool(client: &Client) {
-    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
-    let classes: Api<DynamicObject> =
-        Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
-    let class = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
-    }))
-    .unwrap();
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
-    let pool = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {
-            "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
-                    {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
-                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                ],
-            }},
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
-        },
-    }))
-    .unwrap();
-    pools.create(&PostParams::default(), &pool).await.unwrap();
+    joinerproc::install_nodepool(
+        client,
+        json!({"requirements": joinerproc::general_purpose(true)}),
+        json!({}),
+    )
+    .await;
 }
 
 async fn cluster(name: &str) -> (ApiServer, Client, tempdir::Dir, Holders) {

@@ -20,8 +20,6 @@ mod kubesim;
 
 use std::time::{Duration, Instant};
 
-use joiner::k8s::caches::karpenter_resource;
-use kube::api::{Api, DynamicObject, PostParams};
 use kube::Client;
 use serde_json::json;
 
@@ -70,50 +68,16 @@ fn metric_sum(text: &str, name: &str) -> f64 {
 /// A NodePool over general-purpose on-demand amd64 types, consolidated as soon as a node is
 /// underused, and its EC2NodeClass.
 async fn install_nodepool(client: &Client) {
-    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
-    let classes: Api<DynamicObject> =
-        Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
-    let class: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole-soak", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "soak"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "soak"}}]},
-    }))
-    .expect("ec2nodeclass");
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("ec2nodeclass created");
-    let pool: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {
-            "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
-                    {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]},
-                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                ],
-            }},
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
-            "limits": {"cpu": "1000"},
-        },
-    }))
-    .expect("nodepool");
-    pools
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("nodepool created");
+    joinerproc::install_nodepool(
+        client,
+        json!({"requirements": joinerproc::general_purpose(true)}),
+        json!({"limits": {"cpu": "1000"}}),
+    )
+    .await;
 }
 
 async fn namespace(client: &Client, name: &str) {
-    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-    )
-    .expect("namespace");
-    let _ = api.create(&PostParams::default(), &ns).await;
+    joinerproc::namespace(client, name).await;
 }
 
 /// A Deployment whose replica count follows a cosine between `min` and `max` over `period`.

@@ -15,10 +15,9 @@ mod kubesim;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use joiner::k8s::caches::karpenter_resource;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
 
@@ -34,49 +33,15 @@ const VOLUME: &str = "pv-db-0";
 const FINALIZER: &str = "karpenter.sh/termination";
 
 async fn install_nodepool(client: &Client, grace: Option<&str>) {
-    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
-    let classes: Api<DynamicObject> =
-        Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
-    let class: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
-    }))
-    .unwrap();
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
-    let mut template = json!({
-        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        "requirements": [
-            {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]},
-            {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
-            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-        ],
-    });
+    let mut template = json!({"requirements": joinerproc::general_purpose(false)});
     if let Some(g) = grace {
         template["terminationGracePeriod"] = json!(g);
     }
-    let pool: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {
-            "template": {"spec": template},
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
-        },
-    }))
-    .unwrap();
-    pools.create(&PostParams::default(), &pool).await.unwrap();
+    joinerproc::install_nodepool(client, template, json!({})).await;
 }
 
 async fn namespace(client: &Client, name: &str) {
-    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-    )
-    .unwrap();
-    let _ = api.create(&PostParams::default(), &ns).await;
+    joinerproc::namespace(client, name).await;
 }
 
 async fn cluster(name: &str, grace: Option<&str>) -> (ApiServer, Client, tempdir::Dir) {

@@ -13,10 +13,9 @@ mod kubesim;
 use std::time::Duration;
 
 use joiner::catalog::{CapacityType, Catalog};
-use joiner::k8s::caches::karpenter_resource;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -54,38 +53,18 @@ fn zones_by_price() -> Vec<String> {
 
 /// A NodePool of spot c5.large only, and its EC2NodeClass.
 async fn install_nodepool(client: &Client) {
-    let classes: Api<DynamicObject> =
-        Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
-    let class = object(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
-    }));
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("ec2nodeclass created");
-    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
-    let pool = object(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {
-            "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [TYPE]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
-                ],
-                "expireAfter": "720h",
-            }},
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
-            "limits": {"cpu": "100"},
-        },
-    }));
-    pools
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("nodepool created");
+    joinerproc::install_nodepool(
+        client,
+        json!({
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [TYPE]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+            ],
+            "expireAfter": "720h",
+        }),
+        json!({"limits": {"cpu": "100"}}),
+    )
+    .await;
 }
 
 async fn cluster(name: &str) -> (ApiServer, Client, tempdir::Dir) {

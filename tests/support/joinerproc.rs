@@ -230,3 +230,79 @@ pub async fn weights_for_a_seconds_clock(client: &kube::Client, extra: serde_jso
         .await
         .expect("cost-weight configmap applied");
 }
+
+/// Requirements of the e2e NodePools: general-purpose (c and m) on-demand amd64 types, of a
+/// generation above 4 when `current`.
+pub fn general_purpose(current: bool) -> serde_json::Value {
+    let mut reqs = vec![serde_json::json!(
+        {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m"]}
+    )];
+    if current {
+        reqs.push(serde_json::json!(
+            {"key": "karpenter.k8s.aws/instance-generation", "operator": "Gt", "values": ["4"]}
+        ));
+    }
+    reqs.push(
+        serde_json::json!({"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}),
+    );
+    reqs.push(serde_json::json!(
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+    ));
+    serde_json::Value::Array(reqs)
+}
+
+/// Creates EC2NodeClass `default` and NodePool `default` over it: `template` is the NodePool's
+/// template spec (its nodeClassRef added), `spec` the rest of its spec, consolidating as soon as a
+/// node is underused unless `spec` says otherwise.
+pub async fn install_nodepool(
+    client: &kube::Client,
+    template: serde_json::Value,
+    spec: serde_json::Value,
+) {
+    use joiner::k8s::caches::karpenter_resource;
+    use kube::api::{Api, DynamicObject, PostParams};
+    use serde_json::json;
+    let classes: Api<DynamicObject> =
+        Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
+    let class: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
+        "spec": {"role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
+                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
+    }))
+    .expect("ec2nodeclass");
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("ec2nodeclass created");
+    let mut template = template;
+    template["nodeClassRef"] =
+        json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"});
+    let mut spec = spec;
+    spec["template"] = json!({"spec": template});
+    if spec.get("disruption").is_none() {
+        spec["disruption"] =
+            json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"});
+    }
+    let pool: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": spec,
+    }))
+    .expect("nodepool");
+    let pools: Api<DynamicObject> = Api::all_with(client.clone(), &karpenter_resource("NodePool"));
+    pools
+        .create(&PostParams::default(), &pool)
+        .await
+        .expect("nodepool created");
+}
+
+/// Creates namespace `name` (already there is fine).
+pub async fn namespace(client: &kube::Client, name: &str) {
+    use kube::api::{Api, PostParams};
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+    )
+    .expect("namespace");
+    let _ = api.create(&PostParams::default(), &ns).await;
+}
