@@ -8,11 +8,13 @@
 //! cannot be resolved makes its pod unschedulable with a message naming the object and field.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::cluster::ClusterSnapshot;
 use super::labels::{NodeSelector, Operator, Requirement};
+use super::pod::Pod;
 use super::quantity::Quantity;
 
 /// The EBS CSI driver: the only EC2 block storage with a per-instance attachment limit.
@@ -311,48 +313,63 @@ fn key_satisfiable(rs: &[&Requirement]) -> bool {
     }
 }
 
-impl ClusterSnapshot {
-    /// Writes each pod's volume needs into its constraints (`volume_requirements`, `volume_error`
-    /// and the EBS attachment request) and each node's EBS attach limit into its allocatable: the
-    /// CSINode's count, or no limit where the node has none yet. It sets, never adds, so running it
-    /// again after the storage objects change is safe.
-    pub fn resolve_volumes(&mut self) {
+impl Storage {
+    /// Writes `pod`'s volume needs into its constraints (`volume_requirements`, `volume_error` and
+    /// the EBS attachment request). It sets, never adds, and copies the pod only when they change.
+    pub fn resolve_pod(&self, pod: &mut Arc<Pod>) {
         let ebs = ebs_attach_resource();
-        let storage = &self.storage;
-        let mut attaching = false;
-        for pod in &mut self.pods {
-            let c = &pod.constraints;
-            if pod.volumes.is_empty()
-                && c.volume_error.is_none()
-                && c.volume_requirements.is_empty()
-                && c.requests.get(&ebs).milli() == 0
-            {
-                continue;
-            }
-            let (requirements, attachments, error) =
-                match storage.needs(&pod.namespace, &pod.name, &pod.volumes) {
-                    Ok(n) => (n.requirements, n.attachments, None),
-                    Err(e) => (vec![], 0, Some(e)),
-                };
-            attaching |= attachments > 0;
-            let count = Quantity::from_units(i64::from(attachments));
-            let c = &pod.constraints;
-            if c.volume_requirements == requirements
-                && c.volume_error == error
-                && c.requests.get(&ebs) == count
-            {
-                continue;
-            }
-            let c = std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(pod).constraints);
-            c.volume_requirements = requirements;
-            c.volume_error = error;
-            c.requests.set_or_remove(&ebs, count);
+        let c = &pod.constraints;
+        if pod.volumes.is_empty()
+            && c.volume_error.is_none()
+            && c.volume_requirements.is_empty()
+            && c.requests.get(&ebs).milli() == 0
+        {
+            return;
         }
-        if !attaching {
+        let (requirements, attachments, error) =
+            match self.needs(&pod.namespace, &pod.name, &pod.volumes) {
+                Ok(n) => (n.requirements, n.attachments, None),
+                Err(e) => (vec![], 0, Some(e)),
+            };
+        let count = Quantity::from_units(i64::from(attachments));
+        if c.volume_requirements == requirements
+            && c.volume_error == error
+            && c.requests.get(&ebs) == count
+        {
+            return;
+        }
+        let c = Arc::make_mut(&mut Arc::make_mut(pod).constraints);
+        c.volume_requirements = requirements;
+        c.volume_error = error;
+        c.requests.set_or_remove(&ebs, count);
+    }
+}
+
+impl ClusterSnapshot {
+    /// Resolves every pod's volumes ([`Storage::resolve_pod`]) and then the nodes' attach limits
+    /// ([`ClusterSnapshot::apply_attach_limits`]). Running it again after the storage objects
+    /// change is safe.
+    pub fn resolve_volumes(&mut self) {
+        for pod in &mut self.pods {
+            self.storage.resolve_pod(pod);
+        }
+        self.apply_attach_limits();
+    }
+
+    /// Writes each node's EBS attach limit into its allocatable once some pod attaches an EBS
+    /// volume: the CSINode's count, or no limit where the node has none yet.
+    pub fn apply_attach_limits(&mut self) {
+        let ebs = ebs_attach_resource();
+        if !self
+            .pods
+            .iter()
+            .any(|p| p.constraints.requests.get(&ebs).milli() > 0)
+        {
             return;
         }
         for node in &mut self.nodes {
-            let limit = storage
+            let limit = self
+                .storage
                 .attach_limits
                 .get(&node.name)
                 .and_then(|d| d.get(EBS_CSI_DRIVER))
@@ -363,7 +380,7 @@ impl ClusterSnapshot {
                 None => Quantity::from_units(UNLIMITED_ATTACHMENTS),
             };
             if node.allocatable.get(&ebs) != limit {
-                let n = std::sync::Arc::make_mut(node);
+                let n = Arc::make_mut(node);
                 n.allocatable.set(ebs.clone(), limit);
                 n.capacity.set(ebs.clone(), limit);
             }

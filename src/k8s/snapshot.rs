@@ -177,27 +177,10 @@ impl Resolved {
             });
         }
         let nodes = self.start_nodes(snapshot);
-        // The pods to resolve, and one whose copy attaches a volume (if any does), since nodes
-        // get their attach limits only when a pod resolved attaches one.
-        let ebs = ebs_attach_resource();
-        let all = std::mem::take(&mut snapshot.pods);
-        let mut redo: Vec<usize> = pods
-            .iter()
-            .filter(|p| !p.current)
-            .map(|p| p.index)
-            .collect();
-        if let Some(p) = pods
-            .iter()
-            .find(|p| p.current && attaches(&all[p.index], &ebs))
-        {
-            redo.push(p.index);
+        for slot in pods.iter().filter(|p| !p.current) {
+            snapshot.storage.resolve_pod(&mut snapshot.pods[slot.index]);
         }
-        snapshot.pods = redo.iter().map(|&i| all[i].clone()).collect();
-        snapshot.resolve_volumes();
-        let resolved = std::mem::replace(&mut snapshot.pods, all);
-        for (i, pod) in redo.into_iter().zip(resolved) {
-            snapshot.pods[i] = pod;
-        }
+        snapshot.apply_attach_limits();
         if !same_storage {
             self.storage = snapshot.storage.clone();
         }
