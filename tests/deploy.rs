@@ -46,6 +46,9 @@ const NS: &str = "default";
 const REGION: &str = "us-east-1";
 const CHART: &str = "charts/joiner";
 const POLICY: &str = "docs/iam/joiner-controller-policy.json";
+/// The API server URL in the kube-proxy ConfigMap's kubeconfig, which the controller discovers
+/// when no cluster endpoint is set.
+const DISCOVERED_ENDPOINT: &str = "https://0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -112,7 +115,7 @@ fn render(namespace: &str) -> Vec<Value> {
     let script = "import json, sys, helm_python as helm\n\
         chart = helm.Chart.load(sys.argv[1])\n\
         print(json.dumps(chart.render(json.loads(sys.argv[2]), name='joiner', namespace=sys.argv[3])))";
-    let values = json!({"settings": {"clusterName": "e2e", "clusterEndpoint": "https://e2e.example:443", "interruptionQueue": "joiner-rbac", "kubernetesVersion": "1.33"}}).to_string();
+    let values = json!({"settings": {"clusterName": "e2e", "interruptionQueue": "joiner-rbac", "kubernetesVersion": "1.33"}}).to_string();
     let text = run(
         Command::new(python()).args(["-c", script, CHART, &values, namespace]),
         "the chart render",
@@ -173,6 +176,21 @@ async fn install(client: &Client) {
     let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await;
+    // what EKS and kubeadm write for kube-proxy: a kubeconfig naming the API server nodes reach
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: default\n  cluster:\n    \
+         certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt\n    \
+         server: {DISCOVERED_ENDPOINT}\ncontexts:\n- name: default\n  context:\n    \
+         cluster: default\n    namespace: default\n    user: default\ncurrent-context: default\n"
+    );
+    let proxy: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "kube-proxy"}, "data": {"kubeconfig": kubeconfig}}),
+    )
+    .expect("kube-proxy configmap");
+    Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .create(&PostParams::default(), &proxy)
+        .await
+        .expect("kube-proxy configmap created");
     let weights: ConfigMap = serde_json::from_value(
         json!({"metadata": {"name": "joiner-cost-weights"}, "data": {"unschedulablePod": "500", "settleMinutes": "0"}}),
     )
@@ -227,12 +245,11 @@ async fn the_charts_rbac_and_the_iam_policy_allow_every_call_the_controller_make
     let client = server.client();
     install(&client).await;
     let dir = tempdir::Dir::new("rbac");
-    // leader election on: the Lease calls are part of what the chart must allow
+    // leader election on: the Lease calls are part of what the chart must allow; no cluster
+    // endpoint: it is discovered, through the chart's kube-system Role
     let args = [
         "--cloud-provider",
         "aws",
-        "--cluster-endpoint",
-        "https://e2e.example:443",
         "--aws-endpoint-url",
         &proxy.endpoint,
         "--kubernetes-version",
@@ -275,6 +292,7 @@ async fn the_charts_rbac_and_the_iam_policy_allow_every_call_the_controller_make
     settled(6)
         .await
         .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    check_discovered_endpoint(&aws).await;
 
     // `kubectl delete node`: drained through the eviction API, its instance terminated
     let nodes = Api::<Node>::all(client.clone());
@@ -429,6 +447,49 @@ async fn the_charts_rbac_and_the_iam_policy_allow_every_call_the_controller_make
         seen.len()
     );
     drop(joiner);
+}
+
+/// Every launched instance's user data names the endpoint discovered from kube-proxy's kubeconfig.
+async fn check_discovered_endpoint(aws: &joiner::cloud::aws::AwsClients) {
+    use base64::Engine;
+    let reservations = aws
+        .ec2
+        .describe_instances()
+        .send()
+        .await
+        .expect("instances")
+        .reservations
+        .unwrap_or_default();
+    let ids: Vec<String> = reservations
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.instance_id().map(String::from))
+        .collect();
+    assert!(!ids.is_empty(), "instances launched");
+    for id in ids {
+        let attr = aws
+            .ec2
+            .describe_instance_attribute()
+            .instance_id(&id)
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+            .send()
+            .await
+            .expect("user data");
+        let data = attr
+            .user_data()
+            .and_then(|u| u.value())
+            .expect("user data set");
+        let text = String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .expect("base64"),
+        )
+        .expect("utf-8");
+        assert!(
+            text.contains(&format!("apiServerEndpoint: {DISCOVERED_ENDPOINT}")),
+            "{id}: {text}"
+        );
+    }
 }
 
 fn check_rbac(objects: &[Value], requests: &[apiserver::RequestRecord]) {

@@ -1015,6 +1015,46 @@ fn replacing_several_spot_nodes_is_not_held_by_the_flexibility_rule() {
     }
 }
 
+/// Karpenter's SpotToSpotConsolidation feature gate, off: no consolidation replaces spot nodes with
+/// spot capacity, single-node (the spot-only replace-expensive-node fixture) or multi-node (the
+/// spot-only three-nodes-to-one), for both strategies; the single node is held with the gate named.
+/// The same fixtures are replaced with spot capacity with the gate on (the two tests above).
+#[test]
+fn spot_to_spot_consolidation_switched_off_replaces_no_spot_node_with_spot() {
+    for name in ["replace-expensive-node", "three-nodes-to-one"] {
+        let (snapshot, catalog) = spot_only(name);
+        for strategy in [DisruptionStrategy::Milp, DisruptionStrategy::Baseline] {
+            let mut s = settings(strategy);
+            s.spot_to_spot_min_types = 1;
+            s.spot_to_spot = false;
+            let plan = consolidate(&snapshot, &catalog, &s).unwrap();
+            assert!(
+                launches(&plan).is_empty(),
+                "{name} {strategy:?}: {}",
+                summary(&plan)
+            );
+            if name == "replace-expensive-node" {
+                let node = &snapshot.nodes[0].name;
+                assert!(
+                    deleted(&plan).is_empty(),
+                    "{strategy:?}: {}",
+                    summary(&plan)
+                );
+                // the model's refusal is a blocked node; Karpenter's rules note it, as Karpenter
+                // logs it
+                let named = |r: &str| r.contains("SpotToSpotConsolidation") && r.contains(node);
+                assert!(
+                    blocked_reason(&plan, node)
+                        .is_some_and(|r| r.contains("SpotToSpotConsolidation"))
+                        || plan.solver.notes.iter().any(|n| named(n)),
+                    "{strategy:?}: {}",
+                    summary(&plan)
+                );
+            }
+        }
+    }
+}
+
 /// With almost no time, HiGHS stops the selection model inside its presolve, before any answer of
 /// its own; the start the model is given (every candidate the budgets let go removed, their pods
 /// covered by new-node patterns) still answers, so the decision stays the model's own instead of

@@ -138,8 +138,8 @@ pub struct ControllerArgs {
     /// Seed of the simulated cloud (`--cloud-provider sim` only).
     #[arg(long, env = "JOINER_SIM_SEED", default_value_t = 1)]
     sim_seed: u64,
-    /// The API server URL nodes join (written into user data); required with `--cloud-provider
-    /// aws`.
+    /// The API server URL nodes join (written into user data). With `--cloud-provider aws` and
+    /// none given, it is read from the kubeconfig in ConfigMap kube-system/kube-proxy.
     #[arg(long, env = "CLUSTER_ENDPOINT")]
     cluster_endpoint: Option<String>,
     /// Base64 PEM of the cluster CA, written into user data.
@@ -150,6 +150,14 @@ pub struct ControllerArgs {
     cluster_cidr: Option<String>,
     /// SQS queue of interruption events; none disables interruption handling.
     #[arg(long, env = "INTERRUPTION_QUEUE")]
+    /// Karpenter's feature gates, `Name=true|false,...`: joiner acts on SpotToSpotConsolidation
+    /// (consolidation may replace spot nodes with spot capacity) and ignores Karpenter's others.
+    #[arg(
+        long,
+        env = "FEATURE_GATES",
+        default_value = "SpotToSpotConsolidation=false"
+    )]
+    feature_gates: String,
     interruption_queue: Option<String>,
     /// No route to the Pricing API: prices come only from the catalog.
     #[arg(long, env = "ISOLATED_VPC")]
@@ -209,11 +217,16 @@ impl ControllerArgs {
             disruption_time_limit: duration("disruption-time-limit", &self.disruption_time_limit)?
                 .as_secs_f64(),
             gap: self.solver_gap,
+        let (gates, ignored) = operator::settings::FeatureGates::parse(&self.feature_gates)?;
+        if !ignored.is_empty() {
+            tracing::warn!(gates = ?ignored, "feature gates joiner does not implement are ignored");
+        }
             // Karpenter looks again at an unchanged cluster after 5 minutes, for what it cannot see
             quiet_ttl: Some(300.0),
             disruption_bound: false,
             origin: parse_timestamp(&now)?,
             solver_fault: self.inject_solver_fault,
+            spot_to_spot_consolidation: gates.spot_to_spot_consolidation,
         };
         let decisions = LoopSettings {
             disruption_interval: duration("disruption-interval", &self.disruption_interval)?,
@@ -254,9 +267,8 @@ impl ControllerArgs {
                 seed: self.sim_seed,
             });
         }
-        let Some(endpoint) = &self.cluster_endpoint else {
-            bail!("--cluster-endpoint (CLUSTER_ENDPOINT) is required with --cloud-provider aws")
-        };
+        // empty: discovered when the operator starts (operator::aws::discover_endpoint)
+        let endpoint = self.cluster_endpoint.as_deref().unwrap_or_default();
         if self.aws_max_attempts == 0 {
             bail!("--aws-max-attempts must be at least 1");
         }

@@ -118,6 +118,7 @@ impl<P: CloudProvider> Controller<P> {
         settings.gap = self.settings.gap;
         settings.lower_bound = self.settings.disruption_bound;
         settings.fault = self.settings.solver_fault;
+        settings.spot_to_spot = self.settings.spot_to_spot_consolidation;
         let plan = disruption::consolidate(cluster.snapshot(), &catalog, &settings)
             .map_err(|e| ControllerError::Disruption(e.to_string()))?;
         self.record_solve(

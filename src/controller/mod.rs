@@ -64,6 +64,9 @@ pub struct Settings {
     pub origin: Timestamp,
     /// A HiGHS failure injected into every decision (fault-injection tests and drills).
     pub solver_fault: Option<SolverFault>,
+    /// Whether consolidation may replace spot nodes with spot capacity (Karpenter's
+    /// SpotToSpotConsolidation feature gate).
+    pub spot_to_spot_consolidation: bool,
 }
 
 /// A wake-up the controller asks the host for.
@@ -475,6 +478,7 @@ pub(crate) mod tests {
             disruption_bound: false,
             origin,
             solver_fault: None,
+            spot_to_spot_consolidation: true,
         }
     }
 

@@ -49,6 +49,8 @@ enum Refusal {
     },
     #[error("spot-to-spot needs {needed} cheaper spot types, found {found}")]
     SpotToSpot { needed: usize, found: usize },
+    #[error("SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node")]
+    SpotToSpotOff,
     #[error("{0}")]
     Balanced(String),
 }
@@ -361,6 +363,10 @@ impl<'s, 'a> Pass<'s, 'a> {
         }
         l.fallbacks
             .retain(|f| f.price < limit && !types.contains(f.instance_type.as_str()));
+        let spot = l.capacity_type == CapacityType::Spot;
+        if spot && !self.settings.spot_to_spot && nodes.iter().all(|n| n.spot) {
+            return Ok(Err(Refusal::SpotToSpotOff));
+        }
         // single-node consolidation only: Karpenter's multi-node pass takes spot-to-spot on price
         if nodes.len() == 1 && nodes[0].spot && l.capacity_type == CapacityType::Spot {
             // the launch and the fallbacks kept above are all below `limit`

@@ -63,6 +63,9 @@ pub struct DisruptionSettings {
     /// types could be launched (Karpenter: 15).
     pub spot_to_spot_min_types: usize,
     pub max_fallbacks: usize,
+    /// Whether consolidation may replace spot nodes with spot capacity at all (Karpenter's
+    /// SpotToSpotConsolidation feature gate); off, such a replacement is refused.
+    pub spot_to_spot: bool,
     /// Whether to compute the certified lower bound. Without it the plan's `lower_bound` is 0 and
     /// its status is never `optimal`; the simulator skips it to spend its time on decisions.
     pub lower_bound: bool,
@@ -83,6 +86,7 @@ impl DisruptionSettings {
             lower_bound: true,
             fault: None,
         }
+            spot_to_spot: true,
     }
 
     /// The provisioning solve's settings for `seconds`.

@@ -72,6 +72,12 @@ pub async fn start(
         .map_err(|e| OperatorError::Setting {
             name: "aws",
             message: e.to_string(),
+    let mut aws = aws.clone();
+    if aws.cluster_endpoint.is_empty() {
+        aws.cluster_endpoint = discover_endpoint(client).await?;
+        tracing::info!(endpoint = %aws.cluster_endpoint, "cluster endpoint discovered");
+    }
+    let aws = &aws;
         })?;
     let cloud = AwsCloud::new(clients, aws.clone(), catalog.clone(), Handle::current());
     let version = match version {
@@ -423,6 +429,46 @@ impl Resolver {
 
     /// Resolves every cached EC2NodeClass, writes changed statuses and updates the provider.
     async fn pass(&self) {
+/// The API server URL new nodes join, when none is set: the server of the kubeconfig in ConfigMap
+/// kube-system/kube-proxy, which EKS and kubeadm write because kube-proxy, like a booting kubelet,
+/// cannot reach the API server through its Service address (the in-cluster one this client uses).
+async fn discover_endpoint(client: &Client) -> Result<String, OperatorError> {
+    let missing = |why: String| OperatorError::Setting {
+        name: "cluster-endpoint",
+        message: format!("not set, and {why}: set CLUSTER_ENDPOINT (settings.clusterEndpoint)"),
+    };
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "kube-system");
+    let map = api
+        .get_opt("kube-proxy")
+        .await
+        .map_err(|e| {
+            missing(format!(
+                "ConfigMap kube-system/kube-proxy cannot be read ({e})"
+            ))
+        })?
+        .ok_or_else(|| missing("there is no ConfigMap kube-system/kube-proxy".into()))?;
+    map.data
+        .unwrap_or_default()
+        .values()
+        .find_map(|text| kubeconfig_server(text))
+        .ok_or_else(|| {
+            missing(
+                "ConfigMap kube-system/kube-proxy holds no kubeconfig with an https server".into(),
+            )
+        })
+}
+
+/// The first https cluster server of a kubeconfig document.
+fn kubeconfig_server(text: &str) -> Option<String> {
+    let config = kube::config::Kubeconfig::from_yaml(text).ok()?;
+    config
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref()?.server.clone())
+        .find(|s| s.starts_with("https://"))
+}
+
         let objects = self.caches.nodeclasses.state();
         let mut live = BTreeSet::new();
         for obj in objects {

@@ -64,3 +64,79 @@ impl LeaderElection {
         Ok(())
     }
 }
+
+/// Karpenter's feature gates (`FEATURE_GATES`, `Name=true,Name=false`). joiner acts on
+/// SpotToSpotConsolidation; the other names Karpenter's chart writes are accepted so that its
+/// values move over, and reported as not implemented; any other name is an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FeatureGates {
+    /// Replace spot nodes with spot capacity when consolidating (Karpenter's default: off).
+    pub spot_to_spot_consolidation: bool,
+}
+
+/// Gates Karpenter defines that joiner has no behaviour for.
+const KARPENTER_ONLY_GATES: &[&str] = &[
+    "Drift",
+    "NodeRepair",
+    "NodeOverlay",
+    "ReservedCapacity",
+    "StaticCapacity",
+    "CapacityBuffer",
+];
+
+impl FeatureGates {
+    /// Parses `text`; returns the gates and the Karpenter-only names that were set to true (joiner
+    /// ignores them, and the caller says so).
+    pub fn parse(text: &str) -> Result<(FeatureGates, Vec<String>), super::OperatorError> {
+        let bad = |message: String| super::OperatorError::Setting {
+            name: "feature-gates",
+            message,
+        };
+        let mut gates = FeatureGates::default();
+        let mut ignored = vec![];
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| bad(format!("{pair:?} is not Name=true|false")))?;
+            let on = match value.trim() {
+                "true" => true,
+                "false" => false,
+                other => return Err(bad(format!("{name}: {other:?} is not true or false"))),
+            };
+            match name.trim() {
+                "SpotToSpotConsolidation" => gates.spot_to_spot_consolidation = on,
+                n if KARPENTER_ONLY_GATES.contains(&n) => {
+                    if on {
+                        ignored.push(n.to_string());
+                    }
+                }
+                n => return Err(bad(format!("unknown feature gate {n:?}"))),
+            }
+        }
+        Ok((gates, ignored))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FeatureGates;
+
+    #[test]
+    fn feature_gates_parse_karpenters_format() {
+        let (g, ignored) = FeatureGates::parse("").expect("empty");
+        assert!(
+            !g.spot_to_spot_consolidation,
+            "off by default, as in Karpenter"
+        );
+        assert!(ignored.is_empty());
+        let (g, ignored) = FeatureGates::parse(
+            "ReservedCapacity=true,SpotToSpotConsolidation=true,NodeRepair=false",
+        )
+        .expect("chart's format");
+        assert!(g.spot_to_spot_consolidation);
+        assert_eq!(ignored, ["ReservedCapacity"]);
+        assert!(FeatureGates::parse("SpotToSpotConsolidation=yes").is_err());
+        assert!(FeatureGates::parse("SpotToSpot=true").is_err());
+        assert!(FeatureGates::parse("SpotToSpotConsolidation").is_err());
+    }
+}

@@ -47,12 +47,86 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/* Karpenter's controller.image keys take the place of image's when set. */}}
 {{- define "joiner.image" -}}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- $k := .Values.controller.image }}
+{{- $repository := default .Values.image.repository $k.repository }}
+{{- $digest := default .Values.image.digest $k.digest }}
+{{- if $digest }}
+{{- printf "%s@%s" $repository $digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion (default .Values.image.tag $k.tag)) }}
 {{- end }}
+{{- end }}
+
+{{/* Annotations of every object: Karpenter's additionalAnnotations. */}}
+{{- define "joiner.annotations" -}}
+{{- with .Values.additionalAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The metrics and health ports: Karpenter's controller.*.port keys win over settings' when set. */}}
+{{- define "joiner.metricsPort" -}}
+{{- $p := .Values.controller.metrics.port }}
+{{- if kindIs "invalid" $p }}{{ .Values.settings.metricsPort }}{{ else }}{{ $p }}{{ end }}
+{{- end }}
+{{- define "joiner.healthProbePort" -}}
+{{- $p := .Values.controller.healthProbe.port }}
+{{- if kindIs "invalid" $p }}{{ .Values.settings.healthProbePort }}{{ else }}{{ $p }}{{ end }}
+{{- end }}
+
+{{/*
+Karpenter settings joiner has no behaviour for: accepted so that a Karpenter values file renders,
+never passed to the binary, and listed by NOTES.txt when set.
+*/}}
+{{- define "joiner.karpenterOnlySettings" -}}
+- assumeRoleARN
+- assumeRoleDuration
+- vmMemoryOverheadPercent
+- reservedENIs
+- preferencePolicy
+- minValuesPolicy
+- eksControlPlane
+- enableZonalShift
+- ignoreDRARequests
+- disableClusterStateObservability
+- disableDryRun
+- amiRefreshInterval
+- subnetRefreshInterval
+- awsFeatureGates
+{{- end }}
+
+{{/* FEATURE_GATES in Karpenter's format: every gate set in settings.featureGates, as Name=bool. */}}
+{{- define "joiner.featureGates" -}}
+{{- $pairs := list }}
+{{- range $name, $on := .Values.settings.featureGates }}
+{{- $pairs = append $pairs (printf "%s%s=%t" (upper (substr 0 1 $name)) (substr 1 -1 $name) $on) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
+{{/*
+A pod (anti-)affinity term list with the controller pods' selector added to every term without a
+labelSelector, as Karpenter's chart does.
+*/}}
+{{- define "joiner.affinity" -}}
+{{- $a := deepCopy .Values.affinity }}
+{{- $selector := dict "matchLabels" (include "joiner.selectorLabels" . | fromYaml) }}
+{{- range $kind := list "podAffinity" "podAntiAffinity" }}
+{{- with get $a $kind }}
+{{- range (get . "requiredDuringSchedulingIgnoredDuringExecution" | default list) }}
+{{- if not (hasKey . "labelSelector") }}{{ $_ := set . "labelSelector" $selector }}{{ end }}
+{{- end }}
+{{- range (get . "preferredDuringSchedulingIgnoredDuringExecution" | default list) }}
+{{- with .podAffinityTerm }}
+{{- if not (hasKey . "labelSelector") }}{{ $_ := set . "labelSelector" $selector }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml $a }}
 {{- end }}
 
 {{/*
@@ -96,15 +170,13 @@ healthProbePort: HEALTH_PROBE_PORT
 bindAddress: JOINER_BIND_ADDRESS
 simSeed: JOINER_SIM_SEED
 logLevel: JOINER_LOG
+featureGates: FEATURE_GATES
 {{- end }}
 
 {{/* Fails the render on settings that cannot work. */}}
 {{- define "joiner.validate" -}}
 {{- $s := .Values.settings }}
 {{- $_ := required "settings.clusterName is required" $s.clusterName }}
-{{- if eq $s.cloudProvider "aws" }}
-{{- $_ := required "settings.clusterEndpoint is required with settings.cloudProvider aws" $s.clusterEndpoint }}
-{{- end }}
 {{- if and $s.disableLeaderElection (gt (int .Values.replicas) 1) }}
 {{- fail "settings.disableLeaderElection needs replicas <= 1: replicas without leader election would all act" }}
 {{- end }}

@@ -102,6 +102,8 @@ impl<'a> World<'a> {
             disruption_bound: false,
             origin: sc.start,
             solver_fault: None,
+            // the simulator compares strategies on every consolidation Karpenter can make
+            spot_to_spot_consolidation: true,
         };
         let cloud = SimCloud::new(sc.catalog.clone(), ice, sc.interruption_rate_scale, seed);
         let mut ctl = Controller::new(settings, sc.catalog.clone(), cloud);
