@@ -154,6 +154,8 @@ async fn a_lapsed_token_keeps_the_collector_and_the_queue_reader_off_aws() {
     };
     let reader = Reader {
         cloud: cloud.clone(),
+        client: server.client(),
+        caches: caches.clone(),
         token: token.clone(),
     };
     token.revoke();

@@ -756,7 +756,17 @@ async fn an_insufficient_capacity_storm_launches_nothing_and_places_pods_once_it
     let client = server.client();
     install(&client).await;
     let dir = tempdir::Dir::new("aws-ice-storm");
-    let args = aws_args(&proxy.endpoint, &["--instance-gc-grace", "0s"]);
+    // the marks' lifetime is a wait, not what the test checks: 20 s instead of Karpenter's 3 minutes
+    let ttl = 20.0;
+    let args = aws_args(
+        &proxy.endpoint,
+        &[
+            "--instance-gc-grace",
+            "0s",
+            "--insufficient-capacity-ttl",
+            "20s",
+        ],
+    );
     let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
     let timeline = Timeline::start(&server);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
@@ -821,10 +831,10 @@ async fn an_insufficient_capacity_storm_launches_nothing_and_places_pods_once_it
     );
 
     // the storm lifts: offerings come back once their insufficient-capacity mark expires
-    // (UNAVAILABLE_TTL_SECONDS, no flag shortens it) and the parked pods are solved again (a minute
-    // apart), so the pods run within the TTL plus one retry and a launch
+    // (--insufficient-capacity-ttl) and the parked pods are solved again (a minute apart), so the
+    // pods run within the TTL plus one retry and a launch
     proxy.faults().ice_types.clear();
-    let bound = Duration::from_secs_f64(joiner::cloud::UNAVAILABLE_TTL_SECONDS + 60.0 + 30.0);
+    let bound = Duration::from_secs_f64(ttl + 60.0 + 30.0);
     let placed = eventually(
         bound,
         || async {

@@ -317,6 +317,28 @@ async fn a_disrupted_nodes_instance_goes_only_after_its_volume_has_detached() {
         t.reasons.last().map(String::as_str),
         Some("VolumesDetached")
     );
+    // the wait is measured: one ended wait, within the time the release waited, none cut short
+    let waited = joiner
+        .metric("joiner_termination_volume_wait_seconds_sum")
+        .await;
+    assert_eq!(
+        joiner
+            .metric("joiner_termination_volume_wait_seconds_count")
+            .await,
+        1.0
+    );
+    // from the drain's end (the condition turning Unknown, in whole seconds) to the detach
+    assert!(
+        waited >= 1.0 && waited <= (released - pod_gone).as_secs_f64() + 1.0,
+        "{waited} s measured, released {:?} after db-0 left",
+        released - pod_gone
+    );
+    assert_eq!(
+        joiner
+            .metric("joiner_termination_volume_waits_cut_total")
+            .await,
+        0.0
+    );
     assert!(invariants.nodes_released() >= 1);
     sim.stop().await;
 }
@@ -396,5 +418,18 @@ async fn a_stuck_volume_holds_a_deleted_claims_instance_until_its_termination_gr
     );
     assert_eq!(invariants.violations(), Vec::<String>::new());
     assert_eq!(invariants.released_with_volumes_after_grace(), 1);
+    assert_eq!(
+        joiner
+            .metric("joiner_termination_volume_waits_cut_total")
+            .await,
+        1.0,
+        "the cut wait is counted"
+    );
+    assert_eq!(
+        joiner
+            .metric("joiner_termination_volume_wait_seconds_count")
+            .await,
+        1.0
+    );
     sim.stop().await;
 }

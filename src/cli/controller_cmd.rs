@@ -108,6 +108,14 @@ pub struct ControllerArgs {
     /// How long a disruption command waits before it is re-validated.
     #[arg(long, env = "JOINER_VALIDATION_DELAY", default_value = "15s")]
     validation_delay: String,
+    /// A disruption command whose replacements have not initialized, or whose nodes have not
+    /// drained, this long after its validation is rolled back (Karpenter's orchestration timeout).
+    #[arg(long, env = "JOINER_DISRUPTION_COMMAND_TIMEOUT", default_value = "10m")]
+    disruption_command_timeout: String,
+    /// How long an offering that answered with insufficient capacity is kept out of solves
+    /// (Karpenter's unavailable-offerings cache).
+    #[arg(long, env = "JOINER_INSUFFICIENT_CAPACITY_TTL", default_value = "3m")]
+    insufficient_capacity_ttl: String,
     /// A NodeClaim not launched within this is given up: its instance is terminated and its pods
     /// solved again.
     #[arg(long, env = "JOINER_LAUNCH_TIMEOUT", default_value = "5m")]
@@ -175,6 +183,9 @@ pub struct ControllerArgs {
     /// terminated.
     #[arg(long, env = "JOINER_INSTANCE_GC_GRACE", default_value = "30s")]
     instance_gc_grace: String,
+    /// How often the garbage collector compares the cluster's instances with its NodeClaims.
+    #[arg(long, env = "JOINER_INSTANCE_GC_INTERVAL", default_value = "2m")]
+    instance_gc_interval: String,
 }
 
 fn duration(name: &str, text: &str) -> anyhow::Result<Duration> {
@@ -227,6 +238,16 @@ impl ControllerArgs {
             origin: parse_timestamp(&now)?,
             solver_fault: self.inject_solver_fault,
             spot_to_spot_consolidation: gates.spot_to_spot_consolidation,
+            command_timeout: duration(
+                "disruption-command-timeout",
+                &self.disruption_command_timeout,
+            )?
+            .as_secs_f64(),
+            unavailable_ttl: duration(
+                "insufficient-capacity-ttl",
+                &self.insufficient_capacity_ttl,
+            )?
+            .as_secs_f64(),
         };
         let decisions = LoopSettings {
             disruption_interval: duration("disruption-interval", &self.disruption_interval)?,
@@ -280,6 +301,7 @@ impl ControllerArgs {
         aws.endpoint_url = self.aws_endpoint_url.clone();
         aws.max_attempts = self.aws_max_attempts;
         aws.gc_grace = duration("instance-gc-grace", &self.instance_gc_grace)?;
+        aws.gc_interval = duration("instance-gc-interval", &self.instance_gc_interval)?;
         Ok(CloudChoice::Aws {
             aws: Box::new(aws),
             kubernetes_version: self.kubernetes_version.clone(),

@@ -180,14 +180,30 @@ pub trait CloudProvider {
 }
 
 /// Offerings known to lack capacity, each until an expiry time (seconds on the caller's clock).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Unavailable {
     until: BTreeMap<OfferingKey, f64>,
+    /// How long a mark lasts: [`UNAVAILABLE_TTL_SECONDS`] unless the host says otherwise.
+    ttl: f64,
+}
+
+impl Default for Unavailable {
+    fn default() -> Self {
+        Unavailable::with_ttl(UNAVAILABLE_TTL_SECONDS)
+    }
 }
 
 impl Unavailable {
+    /// Marks that last `ttl` seconds.
+    pub fn with_ttl(ttl: f64) -> Self {
+        Unavailable {
+            until: BTreeMap::new(),
+            ttl,
+        }
+    }
+
     pub fn mark(&mut self, key: OfferingKey, now: f64) {
-        self.until.insert(key, now + UNAVAILABLE_TTL_SECONDS);
+        self.until.insert(key, now + self.ttl);
     }
 
     pub fn contains(&self, key: &OfferingKey, now: f64) -> bool {

@@ -16,10 +16,10 @@ use crate::disruption::candidates::Candidates;
 use crate::disruption::{self, fingerprint, DisruptionPlan, DisruptionSettings};
 use crate::domain::DISRUPTED_TAINT;
 
-/// Karpenter's orchestration timeout: a command whose replacements have not initialized, or whose
-/// nodes have not all drained, this long after it was validated is rolled back, so that one stuck
-/// command (a replacement that never initializes, a budget at zero) does not hold every later
-/// consolidation, drift and expiry decision.
+/// Karpenter's orchestration timeout, the default of `Settings::command_timeout`: a command whose
+/// replacements have not initialized, or whose nodes have not all drained, this long after it was
+/// validated is rolled back, so that one stuck command (a replacement that never initializes, a
+/// budget at zero) does not hold every later consolidation, drift and expiry decision.
 pub const COMMAND_TIMEOUT_SECONDS: f64 = 600.0;
 /// Retry interval of a drain blocked by a PodDisruptionBudget.
 const DRAIN_RETRY_SECONDS: f64 = 5.0;
@@ -57,7 +57,7 @@ impl<P: CloudProvider> Controller<P> {
         if let Some(cmd) = &self.disruption.command {
             if cmd
                 .validated_at
-                .is_some_and(|t| now - t >= COMMAND_TIMEOUT_SECONDS)
+                .is_some_and(|t| now - t >= self.settings.command_timeout)
             {
                 self.roll_back(cluster);
             }
@@ -223,14 +223,27 @@ impl<P: CloudProvider> Controller<P> {
     /// was left by a process that died mid-command (a leader killed, a crash): the node goes back
     /// into service, as Karpenter's disruption loop does before each pass. The new leader decides
     /// again from scratch; the dead one's replacements that never registered are given up
-    /// elsewhere.
+    /// elsewhere. A node whose Node or NodeClaim is being deleted keeps its taint, as Karpenter's
+    /// does: its termination (a user's delete, an interruption a dead leader recorded) owns it.
     fn clear_stale_taints(&mut self, cluster: &mut impl Cluster) {
-        let stale: Vec<String> = cluster
-            .snapshot()
+        let snap = cluster.snapshot();
+        let claim_deleting: BTreeSet<&str> = snap
+            .node_claims
+            .iter()
+            .filter(|c| c.deleting)
+            .flat_map(|c| c.node_name.iter().chain(c.provider_id.iter()))
+            .map(String::as_str)
+            .collect();
+        let stale: Vec<String> = snap
             .nodes
             .iter()
             .filter(|n| {
                 !n.deleting
+                    && !claim_deleting.contains(n.name.as_str())
+                    && !n
+                        .provider_id
+                        .as_deref()
+                        .is_some_and(|p| claim_deleting.contains(p))
                     && !self.reclaiming.contains(&n.name)
                     && n.taints.iter().any(|t| t.key == DISRUPTED_TAINT)
             })
@@ -259,9 +272,10 @@ impl<P: CloudProvider> Controller<P> {
     }
 
     /// A command past its deadline: its nodes not yet terminated go back into service, its
-    /// replacements that never initialized are terminated (nothing runs there), and the host says
-    /// so (a Warning Event and a metric in the cluster). Initialized replacements stay: pods may
-    /// have moved there, and a later pass consolidates them if they are not needed.
+    /// replacements that are unused are terminated, and the host says so (a Warning Event and a
+    /// metric in the cluster). Unused: never initialized, or initialized with no pod of a workload
+    /// on it while no pod waits for capacity. A replacement pods moved to stays, and a later pass
+    /// consolidates it if it is not needed.
     fn roll_back(&mut self, cluster: &mut impl Cluster) {
         let Some(cmd) = self.disruption.command.take() else {
             return;
@@ -282,16 +296,26 @@ impl<P: CloudProvider> Controller<P> {
             .into_iter()
             .map(|(n, _)| n.to_string())
             .collect();
+        let snap = cluster.snapshot();
+        let waiting = snap.pending_pods().next().is_some();
+        let empty = |node: &str| {
+            !snap
+                .pods
+                .iter()
+                .any(|p| p.node_name.as_deref() == Some(node) && p.is_reschedulable())
+        };
         let unused: Vec<&String> = cmd
             .replacements
             .iter()
-            .filter(|r| in_flight.contains(*r) || !cluster.initialized(r))
+            .filter(|r| in_flight.contains(*r) || !cluster.initialized(r) || (!waiting && empty(r)))
             .collect();
         for name in &unused {
             self.terminate(cluster, name);
         }
-        let why = format!(
-            "disruption command not finished after {COMMAND_TIMEOUT_SECONDS} s ({}); {} uninitialized replacement(s) terminated",
+        let why =
+            format!(
+            "disruption command not finished after {} s ({}); {} unused replacement(s) terminated",
+            self.settings.command_timeout,
             if cmd.draining { "draining" } else { "replacements not initialized" },
             unused.len()
         );
@@ -488,6 +512,50 @@ mod tests {
             "a node being reclaimed keeps its taint"
         );
         assert_eq!(cluster.1.get("plain"), None);
+    }
+
+    #[test]
+    fn a_node_whose_claim_is_being_deleted_keeps_its_taint_on_a_new_leader() {
+        let mut ctl = controller();
+        let mut snap = ClusterSnapshot::default();
+        for name in ["reclaimed", "left-behind"] {
+            let mut node = Node::new(
+                name,
+                Labels::default(),
+                Resources::default(),
+                Resources::default(),
+            );
+            node.provider_id = Some(format!("aws:///us-east-1a/i-{name}"));
+            node.taints.push(Taint {
+                key: DISRUPTED_TAINT.into(),
+                value: String::new(),
+                effect: TaintEffect::NoSchedule,
+            });
+            snap.nodes.push(node.into());
+        }
+        // the claim an interruption deleted, known only by its instance (not yet registered back)
+        let claim = crate::domain::NodeClaim {
+            name: "claim-1".into(),
+            nodepool: None,
+            labels: Labels::default(),
+            requirements: vec![],
+            node_name: None,
+            provider_id: Some("aws:///us-east-1a/i-reclaimed".into()),
+            capacity: Resources::default(),
+            allocatable: Resources::default(),
+            deleting: true,
+            created: None,
+            initialized: true,
+            drifted: false,
+            last_pod_event: None,
+            expire_after: None,
+            nodepool_hash: None,
+        };
+        snap.node_claims.push(claim);
+        let mut cluster = Fake::new(snap);
+        let _ = ctl.disruption_tick(&mut cluster, 1.0);
+        assert_eq!(cluster.1.get("reclaimed"), None, "its termination owns it");
+        assert_eq!(cluster.1.get("left-behind"), Some(&false));
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::domain::Pod;
 use crate::optimizer::{PlanStatus, SolverFault, Strategy};
 
 pub use cluster::{Cluster, EvictionRefused};
+pub use disrupter::COMMAND_TIMEOUT_SECONDS;
 pub use leadership::{LeaderToken, NotLeader};
 
 /// How long a pod nominated to a running node waits for kube-scheduler to bind it there before it
@@ -67,6 +68,12 @@ pub struct Settings {
     /// Whether consolidation may replace spot nodes with spot capacity (Karpenter's
     /// SpotToSpotConsolidation feature gate).
     pub spot_to_spot_consolidation: bool,
+    /// A disruption command not finished this long after its validation is rolled back
+    /// (Karpenter's orchestration timeout, [`COMMAND_TIMEOUT_SECONDS`] by default).
+    pub command_timeout: f64,
+    /// How long an offering that ran out of capacity is kept out of solves
+    /// ([`crate::cloud::UNAVAILABLE_TTL_SECONDS`] by default, Karpenter's).
+    pub unavailable_ttl: f64,
 }
 
 /// A wake-up the controller asks the host for.
@@ -268,11 +275,12 @@ pub struct Controller<P: CloudProvider> {
 
 impl<P: CloudProvider> Controller<P> {
     pub fn new(settings: Settings, catalog: Catalog, cloud: P) -> Self {
+        let unavailable = Unavailable::with_ttl(settings.unavailable_ttl);
         Controller {
             settings,
             catalog,
             cloud,
-            unavailable: Unavailable::default(),
+            unavailable,
             instance_of: BTreeMap::new(),
             nominated: BTreeMap::new(),
             nominated_at: BTreeMap::new(),
@@ -479,6 +487,8 @@ pub(crate) mod tests {
             origin,
             solver_fault: None,
             spot_to_spot_consolidation: true,
+            command_timeout: COMMAND_TIMEOUT_SECONDS,
+            unavailable_ttl: crate::cloud::UNAVAILABLE_TTL_SECONDS,
         }
     }
 

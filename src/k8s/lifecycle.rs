@@ -33,6 +33,7 @@ use crate::disruption::timing::{parse_go_duration, parse_timestamp, Timestamp};
 mod terminator;
 mod volumes;
 use terminator::Drain;
+pub use volumes::wait_metrics as volume_wait_metrics;
 
 /// Karpenter's annotation on a NodeClaim: when its terminationGracePeriod ends (RFC 3339).
 const GRACE_END_ANNOTATION: &str = "karpenter.sh/nodeclaim-termination-timestamp";

@@ -5,9 +5,14 @@
 //!   one changes; their status (subnets, security groups, AMIs, conditions) is written back and the
 //!   provider launches with what they resolved to.
 //! - The garbage collector terminates instances tagged for the cluster that no NodeClaim owns,
-//!   and deletes NodeClaims whose instance is gone, 10 seconds after start and every 2 minutes.
-//! - With an interruption queue, its events become [`HostEvent`]s for the decision thread (which
-//!   cordons, drains and reclaims), and each message is deleted once the thread has acted on it.
+//!   and deletes NodeClaims whose instance is gone, 10 seconds after start and every
+//!   `--instance-gc-interval` (2 minutes).
+//! - With an interruption queue, an event that calls for action is first recorded in the cluster,
+//!   as Karpenter records it: the instance's NodeClaim is deleted, so its termination (taint,
+//!   drain, volumes, instance, finalizer) is carried on by whichever replica leads next. Then it
+//!   becomes [`HostEvent`]s for the decision thread (which cordons, evicts at once, keeps a spot
+//!   offering out of solves and reclaims after the notice), and the message is deleted once both
+//!   are done; a message not recorded stays in the queue and comes back.
 //! - Every 12 hours the catalog is discovered again from the EC2 APIs, with on-demand prices from
 //!   the Pricing API (or the bundled catalog's in an isolated VPC); the decision thread takes it
 //!   up.
@@ -67,17 +72,17 @@ pub async fn start(
         wake,
         token,
     } = shared;
-    let clients = AwsClients::load(aws)
-        .await
-        .map_err(|e| OperatorError::Setting {
-            name: "aws",
-            message: e.to_string(),
     let mut aws = aws.clone();
     if aws.cluster_endpoint.is_empty() {
         aws.cluster_endpoint = discover_endpoint(client).await?;
         tracing::info!(endpoint = %aws.cluster_endpoint, "cluster endpoint discovered");
     }
     let aws = &aws;
+    let clients = AwsClients::load(aws)
+        .await
+        .map_err(|e| OperatorError::Setting {
+            name: "aws",
+            message: e.to_string(),
         })?;
     let cloud = AwsCloud::new(clients, aws.clone(), catalog.clone(), Handle::current());
     let version = match version {
@@ -104,6 +109,8 @@ pub async fn start(
     if let Some(queue) = &aws.interruption_queue {
         let reader = Reader {
             cloud: cloud.clone(),
+            client: client.clone(),
+            caches: caches.clone(),
             token,
         };
         tokio::spawn(reader.run(queue.clone(), events, wake));
@@ -115,7 +122,6 @@ pub async fn start(
 }
 
 const GC_FIRST: Duration = Duration::from_secs(10);
-const GC_EVERY: Duration = Duration::from_secs(120);
 const CATALOG_EVERY: Duration = Duration::from_secs(12 * 3600);
 /// How often the NodeClaims' instances are checked for drift (Karpenter checks every few minutes).
 const DRIFT_EVERY: Duration = Duration::from_secs(60);
@@ -152,7 +158,7 @@ impl Collector {
         tokio::time::sleep(GC_FIRST).await;
         loop {
             self.pass().await;
-            tokio::time::sleep(GC_EVERY).await;
+            tokio::time::sleep(self.cloud.settings().gc_interval).await;
         }
     }
 
@@ -258,6 +264,8 @@ const ACT_WAIT: Duration = Duration::from_secs(10);
 /// The interruption queue's reader.
 pub struct Reader {
     pub cloud: AwsCloud,
+    pub client: Client,
+    pub caches: Caches,
     pub token: LeaderToken,
 }
 
@@ -285,6 +293,8 @@ impl Reader {
             let mut waiting = BTreeSet::new();
             for (receipt, parsed) in received {
                 match parsed {
+                    // left in the queue: it comes back after its visibility timeout
+                    Ok(ev) if acts(&ev) && !self.record(&ev).await => continue,
                     // deleted once the decision thread has acted on it
                     Ok(ev) if hand_over(&ev, &receipt, &events, &wake) => {
                         waiting.insert(receipt);
@@ -319,6 +329,44 @@ impl Reader {
         }
     }
 
+    /// Records an interruption in the cluster before anything else: the NodeClaims of its
+    /// instances are deleted (Karpenter's interruption controller does the same), which puts
+    /// their nodes' termination on the cluster's record, where a new leader finds it and its
+    /// stale-taint cleanup leaves them cordoned. False when a claim could not be deleted, or this
+    /// replica does not lead: the message stays in the queue.
+    pub async fn record(&self, ev: &interruption::InterruptionEvent) -> bool {
+        let api: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &karpenter_resource("NodeClaim"));
+        let claims = self.caches.node_claims();
+        for id in &ev.instance_ids {
+            let claim = claims
+                .iter()
+                .find(|c| provider_id_of(c).and_then(gc::instance_id) == Some(id.as_str()));
+            // an instance joiner does not own, or a claim already on its way out
+            let Some(name) = claim
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .and_then(|c| c.metadata.name.clone())
+            else {
+                continue;
+            };
+            if self.token.check().is_err() {
+                tracing::debug!("not the leader; interruption left in the queue");
+                return false;
+            }
+            match api.delete(&name, &Default::default()).await {
+                Ok(_) => {
+                    tracing::info!(claim = %name, instance = %id, "interrupted instance's nodeclaim deleted")
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(claim = %name, error = %e, "interruption not recorded; the message comes back");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     /// Deletes one message; a replica that does not lead leaves it, to come back to the leader
     /// after its visibility timeout.
     pub async fn delete_message(&self, url: &str, receipt: &str) {
@@ -330,6 +378,11 @@ impl Reader {
             tracing::warn!(error = %e, "interruption message not deleted");
         }
     }
+}
+
+/// Whether an event calls for action on its instances.
+fn acts(ev: &interruption::InterruptionEvent) -> bool {
+    ev.action() != interruption::InterruptionAction::NoAction
 }
 
 /// Queues an event's actions for the decision thread; false when it calls for none.
@@ -374,6 +427,46 @@ async fn refresh_catalog(cloud: AwsCloud, bundled: Catalog) {
         }
         tokio::time::sleep(CATALOG_EVERY).await;
     }
+}
+
+/// The API server URL new nodes join, when none is set: the server of the kubeconfig in ConfigMap
+/// kube-system/kube-proxy, which EKS and kubeadm write because kube-proxy, like a booting kubelet,
+/// cannot reach the API server through its Service address (the in-cluster one this client uses).
+async fn discover_endpoint(client: &Client) -> Result<String, OperatorError> {
+    let missing = |why: String| OperatorError::Setting {
+        name: "cluster-endpoint",
+        message: format!("not set, and {why}: set CLUSTER_ENDPOINT (settings.clusterEndpoint)"),
+    };
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "kube-system");
+    let map = api
+        .get_opt("kube-proxy")
+        .await
+        .map_err(|e| {
+            missing(format!(
+                "ConfigMap kube-system/kube-proxy cannot be read ({e})"
+            ))
+        })?
+        .ok_or_else(|| missing("there is no ConfigMap kube-system/kube-proxy".into()))?;
+    map.data
+        .unwrap_or_default()
+        .values()
+        .find_map(|text| kubeconfig_server(text))
+        .ok_or_else(|| {
+            missing(
+                "ConfigMap kube-system/kube-proxy holds no kubeconfig with an https server".into(),
+            )
+        })
+}
+
+/// The first https cluster server of a kubeconfig document.
+fn kubeconfig_server(text: &str) -> Option<String> {
+    let config = kube::config::Kubeconfig::from_yaml(text).ok()?;
+    config
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref()?.server.clone())
+        .find(|s| s.starts_with("https://"))
 }
 
 /// `major.minor` of the API server (`1.33`), or `1.33` when it cannot be read: only AMI aliases use
@@ -429,46 +522,6 @@ impl Resolver {
 
     /// Resolves every cached EC2NodeClass, writes changed statuses and updates the provider.
     async fn pass(&self) {
-/// The API server URL new nodes join, when none is set: the server of the kubeconfig in ConfigMap
-/// kube-system/kube-proxy, which EKS and kubeadm write because kube-proxy, like a booting kubelet,
-/// cannot reach the API server through its Service address (the in-cluster one this client uses).
-async fn discover_endpoint(client: &Client) -> Result<String, OperatorError> {
-    let missing = |why: String| OperatorError::Setting {
-        name: "cluster-endpoint",
-        message: format!("not set, and {why}: set CLUSTER_ENDPOINT (settings.clusterEndpoint)"),
-    };
-    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(client.clone(), "kube-system");
-    let map = api
-        .get_opt("kube-proxy")
-        .await
-        .map_err(|e| {
-            missing(format!(
-                "ConfigMap kube-system/kube-proxy cannot be read ({e})"
-            ))
-        })?
-        .ok_or_else(|| missing("there is no ConfigMap kube-system/kube-proxy".into()))?;
-    map.data
-        .unwrap_or_default()
-        .values()
-        .find_map(|text| kubeconfig_server(text))
-        .ok_or_else(|| {
-            missing(
-                "ConfigMap kube-system/kube-proxy holds no kubeconfig with an https server".into(),
-            )
-        })
-}
-
-/// The first https cluster server of a kubeconfig document.
-fn kubeconfig_server(text: &str) -> Option<String> {
-    let config = kube::config::Kubeconfig::from_yaml(text).ok()?;
-    config
-        .clusters
-        .iter()
-        .filter_map(|c| c.cluster.as_ref()?.server.clone())
-        .find(|s| s.starts_with("https://"))
-}
-
         let objects = self.caches.nodeclasses.state();
         let mut live = BTreeSet::new();
         for obj in objects {

@@ -180,6 +180,7 @@ impl Metrics {
             "Kubernetes Events dropped because the publishing queue was full",
             m.events_dropped.clone(),
         );
+        register_volume_waits(&mut registry);
         Metrics { registry, ..m }
     }
 
@@ -221,4 +222,19 @@ pub fn status_label(status: SolveStatus) -> &'static str {
         }
         s => s.as_str(),
     }
+}
+
+/// Terminations' waits for VolumeAttachments (`k8s::lifecycle`), measured where they end.
+fn register_volume_waits(registry: &mut Registry) {
+    let (seconds, cut) = crate::k8s::lifecycle::volume_wait_metrics();
+    registry.register(
+        "termination_volume_wait_seconds",
+        "Seconds a terminating node waited for its VolumeAttachments to go",
+        seconds,
+    );
+    registry.register(
+        "termination_volume_waits_cut",
+        "Volume waits terminationGracePeriod cut short, the instance terminated with volumes attached",
+        cut,
+    );
 }

@@ -35,6 +35,9 @@ pub struct AwsSettings {
     /// How long an instance tagged for this cluster may run without a NodeClaim before the garbage
     /// collector terminates it.
     pub gc_grace: Duration,
+    /// How often the garbage collector looks for instances no NodeClaim owns and NodeClaims whose
+    /// instance is gone.
+    pub gc_interval: Duration,
 }
 
 impl AwsSettings {
@@ -50,6 +53,7 @@ impl AwsSettings {
             interruption_queue: None,
             isolated_vpc: false,
             gc_grace: Duration::from_secs(30),
+            gc_interval: Duration::from_secs(120),
         }
     }
 }

@@ -16,14 +16,20 @@
 //!
 //! The API server selects VolumeAttachments by name only, so all of them are listed and picked
 //! by node here.
+//!
+//! Each wait that ends is measured ([`wait_metrics`]): its seconds from the condition turning
+//! Unknown, and whether terminationGracePeriod cut it short.
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde_json::json;
 
 use super::super::caches::karpenter_resource;
@@ -36,6 +42,19 @@ use crate::disruption::timing::parse_timestamp;
 /// How long past its grace a terminating pod is waited for before it counts as stuck
 /// (Karpenter's buffer for the kubelet to finish it).
 const STUCK_AFTER_SECONDS: i64 = 60;
+
+/// Seconds each ended wait lasted: buckets from 1 s to about 2 hours (a terminationGracePeriod
+/// can be that long).
+static WAIT_SECONDS: LazyLock<Histogram> =
+    LazyLock::new(|| Histogram::new(exponential_buckets(1.0, 2.0, 14)));
+/// Waits terminationGracePeriod cut short, the instance terminated with volumes attached.
+static WAITS_CUT: LazyLock<Counter> = LazyLock::new(Default::default);
+
+/// The wait's measures since the process started, for the metrics registry: one per process, as
+/// the terminations of every step of the one decision thread feed them.
+pub fn wait_metrics() -> (Histogram, Counter) {
+    (WAIT_SECONDS.clone(), WAITS_CUT.clone())
+}
 
 /// Where a drained node's volumes stand; the `VolumesDetached` condition reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,6 +255,10 @@ fn record(
         return Recorded::Unchanged;
     };
     let mut conditions = conditions_of(claim);
+    let waiting_since = conditions
+        .iter()
+        .find(|c| c.type_ == NODECLAIM_VOLUMES_DETACHED && c.status == "Unknown")
+        .and_then(|c| parse_timestamp(&c.last_transition_time.0.to_string()).ok());
     if !set(&mut conditions, status, reason, now) {
         return Recorded::Unchanged;
     }
@@ -252,11 +275,28 @@ fn record(
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
     let sent = api.patch_status(&name, &params, &patch);
     match cluster.handle().block_on(sent) {
-        Ok(_) => Recorded::Written,
+        Ok(_) => {
+            measure(volumes, waiting_since, now);
+            Recorded::Written
+        }
         Err(e) => {
             tracing::debug!(claim = %name, error = %e, "VolumesDetached not written, retrying");
             Recorded::Failed
         }
+    }
+}
+
+/// Observes a wait that ended (detached, or cut by the grace) into [`wait_metrics`]; a wait that
+/// never started (nothing attached at the first look) is not one.
+fn measure(volumes: &Volumes, waiting_since: Option<DateTime<Utc>>, now: DateTime<Utc>) {
+    if !matches!(volumes, Volumes::Detached | Volumes::GraceElapsed(_)) {
+        return;
+    }
+    if let Some(since) = waiting_since {
+        WAIT_SECONDS.observe((now - since).num_milliseconds().max(0) as f64 / 1000.0);
+    }
+    if matches!(volumes, Volumes::GraceElapsed(_)) {
+        WAITS_CUT.inc();
     }
 }
 
@@ -348,6 +388,34 @@ mod tests {
         assert_eq!(cs.len(), 1);
         assert_eq!(cs[0].status, "True");
         assert_eq!(cs[0].last_transition_time, claims::k8s_time(t1));
+    }
+
+    /// The histogram's sample count, as the registry serves it.
+    fn observed(h: &Histogram) -> u64 {
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("wait", "wait", h.clone());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("wait_count "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    }
+
+    #[test]
+    fn an_ended_wait_is_measured_and_a_cut_one_counted() {
+        let (seconds, cut) = wait_metrics();
+        let (count, cuts) = (observed(&seconds), cut.get());
+        let t0 = at("2026-01-01T00:00:00Z");
+        let t1 = at("2026-01-01T00:00:12Z");
+        measure(&Volumes::Awaiting(vec!["va".into()]), Some(t0), t1);
+        assert_eq!(observed(&seconds), count, "still waiting");
+        measure(&Volumes::Detached, None, t1);
+        assert_eq!(observed(&seconds), count, "nothing was ever awaited");
+        measure(&Volumes::Detached, Some(t0), t1);
+        measure(&Volumes::GraceElapsed(vec!["va".into()]), Some(t0), t1);
+        assert_eq!(observed(&seconds), count + 2);
+        assert_eq!(cut.get(), cuts + 1);
     }
 
     #[test]

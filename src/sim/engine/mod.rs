@@ -104,6 +104,8 @@ impl<'a> World<'a> {
             solver_fault: None,
             // the simulator compares strategies on every consolidation Karpenter can make
             spot_to_spot_consolidation: true,
+            command_timeout: crate::controller::COMMAND_TIMEOUT_SECONDS,
+            unavailable_ttl: crate::cloud::UNAVAILABLE_TTL_SECONDS,
         };
         let cloud = SimCloud::new(sc.catalog.clone(), ice, sc.interruption_rate_scale, seed);
         let mut ctl = Controller::new(settings, sc.catalog.clone(), cloud);
