@@ -23,7 +23,7 @@ fn main() -> std::process::ExitCode {
             .into();
         }
     };
-    cli::init_tracing(&args.log_level);
+    cli::init_tracing(&args);
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {

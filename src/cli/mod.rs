@@ -25,18 +25,51 @@ use clap::{Parser, Subcommand};
     about = "Plans EC2 capacity for Kubernetes by mixed-integer optimization"
 )]
 pub struct Cli {
-    /// Log filter (tracing env-filter syntax).
-    // the highs crate logs a warning for every solve stopped by its time limit, which joiner
-    // reports itself
+    /// Log filter (tracing env-filter syntax, e.g. `debug` or `info,joiner::cloud=debug`);
+    /// `info,highs=error` for `controller`, `warn,highs=error` for the other commands. A filter
+    /// that does not parse is an error.
+    #[arg(long, global = true, env = "JOINER_LOG", value_parser = log_filter)]
+    pub log_level: Option<String>,
+    /// Log line format: `text` for people, `json` (one object a line) for log shippers.
     #[arg(
         long,
         global = true,
-        env = "JOINER_LOG",
-        default_value = "warn,highs=error"
+        env = "JOINER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
     )]
-    pub log_level: String,
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines, coloured on a terminal.
+    Text,
+    /// One JSON object a line: `timestamp`, `level`, `target`, `message` and the event's fields.
+    Json,
+}
+
+/// The levels a bare directive may name. The env-filter syntax also reads a bare word as a target
+/// at every level, so a misspelt level (`infoo`) would silently keep every line of joiner out;
+/// a target is written `target=level` instead.
+const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// `--log-level`, checked: every directive parses, and a bare one is a level.
+fn log_filter(text: &str) -> Result<String, String> {
+    for directive in text.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let bare = !directive.contains(['=', ':', '[']);
+        if bare && !LEVELS.contains(&directive.to_ascii_lowercase().as_str()) {
+            return Err(format!(
+                "`{directive}` is not a level ({}); a target is written `target=level`",
+                LEVELS.join(", ")
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(text)
+        .map(|_| text.to_string())
+        .map_err(|e| format!("not a tracing filter: {e}"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,15 +112,34 @@ pub(crate) fn seconds(flag: &str, value: f64) -> anyhow::Result<std::time::Durat
         .map_err(|_| anyhow::anyhow!("{flag} {value} is too large"))
 }
 
-pub fn init_tracing(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
-    // colours only on a terminal: `kubectl logs` and log shippers get plain text
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
+/// Installs the log subscriber `cli` asks for, on stderr.
+pub fn init_tracing(cli: &Cli) {
+    // the highs crate logs a warning for every solve stopped by its time limit, which joiner
+    // reports itself; the controller tells what it does at info, the one-shot commands only
+    // what goes wrong
+    let default = match cli.command {
+        Command::Controller(_) => "info,highs=error",
+        _ => "warn,highs=error",
+    };
+    let text = cli.log_level.as_deref().unwrap_or(default);
+    // the flag's parser checked it: this only falls back if the environment changed under us
+    let filter = tracing_subscriber::EnvFilter::try_new(text).unwrap_or_else(|_| default.into());
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => {
+            // colours only on a terminal: `kubectl logs` and log shippers get plain text
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder.with_ansi(ansi).init();
+        }
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -141,6 +193,26 @@ mod tests {
             .map(|(flag, _)| flag.as_str())
             .collect();
         assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+
+    #[test]
+    fn a_log_filter_is_levels_and_target_directives() {
+        for good in [
+            "info",
+            "WARN",
+            "info,highs=error",
+            "joiner::cloud=debug",
+            "off",
+        ] {
+            assert_eq!(super::log_filter(good).as_deref(), Ok(good));
+        }
+        for bad in ["verbose", "info,infoo", "joiner=loud"] {
+            let e = super::log_filter(bad).expect_err(bad);
+            assert!(!e.is_empty(), "{bad}");
+        }
+        assert!(super::log_filter("verbose")
+            .unwrap_err()
+            .contains("`verbose`"));
     }
 
     #[test]

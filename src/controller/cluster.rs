@@ -64,6 +64,8 @@ pub trait Cluster {
     /// A disruption command missed its deadline and was rolled back: `nodes` went back into
     /// service; `why` says what was left undone.
     fn disruption_timed_out(&mut self, _nodes: &[String], _why: &str) {}
+    /// Something Karpenter reports as an Event (see [`super::report::Notice`]).
+    fn notify(&mut self, _notice: super::report::Notice) {}
     /// Puts or removes the `karpenter.sh/disrupted:NoSchedule` taint, so nothing new lands there.
     fn set_disrupted(&mut self, node: &str, disrupted: bool);
     /// Evicts a bound pod through the Eviction API; its controller recreates it pending.

@@ -90,6 +90,10 @@ impl<P: CloudProvider> Controller<P> {
         // the solve may outlast the lease: a plan decided by a replica that lost it is dropped
         self.leading()?;
         tracing::debug!(hours = now / 3600.0, candidates = plan.solver.candidates, actions = plan.actions.len(), deleted = plan.deleted_nodes(), savings = plan.savings_per_hour, status = %plan.solver.status, "disruption pass");
+        let at = self.timestamp(now);
+        for notice in super::report::blocked(cluster.snapshot(), &self.catalog, &plan, at) {
+            cluster.notify(notice);
+        }
         if plan.actions.is_empty() {
             self.disruption.quiet = Some((sig, now));
             return Ok(());
@@ -210,6 +214,8 @@ impl<P: CloudProvider> Controller<P> {
         for name in &launched {
             self.nominated.retain(|_, n| n != name);
         }
+        let bound = self.settings.disruption_bound;
+        super::report::command_executed(cluster, &plan, &launched, bound);
         if let Some(cmd) = self.disruption.command.as_mut() {
             cmd.replacements = launched;
             cmd.validated = true;
@@ -335,16 +341,21 @@ impl<P: CloudProvider> Controller<P> {
         let Some(cmd) = self.disruption.command.as_mut() else {
             return;
         };
-        if !cmd.validated
-            || cmd.draining
-            || cmd
-                .replacements
-                .iter()
-                .any(|r| in_flight.contains(r) || !cluster.initialized(r))
-        {
+        if !cmd.validated || cmd.draining {
+            return;
+        }
+        let waiting: Vec<String> = (cmd.replacements.iter())
+            .filter(|r| in_flight.contains(r) || !cluster.initialized(r))
+            .cloned()
+            .collect();
+        if !waiting.is_empty() {
+            for claim in waiting {
+                cluster.notify(super::report::Notice::DisruptionWaitingReadiness { claim });
+            }
             return;
         }
         cmd.draining = true;
+        super::report::terminating(cluster, &cmd.plan);
         self.drain_step(cluster, now);
     }
 
@@ -390,14 +401,16 @@ impl<P: CloudProvider> Controller<P> {
                     })
                     .map(|p| p.key())
                     .collect();
-                let mut refused = false;
+                let mut refused = None;
                 for pod in &group {
                     match cluster.evict(pod) {
                         Ok(()) => self.stats.evicted += 1,
-                        Err(_) => refused = true,
+                        Err(e) => refused = Some(e),
                     }
                 }
-                if refused {
+                if let Some(e) = refused {
+                    let (node, error) = (node.clone(), e.to_string());
+                    cluster.notify(super::report::Notice::FailedDraining { node, error });
                     waiting = true;
                     break;
                 }

@@ -14,6 +14,7 @@ pub mod cluster;
 mod disrupter;
 pub mod leadership;
 mod provisioner;
+pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Index, RangeFrom};

@@ -109,6 +109,9 @@ impl<P: CloudProvider> Controller<P> {
             cluster.unschedulable(&u.pod, &u.message);
         }
         if !plan.unschedulable.is_empty() {
+            for nodepool in super::report::pools_without_types(&view, &catalog) {
+                cluster.notify(super::report::Notice::NoCompatibleInstanceTypes { nodepool });
+            }
             self.wake(now + PARK_SECONDS, Wake::Retry);
         }
         Ok(())
@@ -149,6 +152,7 @@ impl<P: CloudProvider> Controller<P> {
         let mut todo = Vec::new();
         for (i, ok) in created.into_iter().enumerate() {
             if ok {
+                super::report::claim_created(&names[i], &nodes[i]);
                 todo.push(i);
             } else {
                 // the write may have taken effect although its answer was lost (the API server's
@@ -208,6 +212,11 @@ impl<P: CloudProvider> Controller<P> {
         if result.is_err() {
             cluster.claim_failed(name);
         }
+        if let Err(e @ CloudError::InsufficientCapacity { .. }) = &result {
+            let error = e.to_string();
+            let claim = name.to_string();
+            cluster.notify(super::report::Notice::InsufficientCapacity { claim, error });
+        }
         match result {
             Ok(launched) => {
                 if !launched.insufficient.is_empty() {
@@ -217,7 +226,7 @@ impl<P: CloudProvider> Controller<P> {
                     self.unavailable.mark(key, now);
                 }
                 let i = launched.instance;
-                tracing::debug!(hours = now / 3600.0, node = %name, instance_type = %i.offering.instance_type, zone = %i.offering.zone, capacity_type = i.offering.capacity_type.as_str(), price = i.offering.price, pods = node.pods.len(), "launched");
+                super::report::claim_launched(name, &node, &i);
                 self.instance_of.insert(name.to_string(), i.id.clone());
                 self.stats.launched += 1;
                 for pod in &node.pods {

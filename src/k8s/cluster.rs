@@ -64,6 +64,8 @@ pub struct KubeCluster {
     nominations: DefaultDirectRateLimiter,
     /// `FailedScheduling` Events sent in the last five minutes.
     failed_scheduling: Dedupe,
+    /// The controller's Notices sent lately (see [`events::Notices`]).
+    notices: events::Notices,
     snap: ClusterSnapshot,
     /// Position of each pod of `snap` by key, built when the first claim of a step is written.
     pod_index: Option<std::collections::HashMap<String, usize>>,
@@ -113,6 +115,7 @@ impl KubeCluster {
             events,
             nominations: events::nomination_limiter(),
             failed_scheduling: Dedupe::new(events::FAILED_SCHEDULING_REPEAT, Instant::now()),
+            notices: events::Notices::new(Instant::now()),
             snap: ClusterSnapshot::default(),
             pod_index: None,
             planned: BTreeMap::new(),
@@ -376,6 +379,7 @@ impl KubeCluster {
         }
         if self.release(self.claims_api(), name) {
             self.writes.claims_deleted += 1;
+            tracing::info!(nodeclaim = name, "deleted nodeclaim");
         }
         self.planned.remove(name);
         self.in_flight.remove(name);
@@ -586,6 +590,16 @@ impl Cluster for KubeCluster {
                     secondary: None,
                 },
             );
+        }
+    }
+
+    fn notify(&mut self, notice: crate::controller::report::Notice) {
+        let now = Instant::now();
+        for object in events::notice_objects(&self.caches, &notice) {
+            let key = format!("{:?}/{:?}", object.kind, object.name);
+            if self.notices.admit(&key, &notice, now) {
+                self.publish(&object, events::notice_event(&notice));
+            }
         }
     }
 

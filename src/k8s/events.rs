@@ -4,6 +4,10 @@
 //! one rate limit across all pods, `FailedScheduling` once per pod and message in five minutes.
 //! A large scale-up otherwise sent an Event per pod per pass. The queue is bounded: Events the
 //! publisher cannot keep up with are dropped and counted ([`dropped`]), never held without limit.
+//!
+//! The controller's [`Notice`]s become Karpenter's Events here ([`notice_event`]) on the objects
+//! Karpenter puts them on ([`notice_objects`]), each sent once a window ([`Notices`]), as
+//! Karpenter's recorder dedupes them.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -14,8 +18,13 @@ use futures::channel::mpsc::{Receiver, UnboundedSender};
 use futures::StreamExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
 use tokio::runtime::Handle;
+
+use super::caches::Caches;
+use super::claims;
+use crate::controller::report::{Notice, ObjectKind};
 
 /// Events a publisher task sends at once.
 const EVENT_CONCURRENCY: usize = 8;
@@ -132,6 +141,117 @@ impl Dedupe {
     }
 }
 
+/// How long a Notice's Event stands before the same one is sent again: Karpenter's default dedupe
+/// timeout. A disruption pass finds the same blocked nodes every few seconds.
+pub const NOTICE_REPEAT: Duration = Duration::from_secs(120);
+/// ...and Karpenter's for `Unconsolidatable`, which every pass repeats for most nodes.
+pub const UNCONSOLIDATABLE_REPEAT: Duration = Duration::from_secs(900);
+
+/// The Notices' Events sent lately, so that a repeat within its window is skipped.
+#[derive(Debug)]
+pub struct Notices {
+    regular: Dedupe,
+    unconsolidatable: Dedupe,
+}
+
+impl Notices {
+    pub fn new(now: Instant) -> Notices {
+        Notices {
+            regular: Dedupe::new(NOTICE_REPEAT, now),
+            unconsolidatable: Dedupe::new(UNCONSOLIDATABLE_REPEAT, now),
+        }
+    }
+
+    /// Whether `notice`'s Event on `object` (kind/name) should go out at `now`.
+    pub fn admit(&mut self, object: &str, notice: &Notice, now: Instant) -> bool {
+        let key = format!("{}: {}", notice.reason(), notice.dedupe_key());
+        match notice {
+            Notice::Unconsolidatable { .. } => self.unconsolidatable.admit(object, &key, now),
+            _ => self.regular.admit(object, &key, now),
+        }
+    }
+}
+
+/// The Event Karpenter publishes for `notice`.
+pub fn notice_event(notice: &Notice) -> Event {
+    let action = match notice {
+        Notice::InsufficientCapacity { .. } | Notice::NoCompatibleInstanceTypes { .. } => {
+            "Provisioning"
+        }
+        Notice::FailedDraining { .. } => "Drain",
+        _ => "Disrupt",
+    };
+    Event {
+        type_: match notice.is_warning() {
+            true => EventType::Warning,
+            false => EventType::Normal,
+        },
+        reason: notice.reason().into(),
+        note: Some(notice.message()),
+        action: action.into(),
+        secondary: None,
+    }
+}
+
+/// The objects `notice`'s Event goes on, from the caches; a NodeClaim not in them yet (created
+/// this step) is named without its uid.
+pub fn notice_objects(caches: &Caches, notice: &Notice) -> Vec<ObjectReference> {
+    let (kind, name) = notice.object();
+    let node = || {
+        caches
+            .nodes
+            .get(&ObjectRef::new(name))
+            .map(|n| n.object_ref())
+    };
+    let claim = |name: &str| {
+        let found = caches
+            .node_claims()
+            .into_iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name));
+        karpenter_ref("NodeClaim", name, found.as_deref())
+    };
+    match kind {
+        ObjectKind::Node => node().into_iter().collect(),
+        ObjectKind::NodeClaim => vec![claim(name)],
+        ObjectKind::NodeAndClaim => {
+            let of_node = caches
+                .node_claims()
+                .into_iter()
+                .find(|c| claims::node_name_of(c) == Some(name));
+            let claim = of_node.map(|c| karpenter_ref("NodeClaim", name, Some(&*c)));
+            node().into_iter().chain(claim).collect()
+        }
+        ObjectKind::NodePool => {
+            let pool = caches
+                .nodepools
+                .state()
+                .into_iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name));
+            vec![karpenter_ref("NodePool", name, pool.as_deref())]
+        }
+    }
+}
+
+/// A reference to a `karpenter.sh/v1` object, with its uid when it is known.
+fn karpenter_ref(
+    kind: &str,
+    name: &str,
+    object: Option<&kube::api::DynamicObject>,
+) -> ObjectReference {
+    let meta = object.map(|o| &o.metadata);
+    ObjectReference {
+        api_version: Some("karpenter.sh/v1".into()),
+        kind: Some(kind.into()),
+        name: Some(
+            meta.and_then(|m| m.name.clone())
+                .unwrap_or_else(|| name.into()),
+        ),
+        uid: meta.and_then(|m| m.uid.clone()),
+        resource_version: meta.and_then(|m| m.resource_version.clone()),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +313,36 @@ mod tests {
         assert!(
             d.admit("shop/web-1", "no offering", t0 + Duration::from_secs(300)),
             "the window is over"
+        );
+    }
+
+    #[test]
+    fn a_notice_is_sent_once_a_window_and_unconsolidatable_once_in_fifteen_minutes() {
+        let t0 = Instant::now();
+        let mut n = Notices::new(t0);
+        let blocked = Notice::DisruptionBlocked {
+            node: "n1".into(),
+            why: "pdb shop/web allows no disruption".into(),
+        };
+        let unconsolidatable = Notice::Unconsolidatable {
+            node: "n1".into(),
+            why: "saves too little".into(),
+        };
+        assert!(n.admit("Node/n1", &blocked, t0));
+        assert!(n.admit("Node/n1", &unconsolidatable, t0), "another reason");
+        assert!(n.admit("NodeClaim/c1", &blocked, t0), "another object");
+        let later = t0 + NOTICE_REPEAT;
+        assert!(!n.admit("Node/n1", &blocked, later - Duration::from_secs(1)));
+        assert!(n.admit("Node/n1", &blocked, later));
+        assert!(!n.admit("Node/n1", &unconsolidatable, later));
+        assert!(n.admit("Node/n1", &unconsolidatable, t0 + UNCONSOLIDATABLE_REPEAT));
+        let event = notice_event(&Notice::FailedDraining {
+            node: "n1".into(),
+            error: "eviction refused".into(),
+        });
+        assert_eq!(
+            (event.type_, event.reason.as_str()),
+            (EventType::Warning, "FailedDraining")
         );
     }
 

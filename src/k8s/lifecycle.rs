@@ -221,6 +221,8 @@ fn initialize(cluster: &mut KubeCluster, claim: &DynamicObject, node: &Node, at:
     let written = write(cluster, &name, &node_name, node_patch, status);
     if written {
         cluster.initialized(&name);
+        let provider_id = claims::provider_id_of(claim).unwrap_or_default();
+        tracing::info!(nodeclaim = %name, node = %node_name, provider_id, "initialized nodeclaim");
     }
     written
 }

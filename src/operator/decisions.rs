@@ -433,7 +433,7 @@ impl<P: CloudProvider> Decisions<P> {
     fn lifecycle(&mut self, now: f64, at: Timestamp) {
         let t = lifecycle::reconcile(&mut self.cluster, at, self.settings.timeouts);
         for (claim, node) in t.registered {
-            tracing::info!(claim = %claim, node = %node, "nodeclaim registered");
+            tracing::info!(nodeclaim = %claim, node = %node, "registered nodeclaim");
             self.cluster.registered(&claim);
             self.ctl
                 .claim_registered(&mut self.cluster, &claim, &node, now);
