@@ -41,7 +41,7 @@ ALL_SETTINGS = {
     "registrationTimeout": "20m", "batchIdleDuration": "2s", "batchMaxDuration": "15s", "apiTimeout": "45s", "disableLeaderElection": True,
     "leaderElectionName": "joiner-prod", "leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s",
     "metricsPort": 9090, "healthProbePort": 9091, "bindAddress": "::", "simSeed": 42, "logLevel": "info",
-    "featureGates": {"spotToSpotConsolidation": True},
+    "featureGates": {"spotToSpotConsolidation": True}, "logFormat": "text",
 }
 
 
@@ -242,7 +242,8 @@ def check_settings_mapping(chart):
 
 
 def check_defaults_match_binary(chart, help_text):
-    """Each setting's default in values.yaml is the binary's default (cloudProvider is aws on purpose)."""
+    """Each setting's default in values.yaml is the binary's default (on purpose not: cloudProvider aws,
+    and logFormat json, for log shippers in a cluster)."""
     defaults = {}
     for block in re.split(r"\n\s*(?=--[a-z])", help_text):
         env, default = re.search(r"\[env: ([A-Z0-9_]+)=", block), re.search(r"\[default: ([^\]]*)\]", block)
@@ -250,7 +251,7 @@ def check_defaults_match_binary(chart, help_text):
             defaults[env.group(1)] = default.group(1)
     data, _ = settings_data(chart, REQUIRED)
     problems = [f"{env}: chart default {data.get(env)!r}, binary default {value!r}" for env, value in sorted(defaults.items())
-                if env not in ("JOINER_CLOUD_PROVIDER", "SYSTEM_NAMESPACE") and env in data and data[env] != value]
+                if env not in ("JOINER_CLOUD_PROVIDER", "JOINER_LOG_FORMAT", "SYSTEM_NAMESPACE") and env in data and data[env] != value]
     if problems:
         raise Failures(problems)
 

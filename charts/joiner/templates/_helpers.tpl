@@ -170,6 +170,7 @@ healthProbePort: HEALTH_PROBE_PORT
 bindAddress: JOINER_BIND_ADDRESS
 simSeed: JOINER_SIM_SEED
 logLevel: JOINER_LOG
+logFormat: JOINER_LOG_FORMAT
 featureGates: FEATURE_GATES
 {{- end }}
 
