@@ -217,6 +217,10 @@ impl ControllerArgs {
                 Ok(le)
             })
             .transpose()?;
+        let (gates, ignored) = operator::settings::FeatureGates::parse(&self.feature_gates)?;
+        if !ignored.is_empty() {
+            tracing::warn!(gates = ?ignored, "feature gates joiner does not implement are ignored");
+        }
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let controller = Settings {
             provisioning: self.strategy,
@@ -228,10 +232,6 @@ impl ControllerArgs {
             disruption_time_limit: duration("disruption-time-limit", &self.disruption_time_limit)?
                 .as_secs_f64(),
             gap: self.solver_gap,
-        let (gates, ignored) = operator::settings::FeatureGates::parse(&self.feature_gates)?;
-        if !ignored.is_empty() {
-            tracing::warn!(gates = ?ignored, "feature gates joiner does not implement are ignored");
-        }
             // Karpenter looks again at an unchanged cluster after 5 minutes, for what it cannot see
             quiet_ttl: Some(300.0),
             disruption_bound: false,

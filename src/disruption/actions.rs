@@ -479,6 +479,19 @@ fn worth_it(
             a.savings_per_hour, w.payback_hours, one_off
         ));
     }
+    let every_spot = a
+        .delete
+        .iter()
+        .all(|n| t.cands.find(n).is_some_and(|c| c.spot));
+    let spot_launch = a
+        .launch
+        .iter()
+        .any(|l| l.capacity_type == CapacityType::Spot);
+    if every_spot && spot_launch && !settings.spot_to_spot {
+        return refuse(
+            "spot-to-spot consolidation is off (feature gate SpotToSpotConsolidation)".into(),
+        );
+    }
     // Karpenter asks for flexibility only when one spot node is replaced (single-node
     // consolidation); replacing several spot nodes is taken on price alone
     let all_spot = a.delete.len() == 1 && every_spot;
@@ -506,19 +519,6 @@ fn worth_it(
 
 /// Fixed nodes' prices plus a bound over every consolidation candidate's and forced node's pods,
 /// where each candidate is an optional bin at its price and new offerings are open at their price
-    let every_spot = a
-        .delete
-        .iter()
-        .all(|n| t.cands.find(n).is_some_and(|c| c.spot));
-    let spot_launch = a
-        .launch
-        .iter()
-        .any(|l| l.capacity_type == CapacityType::Spot);
-    if every_spot && spot_launch && !settings.spot_to_spot {
-        return refuse(
-            "spot-to-spot consolidation is off (feature gate SpotToSpotConsolidation)".into(),
-        );
-    }
 /// (no spot-risk surcharge, no preference penalties: this bounds dollars, not the objective). The
 /// larger of the aggregated LP and, when pricing proved it converged, the pattern LP.
 fn lower_bound(

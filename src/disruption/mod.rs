@@ -82,11 +82,11 @@ impl DisruptionSettings {
             gap: 0.01,
             threads: 1,
             spot_to_spot_min_types: 15,
+            spot_to_spot: true,
             max_fallbacks: 20,
             lower_bound: true,
             fault: None,
         }
-            spot_to_spot: true,
     }
 
     /// The provisioning solve's settings for `seconds`.
