@@ -29,6 +29,7 @@ use crate::optimizer::{PlanStatus, SolverFault, Strategy};
 pub use cluster::{Cluster, EvictionRefused};
 pub use disrupter::COMMAND_TIMEOUT_SECONDS;
 pub use leadership::{LeaderToken, NotLeader};
+pub use provisioner::{Certifier, ProvisioningCost, Uncertified};
 
 /// How long a pod nominated to a running node waits for kube-scheduler to bind it there before it
 /// is provisioned for again (Karpenter's nomination window is two batch windows).
@@ -272,6 +273,8 @@ pub struct Controller<P: CloudProvider> {
     /// Asked before a step starts writes: a deposed leader's step must not act.
     leader: LeaderToken,
     pub stats: Stats,
+    /// Computes provisioning plans' bounds off the decision path, when the host asks for them.
+    certifier: Option<Certifier>,
 }
 
 impl<P: CloudProvider> Controller<P> {
@@ -295,6 +298,7 @@ impl<P: CloudProvider> Controller<P> {
             wakes: vec![],
             leader: LeaderToken::always(),
             stats: Stats::default(),
+            certifier: None,
         }
     }
 

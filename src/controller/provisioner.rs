@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Cluster, Controller, ControllerError, Wake};
+mod certify;
+
 use crate::catalog::CapacityType;
 use crate::cloud::{
     CloudError, CloudProvider, Instance, LaunchRequest, Launched, NodeTemplate, OfferingKey,
@@ -15,6 +17,8 @@ use crate::disruption::edit::register;
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
 use crate::domain::ClusterSnapshot;
 use crate::optimizer::{self, NewNode, OfferingRef, SolveSettings};
+use certify::PlanToCertify;
+pub use certify::{Certifier, ProvisioningCost, Uncertified};
 
 /// How long a pod no offering could hold waits before it is solved again.
 const PARK_SECONDS: f64 = 60.0;
@@ -77,6 +81,14 @@ impl<P: CloudProvider> Controller<P> {
         };
         let mut plan = optimizer::solve(&view, &catalog, &settings)
             .map_err(|e| ControllerError::Provisioning(e.to_string()))?;
+        let no_types = match plan.unschedulable.is_empty() {
+            true => vec![],
+            false => super::report::pools_without_types(&view, &catalog),
+        };
+        let certify = self.certifier.clone().map(|c| {
+            c.planned(&plan);
+            (c, PlanToCertify::of(&plan, view, catalog, settings))
+        });
         if stand_ins > 0 {
             optimizer::headroom::strip(&mut plan);
         }
@@ -103,13 +115,17 @@ impl<P: CloudProvider> Controller<P> {
             }
         }
         self.launch_all(cluster, plan.nodes, now);
+        // the bound is computed once the launches are under way, off the decision's path
+        if let Some((certifier, todo)) = certify {
+            certifier.spawn(todo);
+        }
         for u in &plan.unschedulable {
             self.parked.insert(u.pod.clone(), now + PARK_SECONDS);
             tracing::debug!(pod = %u.pod, reason = ?u.reason, message = %u.message, "no offering can hold the pod");
             cluster.unschedulable(&u.pod, &u.message);
         }
         if !plan.unschedulable.is_empty() {
-            for nodepool in super::report::pools_without_types(&view, &catalog) {
+            for nodepool in no_types {
                 cluster.notify(super::report::Notice::NoCompatibleInstanceTypes { nodepool });
             }
             self.wake(now + PARK_SECONDS, Wake::Retry);
@@ -381,6 +397,15 @@ impl<P: CloudProvider> Controller<P> {
         self.nominated.retain(|_, n| n != name);
         self.stats.evicted += cluster.delete_node(name);
         self.replacement_lost(cluster, name);
+    }
+}
+
+impl<P: CloudProvider> Controller<P> {
+    /// Reports each provisioning plan's cost to `certifier`, then computes the plan's certified
+    /// lower bound on a thread of its own and reports that too.
+    pub fn with_certifier(mut self, certifier: Certifier) -> Self {
+        self.certifier = Some(certifier);
+        self
     }
 }
 

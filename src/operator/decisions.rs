@@ -541,7 +541,10 @@ impl<P: CloudProvider> Decisions<P> {
                     status: status_label(s.status),
                 })
                 .inc();
-            m.solve_gap.get_or_create(&PhaseLabels { phase }).set(s.gap);
+            // a provisioning plan's gap is set when its bound is computed, off this thread
+            if s.phase != crate::controller::Phase::Provisioning {
+                m.solve_gap.get_or_create(&PhaseLabels { phase }).set(s.gap);
+            }
         }
         let grew = |now: usize, before: usize| now.saturating_sub(before) as u64;
         m.nodeclaims_created
@@ -584,5 +587,16 @@ impl<P: CloudProvider> Decisions<P> {
         self.last_writes = w.clone();
         self.last_stats = st.clone();
         self.host_terminations = 0;
+        let now = self.now();
+        let snap = crate::controller::Cluster::snapshot(&self.cluster);
+        let in_flight = crate::controller::Cluster::in_flight(&self.cluster).len();
+        m.observe_cluster(&super::metrics::karpenter::Observed {
+            snap,
+            catalog: self.ctl.catalog(),
+            at: self.timestamp(now),
+            now,
+            unregistered: in_flight,
+            synced: self.unreadable.is_empty(),
+        });
     }
 }

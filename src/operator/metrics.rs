@@ -1,6 +1,8 @@
-//! Prometheus metrics of the in-cluster controller, served on `/metrics`. Every label takes values
-//! from a fixed set (phases, solver statuses, reasons, provider methods) except the offering
-//! labels of the price estimates, which range over the catalog's offerings: bounded too.
+//! Prometheus metrics of the in-cluster controller, served on `/metrics`: joiner's own `joiner_*`
+//! series, and Karpenter's `karpenter_*` series ([`karpenter`]) with its names and labels. joiner's
+//! labels take values from fixed sets (phases, solver statuses, reasons, provider methods) except
+//! the offering labels of the price estimates, which range over the catalog's offerings: bounded
+//! too. Karpenter's node and pod series have one series per node or pod, as Karpenter's do.
 
 use std::sync::atomic::AtomicU64;
 
@@ -12,8 +14,19 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::catalog::Catalog;
-use crate::controller::SolveStatus;
+use crate::controller::{ProvisioningCost, SolveStatus};
 use crate::disruption::DisruptionStatus;
+use crate::domain::labels::{CAPACITY_TYPE, NODEPOOL};
+use crate::domain::Node;
+use crate::optimizer::problem::node_price;
+
+mod disruption;
+mod gauges;
+pub mod karpenter;
+
+use disruption::Savings;
+use gauges::GaugeSet;
+use karpenter::{Karpenter, Observed, Seen};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabels {
@@ -45,6 +58,27 @@ pub struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// certified, busy, other-pods, failed.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CostLabels {
+    pub nodepool: String,
+    pub capacity_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub arch: &'static str,
+    pub os: &'static str,
+}
+
+type F64Gauge = Gauge<f64, AtomicU64>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OfferingLabels {
     pub instance_type: String,
     pub zone: String,
@@ -70,6 +104,17 @@ pub struct Metrics {
     pub leader: Gauge,
     pub api_errors: Counter,
     pub events_dropped: Counter,
+    pub plan_cost: Family<PhaseLabels, F64Gauge>,
+    pub plan_objective: Family<PhaseLabels, F64Gauge>,
+    pub bound: Family<PhaseLabels, F64Gauge>,
+    pub bounds: Family<OutcomeLabels, Counter>,
+    pub bound_duration: Histogram,
+    pub cluster_cost: GaugeSet<CostLabels>,
+    pub savings: Savings,
+    pub build_info: Family<BuildLabels, Gauge>,
+    /// The series Karpenter's dashboards and alerts read.
+    pub karpenter: Karpenter,
+    seen: std::sync::Mutex<Seen>,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -78,7 +123,8 @@ fn seconds_histogram() -> Histogram {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("joiner");
+        let mut root = Registry::default();
+        let karpenter = Karpenter::register(root.sub_registry_with_prefix("karpenter"));
         let m = Metrics {
             scheduling_duration: seconds_histogram(),
             solve_duration: Family::new_with_constructor(seconds_histogram),
@@ -97,8 +143,19 @@ impl Metrics {
             leader: Gauge::default(),
             api_errors: Counter::default(),
             events_dropped: crate::k8s::events::dropped(),
+            plan_cost: Family::default(),
+            plan_objective: Family::default(),
+            bound: Family::default(),
+            bounds: Family::default(),
+            bound_duration: seconds_histogram(),
+            cluster_cost: GaugeSet::default(),
+            savings: Family::default(),
+            build_info: Family::default(),
+            karpenter,
+            seen: std::sync::Mutex::new(Seen::new()),
             registry: Registry::default(),
         };
+        let registry = root.sub_registry_with_prefix("joiner");
         registry.register(
             "scheduler_scheduling_duration_seconds",
             "Duration of a provisioning pass, batch closed to NodeClaims created",
@@ -180,8 +237,121 @@ impl Metrics {
             "Kubernetes Events dropped because the publishing queue was full",
             m.events_dropped.clone(),
         );
-        register_volume_waits(&mut registry);
-        Metrics { registry, ..m }
+        m.register_costs(registry);
+        register_volume_waits(registry);
+        Metrics {
+            registry: root,
+            ..m
+        }
+    }
+
+    fn register_costs(&self, r: &mut Registry) {
+        r.register(
+            "plan_cost_dollars_per_hour",
+            "Hourly price of the new nodes of the last plan, US dollars",
+            self.plan_cost.clone(),
+        );
+        r.register(
+            "plan_objective_dollars_per_hour",
+            "Objective of the last plan: price plus preference penalties, $/h",
+            self.plan_objective.clone(),
+        );
+        r.register(
+            "bound_dollars_per_hour",
+            "Certified lower bound on the objective of any plan placing the same pods as the last certified plan, $/h",
+            self.bound.clone(),
+        );
+        r.register(
+            "provisioning_bounds",
+            "Provisioning plans' bounds computed after their launches, by outcome",
+            self.bounds.clone(),
+        );
+        r.register(
+            "provisioning_bound_duration_seconds",
+            "Wall-clock duration of each provisioning bound",
+            self.bound_duration.clone(),
+        );
+        r.register(
+            "cluster_cost_dollars_per_hour",
+            "Hourly price of the NodeClaims' offerings, by NodePool and capacity type, US dollars",
+            self.cluster_cost.family.clone(),
+        );
+        r.register(
+            "disruption_savings_dollars_per_hour",
+            "Hourly price freed by consolidation decisions (nodes removed less replacements), summed over decisions",
+            self.savings.clone(),
+        );
+        r.register(
+            "build_info",
+            "A metric with a constant 1 value labeled by the version joiner was built from",
+            self.build_info.clone(),
+        );
+        self.build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+                arch: std::env::consts::ARCH,
+                os: std::env::consts::OS,
+            })
+            .set(1);
+    }
+
+    /// Takes in one step's view of the cluster: Karpenter's series and the cluster's cost.
+    pub fn observe_cluster(&self, o: &Observed) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        self.karpenter.observe(&mut seen, &self.savings, o);
+        let costs = o.snap.node_claims.iter().filter(|c| !c.deleting).map(|c| {
+            let get = |k: &str| c.labels.get(k).cloned().unwrap_or_default();
+            let node = Node::new(
+                &c.name,
+                c.labels.clone(),
+                Default::default(),
+                Default::default(),
+            );
+            let labels = CostLabels {
+                nodepool: c.nodepool.clone().unwrap_or_else(|| get(NODEPOOL)),
+                capacity_type: get(CAPACITY_TYPE),
+            };
+            (labels, node_price(&node, o.catalog))
+        });
+        self.cluster_cost.replace(costs);
+    }
+
+    /// A provisioning plan's cost, or its bound once computed.
+    pub fn provisioning_cost(&self, cost: ProvisioningCost) {
+        let phase = PhaseLabels {
+            phase: "provisioning",
+        };
+        match cost {
+            ProvisioningCost::Planned {
+                cost_per_hour,
+                objective,
+            } => {
+                self.plan_cost.get_or_create(&phase).set(cost_per_hour);
+                self.plan_objective.get_or_create(&phase).set(objective);
+            }
+            ProvisioningCost::Certified {
+                bound,
+                gap,
+                seconds,
+                ..
+            } => {
+                self.bound.get_or_create(&phase).set(bound);
+                self.solve_gap.get_or_create(&phase).set(gap);
+                self.bound_duration.observe(seconds);
+                self.bounds
+                    .get_or_create(&OutcomeLabels {
+                        outcome: "certified",
+                    })
+                    .inc();
+            }
+            ProvisioningCost::Uncertified(why) => {
+                self.bounds
+                    .get_or_create(&OutcomeLabels {
+                        outcome: why.as_str(),
+                    })
+                    .inc();
+            }
+        }
     }
 
     /// Publishes the catalog's prices (on start and whenever it is refreshed).

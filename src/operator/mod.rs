@@ -205,6 +205,14 @@ impl Leader<'_> {
         )
         .with_solve_history(SOLVES_KEPT)
         .with_leader_token(self.token.clone())
+        .with_certifier(self.certifier())
+    }
+
+    /// Provisioning plans' costs and bounds go to the metrics; a bound gets the solve's time limit.
+    fn certifier(&self) -> crate::controller::Certifier {
+        let metrics = self.metrics.clone();
+        let limit = Duration::from_secs_f64(self.settings.controller.solve_time_limit);
+        crate::controller::Certifier::new(limit, move |cost| metrics.provisioning_cost(cost))
     }
 
     fn start_sim(

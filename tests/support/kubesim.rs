@@ -315,7 +315,9 @@ async fn schedule(client: &Client) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let bindings =
         joiner::sim::binder::bindings(&snapshot, "us-east-1").map_err(|e| e.to_string())?;
-    let running = json!({"status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}});
+    // a kubelet records when it started the pod (Karpenter's pod startup metric reads it)
+    let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let running = json!({"status": {"phase": "Running", "startTime": started, "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}});
     for p in all_pods
         .iter()
         .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()) && !pod_ready(p))
@@ -342,7 +344,7 @@ async fn schedule(client: &Client) -> Result<(), String> {
         let patch = match bindings.get(&format!("{ns}/{name}")) {
             Some(node) => json!({
                 "spec": {"nodeName": node},
-                "status": {"phase": "Running", "conditions": [
+                "status": {"phase": "Running", "startTime": started, "conditions": [
                     {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]},
             }),
             None if unschedulable(p) => continue,
