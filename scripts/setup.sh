@@ -13,6 +13,8 @@ command -v c++ >/dev/null || need+=(g++)
 # libclang.so itself: libclang-cpp (pulled in by other packages) does not satisfy bindgen
 ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || need+=(libclang-dev)
 command -v readelf >/dev/null || need+=(binutils)
+# tests/top.rs drives `joiner top` in a tmux pane and reads its screen
+command -v tmux >/dev/null || need+=(tmux)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

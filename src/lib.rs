@@ -24,5 +24,7 @@ pub mod optimizer;
 pub mod scalein;
 pub mod sim;
 pub mod snapshot;
+#[cfg(feature = "cluster")]
+pub mod top;
 pub mod verify;
 pub mod workload;

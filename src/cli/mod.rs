@@ -1,6 +1,7 @@
 //! Subcommands: `solve`, `solve-dump`, `consolidate`, `controller`, `simulate`, `bench`,
-//! `bench-disruption`, `catalog build`, `catalog live` and `crds`. Each reads its inputs, calls the
-//! pure decision core, and prints or writes the result; nothing here makes decisions. docs/cli.md
+//! `bench-disruption`, `catalog build`, `catalog live`, `crds` and `top`. Each reads its inputs,
+//! calls the pure decision core, and prints or writes the result; nothing here makes decisions
+//! (`top` shows them, read-only). docs/cli.md
 //! describes the commands, their output formats and exit codes.
 
 mod bench_cmd;
@@ -13,6 +14,7 @@ pub mod output;
 mod progress;
 mod simulate_cmd;
 mod solve_cmd;
+mod top_cmd;
 
 use std::process::ExitCode;
 
@@ -99,6 +101,8 @@ pub enum Command {
     Catalog(catalog_cmd::CatalogCommand),
     /// Print the NodePool, NodeClaim and EC2NodeClass CustomResourceDefinitions.
     Crds(crds_cmd::CrdsArgs),
+    /// Watch a cluster read-only: its nodes, their cost, and what joiner would do now.
+    Top(Box<top_cmd::TopArgs>),
 }
 
 /// A `--time-limit` in seconds as a `Duration`: positive, finite and no larger than a `Duration`
@@ -153,6 +157,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate(a) => simulate_cmd::run(a),
         Command::Solve(a) => solve_cmd::solve(a),
         Command::SolveDump { args, out } => solve_cmd::dump(args, out),
+        Command::Top(a) => top_cmd::run(*a),
     }
 }
 
