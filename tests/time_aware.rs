@@ -183,6 +183,8 @@ fn a_consolidation_is_taken_only_when_its_savings_pay_its_evictions_back_in_time
     snap.weights.pod_eviction = 40.0;
     snap.weights.node_disruption = 0.0;
     snap.weights.payback_hours = 2.0;
+    // the node's age would lengthen the payback time: off here
+    snap.weights.payback_max_hours = 0.0;
     let short = disrupt(&snap, &cat, DisruptionStrategy::Milp);
     assert!(short.actions.is_empty(), "{:?}", short.actions);
     snap.weights.payback_hours = 4.0;
@@ -203,4 +205,54 @@ fn a_replacement_s_launch_counts_against_the_savings() {
     snap.weights.node_launch = 15.0;
     let plan = disrupt(&snap, &cat, DisruptionStrategy::Milp);
     assert_eq!(plan.actions.len(), 1, "{:?}", plan.blocked);
+}
+
+#[test]
+fn a_node_that_has_run_long_pays_its_evictions_back_over_its_age_up_to_the_cap() {
+    let (mut snap, cat) = replaceable();
+    // the node is 36 h old: with the cap at 24 h, one pod evicted at $380 once costs $15.83/h,
+    // more than the $15.80/h saved, and at $378, $15.75/h, less
+    snap.weights.node_disruption = 0.0;
+    snap.weights.payback_hours = 2.0;
+    snap.weights.payback_max_hours = 24.0;
+    snap.weights.pod_eviction = 380.0;
+    let dear = disrupt(&snap, &cat, DisruptionStrategy::Milp);
+    assert!(dear.actions.is_empty(), "{:?}", dear.actions);
+    snap.weights.pod_eviction = 378.0;
+    let cheap = disrupt(&snap, &cat, DisruptionStrategy::Milp);
+    assert_eq!(cheap.actions.len(), 1, "{:?}", cheap.blocked);
+    // with a cap of 48 h its 36 h of age count: $760 once is $21.1/h, $560 once $15.6/h
+    snap.weights.payback_max_hours = 48.0;
+    snap.weights.pod_eviction = 760.0;
+    assert!(disrupt(&snap, &cat, DisruptionStrategy::Milp)
+        .actions
+        .is_empty());
+    snap.weights.pod_eviction = 560.0;
+    assert_eq!(
+        disrupt(&snap, &cat, DisruptionStrategy::Milp).actions.len(),
+        1
+    );
+}
+
+#[test]
+fn a_consolidation_that_takes_room_held_for_returning_demand_is_refused_by_joiner_only() {
+    let (snap, cat) = replaceable();
+    let mut s = DisruptionSettings::new(parse_timestamp(NOW).unwrap());
+    s.time_limit = Duration::from_secs(5);
+    let free = consolidate(&snap, &cat, &s).expect("consolidate");
+    assert_eq!(free.actions.len(), 1, "{:?}", free.blocked);
+    // the 1-cpu replacement leaves under a cpu free where the 32-cpu node left 31: holding 8 cpu
+    // for returning replicas refuses it
+    s.held =
+        joiner::domain::Resources::new().with("cpu", joiner::domain::Quantity::from_milli(8_000));
+    let held = consolidate(&snap, &cat, &s).expect("consolidate");
+    assert!(held.actions.is_empty(), "{:?}", held.actions);
+    assert!(
+        blocked_for(&held, "keeps room for workloads that fell and rose again"),
+        "{:?}",
+        held.blocked
+    );
+    s.strategy = DisruptionStrategy::Baseline;
+    let karpenter = consolidate(&snap, &cat, &s).expect("consolidate");
+    assert_eq!(karpenter.actions.len(), 1, "the baseline holds nothing");
 }

@@ -123,6 +123,13 @@ impl<P: CloudProvider> Controller<P> {
         settings.lower_bound = self.settings.disruption_bound;
         settings.fault = self.settings.solver_fault;
         settings.spot_to_spot = self.settings.spot_to_spot_consolidation;
+        // joiner's own decisions keep room for workloads that come back; Karpenter's do not
+        if settings.strategy == disruption::DisruptionStrategy::Milp {
+            settings.held = crate::optimizer::headroom::held_room(
+                cluster.snapshot(),
+                &self.trend.recurring(),
+            );
+        }
         let plan = disruption::consolidate(cluster.snapshot(), &catalog, &settings)
             .map_err(|e| ControllerError::Disruption(e.to_string()))?;
         self.record_solve(

@@ -19,6 +19,7 @@ use crate::optimizer::{solve_seeded, NewNode, Plan, SeedNode, SolveSettings, Str
 
 use super::candidates::NodeInfo;
 use super::edit::without_nodes;
+use super::held;
 use super::model::{self, Limits, Selection};
 use super::plan::{Action, Blocked, DisruptionPlan, DisruptionReport, DisruptionStatus, Move};
 use super::{
@@ -150,16 +151,30 @@ fn decide_actions(
             .chain(remove.iter().map(|n| (n.as_str(), Reason::Underutilized)))
             .collect();
         actions = split(&after_plan, home, &reasons, t, notes);
+        let mut room = held::Room::new(base, &settings.held);
         let refused: Vec<String> = actions
             .iter()
-            .filter(|a| !worth_it(a, t, settings, &snapshot.weights, &mut blocked))
+            .filter(|a| {
+                !worth_it(a, t, settings, &snapshot.weights, &mut blocked)
+                    || !keeps_room(a, base, room.as_mut(), &mut blocked)
+            })
             .flat_map(|a| a.delete.clone())
             .collect();
         if refused.is_empty() {
             break;
         }
+        let before = remove.len() + forced.len();
         for n in &refused {
             remove.remove(n);
+            // an empty node is forced only by emptiness, which the held room may refuse
+            if forced.get(n) == Some(&Reason::Empty) {
+                forced.remove(n);
+            }
+        }
+        if remove.len() + forced.len() == before {
+            // nothing left to take back: the refused actions stand refused, the rest go ahead
+            actions.retain(|a| !a.delete.iter().any(|n| refused.contains(n)));
+            break;
         }
     }
     tracing::debug!(
@@ -444,6 +459,29 @@ fn rank(r: Reason) -> u8 {
     }
 }
 
+/// A voluntary consolidation leaves the room held for returning demand free.
+fn keeps_room(
+    a: &Action,
+    base: &ClusterSnapshot,
+    room: Option<&mut held::Room>,
+    blocked: &mut Vec<Blocked>,
+) -> bool {
+    let Some(room) = room else {
+        return true;
+    };
+    match room.admit(a, base) {
+        Ok(()) => true,
+        Err(why) => {
+            tracing::debug!(nodes = ?a.delete, reason = %why, "consolidation refused");
+            blocked.extend(a.delete.iter().map(|n| Blocked {
+                node: n.clone(),
+                reason: why.clone(),
+            }));
+            false
+        }
+    }
+}
+
 /// Consolidation actions must pay: at least `minSavings`, and a spot node goes to spot capacity
 /// only with enough cheaper spot types to choose from. Forced actions always stand.
 fn worth_it(
@@ -457,6 +495,7 @@ fn worth_it(
         return true;
     }
     let mut refuse = |why: String| {
+        tracing::debug!(nodes = ?a.delete, reason = %why, "consolidation refused");
         blocked.extend(a.delete.iter().map(|n| Blocked {
             node: n.clone(),
             reason: why.clone(),
@@ -470,13 +509,14 @@ fn worth_it(
         ));
     }
     // the evictions, the node disruptions and the replacements' launches are paid once; the
-    // savings must pay them back within paybackHours
+    // savings must pay them back, a node's disruption over its payback horizon and a launch
+    // within paybackHours
     let one_off = a.disruption_cost + w.per_hour(w.node_launch) * a.launch.len() as f64;
     if a.savings_per_hour < one_off {
         return refuse(format!(
-            "replacing it saves ${:.4}/h, less than its evictions and launches cost over \
-             paybackHours {} (${:.4}/h)",
-            a.savings_per_hour, w.payback_hours, one_off
+            "replacing it saves ${:.4}/h, less than its evictions and launches cost paid back \
+             over paybackHours {} to paybackMaxHours {} by node age (${:.4}/h)",
+            a.savings_per_hour, w.payback_hours, w.payback_max_hours, one_off
         ));
     }
     let every_spot = a

@@ -291,8 +291,8 @@ impl<'s, 'a> Pass<'s, 'a> {
     fn sorted(&self) -> Vec<&'a NodeInfo> {
         let mut c: Vec<&NodeInfo> = self.t.open.clone();
         c.sort_by(|a, b| {
-            a.disruption_cost
-                .total_cmp(&b.disruption_cost)
+            a.eviction_cost
+                .total_cmp(&b.eviction_cost)
                 .then(a.name.cmp(&b.name))
         });
         c

@@ -29,8 +29,8 @@ pub struct NodeInfo {
     /// Karpenter's eviction cost summed over those pods, scaled by the node's remaining lifetime.
     pub eviction_cost: f64,
     /// What disrupting it costs in the objective ($/h units): the per-node weight plus the
-    /// per-pod weight times `eviction_cost`, one-off dollars paid back over the weights'
-    /// `paybackHours`.
+    /// per-pod weight times `eviction_cost`, one-off dollars paid back over the node's payback
+    /// horizon (how long it has run unchanged, between `paybackHours` and `paybackMaxHours`).
     pub disruption_cost: f64,
     /// Karpenter's disruption cost for Balanced scoring: 1 for the node plus
     /// `max(0, EvictionCost)` of each of `pods` (not scaled by lifetime).
@@ -134,7 +134,8 @@ fn describe(
         spot: node.labels.get(CAPACITY_TYPE).map(String::as_str) == Some("spot"),
         price: node_price(node, catalog),
         eviction_cost,
-        disruption_cost: w.per_hour(w.node_disruption + w.pod_eviction * eviction_cost),
+        disruption_cost: (w.node_disruption + w.pod_eviction * eviction_cost)
+            / w.payback_horizon(unchanged(claim, age, now)),
         score_disruption,
         age,
         drift: drift(node, claim, pool, catalog),
@@ -142,6 +143,24 @@ fn describe(
         consolidatable: consolidatable(snapshot, node, claim, pool, &pods, now),
         block: block(snapshot, node, claim, &pods, catalog, now),
         pods,
+    }
+}
+
+/// How long the node has run as it is: since its last pod event, or since its launch when it has
+/// had none. A node whose pods have not changed for hours is likely to stay as it is about as
+/// long again; one whose pods come and go is not.
+fn unchanged(
+    claim: Option<&NodeClaim>,
+    age: Option<std::time::Duration>,
+    now: Timestamp,
+) -> Option<std::time::Duration> {
+    let quiet = claim
+        .and_then(|c| c.last_pod_event.as_deref())
+        .and_then(|t| parse_timestamp(t).ok())
+        .map(|t| (now - t).to_std().unwrap_or_default());
+    match (age, quiet) {
+        (Some(a), Some(q)) => Some(a.min(q)),
+        (a, q) => a.or(q),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod budget;
 pub mod candidates;
 pub mod edit;
 pub mod fingerprint;
+mod held;
 pub mod model;
 pub mod plan;
 pub mod timing;
@@ -62,15 +63,18 @@ pub struct DisruptionSettings {
     /// A spot node is replaced by spot capacity only when at least this many cheaper spot instance
     /// types could be launched (Karpenter: 15).
     pub spot_to_spot_min_types: usize,
-    pub max_fallbacks: usize,
     /// Whether consolidation may replace spot nodes with spot capacity at all (Karpenter's
     /// SpotToSpotConsolidation feature gate); off, such a replacement is refused.
     pub spot_to_spot: bool,
+    pub max_fallbacks: usize,
     /// Whether to compute the certified lower bound. Without it the plan's `lower_bound` is 0 and
     /// its status is never `optimal`; the simulator skips it to spend its time on decisions.
     pub lower_bound: bool,
     /// A HiGHS failure to inject into every solve of the decision (fault-injection tests).
     pub fault: Option<SolverFault>,
+    /// Room that voluntary consolidation leaves free for workloads expected back at a recent
+    /// peak (`recallMinutes`; the caller's trend knows them). Empty holds nothing.
+    pub held: crate::domain::Resources,
 }
 
 impl DisruptionSettings {
@@ -86,6 +90,7 @@ impl DisruptionSettings {
             max_fallbacks: 20,
             lower_bound: true,
             fault: None,
+            held: crate::domain::Resources::new(),
         }
     }
 

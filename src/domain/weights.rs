@@ -44,6 +44,11 @@ pub struct CostWeights {
     /// Hours over which one-off costs (evictions, disruptions, launches) are paid back: a
     /// consolidation is taken only when its savings over this time exceed them. Positive.
     pub payback_hours: f64,
+    /// Disruption: the longest time, in hours, over which a node's disruption cost is paid back.
+    /// A node that has run unchanged for longer than `payback_hours` is expected to stay so about
+    /// as long again if it is left alone, so its savings are counted over that time, capped here;
+    /// a value at or below `payback_hours` turns this off.
+    pub payback_max_hours: f64,
     /// Minutes after its launch during which consolidation leaves a node with pods alone, so that
     /// a node sized for a rising demand is not replaced before that demand arrives.
     pub settle_minutes: f64,
@@ -52,6 +57,10 @@ pub struct CostWeights {
     pub trend_headroom: f64,
     /// Provisioning: how far back a workload's growth is counted, minutes.
     pub trend_minutes: f64,
+    /// Disruption: minutes over which a workload that fell and rose again is expected to return
+    /// to its peak; consolidation keeps room for the replicas it is short of that peak (0 turns
+    /// it off).
+    pub recall_minutes: f64,
     /// Provisioning: how much over the fair price of its room (the cheapest offering's price for
     /// the share of a node it takes) a replica's room is worth buying ahead.
     pub headroom_price: f64,
@@ -72,9 +81,11 @@ impl Default for CostWeights {
             min_savings: 0.01,
             node_launch: 0.0,
             payback_hours: 2.0,
+            payback_max_hours: 0.0,
             settle_minutes: 20.0,
             trend_headroom: 0.5,
             trend_minutes: 15.0,
+            recall_minutes: 120.0,
             headroom_price: 1.2,
         }
     }
@@ -95,6 +106,15 @@ impl CostWeights {
     /// A one-off cost of `dollars` as $/h over the payback time, the unit the objectives use.
     pub fn per_hour(&self, dollars: f64) -> f64 {
         dollars / self.payback_hours
+    }
+
+    /// The hours over which disrupting a node that has run unchanged for `steady` pays back: that
+    /// time (a node that has stayed as it is for a day is likely to stay so about as long again),
+    /// at least `payback_hours` and at most `payback_max_hours`. Unknown times get
+    /// `payback_hours`.
+    pub fn payback_horizon(&self, steady: Option<std::time::Duration>) -> f64 {
+        let hours = steady.map_or(0.0, |a| a.as_secs_f64() / 3600.0);
+        hours.min(self.payback_max_hours).max(self.payback_hours)
     }
 
     /// Applies the ConfigMap's `data` over the defaults. Unknown keys and negative or non-numeric
@@ -123,9 +143,11 @@ impl CostWeights {
                 "minSavings" => &mut w.min_savings,
                 "nodeLaunch" => &mut w.node_launch,
                 "paybackHours" => &mut w.payback_hours,
+                "paybackMaxHours" => &mut w.payback_max_hours,
                 "settleMinutes" => &mut w.settle_minutes,
                 "trendHeadroom" => &mut w.trend_headroom,
                 "trendMinutes" => &mut w.trend_minutes,
+                "recallMinutes" => &mut w.recall_minutes,
                 "headroomPrice" => &mut w.headroom_price,
                 _ => return Err(WeightsError::UnknownKey(key.clone())),
             };
@@ -186,5 +208,24 @@ mod tests {
             ..CostWeights::default()
         };
         assert_eq!(w.per_hour(0.2), 0.05);
+    }
+
+    #[test]
+    fn a_node_pays_back_over_its_age_between_the_two_bounds() {
+        let w = CostWeights {
+            payback_hours: 2.0,
+            payback_max_hours: 12.0,
+            ..CostWeights::default()
+        };
+        let h = |hours: f64| Some(std::time::Duration::from_secs_f64(hours * 3600.0));
+        assert_eq!(w.payback_horizon(None), 2.0);
+        assert_eq!(w.payback_horizon(h(0.5)), 2.0);
+        assert_eq!(w.payback_horizon(h(5.0)), 5.0);
+        assert_eq!(w.payback_horizon(h(30.0)), 12.0);
+        let off = CostWeights {
+            payback_max_hours: 0.0,
+            ..w
+        };
+        assert_eq!(off.payback_horizon(h(30.0)), 2.0);
     }
 }

@@ -36,6 +36,9 @@ pub fn is_headroom(c: &PodConstraints) -> bool {
 pub struct Trend {
     seen: BTreeMap<Workload, VecDeque<(f64, usize)>>,
     last: Option<f64>,
+    /// `trendMinutes` and `recallMinutes` in seconds, as of the last observation.
+    trend_window: f64,
+    recall_window: f64,
 }
 
 /// Seconds between two observations: counting every pod at every change of a large cluster would
@@ -53,7 +56,10 @@ impl Trend {
             return;
         }
         self.last = Some(now);
-        let window = snapshot.weights.trend_minutes.max(0.0) * 60.0;
+        let w = &snapshot.weights;
+        self.trend_window = w.trend_minutes.max(0.0) * 60.0;
+        self.recall_window = w.recall_minutes.max(0.0) * 60.0;
+        let window = self.trend_window.max(self.recall_window);
         let counts = workload_pods(snapshot);
         for (w, pods) in &counts {
             let seen = self.seen.entry(w.clone()).or_default();
@@ -73,17 +79,79 @@ impl Trend {
         self.seen.retain(|_, seen| seen.iter().any(|(_, n)| *n > 0));
     }
 
-    /// How many pods each workload gained within the window: its latest count less its least.
+    /// How many pods each workload gained within `trendMinutes`: its latest count less its least.
     pub fn growth(&self) -> BTreeMap<Workload, usize> {
         self.seen
             .iter()
             .filter_map(|(w, seen)| {
-                let last = seen.back()?.1;
-                let least = seen.iter().map(|(_, n)| *n).min()?;
+                let (now, last) = *seen.back()?;
+                let least = within(seen, now, self.trend_window).min()?;
                 (last > least).then(|| (w.clone(), last - least))
             })
             .collect()
     }
+
+    /// How many pods each workload that comes back is short of its peak: a workload that fell and
+    /// rose again within `recallMinutes` (as an HPA's replicas wobble) is expected to reach its
+    /// peak of that time again, so this is the peak less the latest count. A workload that only
+    /// grows or only shrinks has none.
+    pub fn recurring(&self) -> BTreeMap<Workload, usize> {
+        self.seen
+            .iter()
+            .filter_map(|(w, seen)| {
+                let (now, last) = *seen.back()?;
+                let counts: Vec<usize> = within(seen, now, self.recall_window).collect();
+                let peak = *counts.iter().max()?;
+                (peak > last && fell_and_rose(&counts)).then(|| (w.clone(), peak - last))
+            })
+            .collect()
+    }
+}
+
+/// The counts of `seen` observed within `window` seconds of `now`.
+fn within(
+    seen: &VecDeque<(f64, usize)>,
+    now: f64,
+    window: f64,
+) -> impl Iterator<Item = usize> + '_ {
+    seen.iter()
+        .filter(move |(t, _)| now - *t <= window)
+        .map(|(_, n)| *n)
+}
+
+/// Whether some count is below an earlier one and a later one is above it again.
+fn fell_and_rose(counts: &[usize]) -> bool {
+    let mut high = 0;
+    let mut low: Option<usize> = None;
+    for &n in counts {
+        if low.is_some_and(|l| n > l) {
+            return true;
+        }
+        if n < high {
+            low = Some(low.map_or(n, |l| l.min(n)));
+        }
+        high = high.max(n);
+    }
+    false
+}
+
+/// The room `recurring` workloads need to come back to their peaks: each one's newest pod's
+/// requests times the pods it is short. A workload with no pod left has no requests to go by.
+pub fn held_room(
+    snapshot: &ClusterSnapshot,
+    recurring: &BTreeMap<Workload, usize>,
+) -> crate::domain::Resources {
+    let pods = workload_pods(snapshot);
+    let mut room = crate::domain::Resources::new();
+    for (workload, short) in recurring {
+        let Some(newest) = pods.get(workload).and_then(|p| p.last()) else {
+            continue;
+        };
+        for _ in 0..*short {
+            room.add(&newest.constraints.requests);
+        }
+    }
+    room
 }
 
 /// `snapshot` with `trendHeadroom` stand-ins per pod each workload of `growth` gained, and how
@@ -264,7 +332,47 @@ mod tests {
         let mut t = Trend::default();
         t.observe(&cluster(&[replica("a", "2026-01-01T00:00:00Z")]), 0.0);
         t.observe(&cluster(&[]), 20.0 * 60.0);
+        assert!(!t.seen.is_empty(), "kept for recallMinutes");
+        t.observe(&cluster(&[]), 121.0 * 60.0);
         assert!(t.seen.is_empty());
+    }
+
+    fn replicas(n: usize) -> Vec<Arc<Pod>> {
+        (0..n)
+            .map(|i| replica(&format!("r{i}"), "2026-01-01T00:00:00Z"))
+            .collect()
+    }
+
+    #[test]
+    fn a_workload_that_fell_and_rose_again_is_short_of_its_peak() {
+        let mut t = Trend::default();
+        for (minute, n) in [(0.0, 4), (10.0, 6), (20.0, 3), (30.0, 5)] {
+            t.observe(&cluster(&replicas(n)), minute * 60.0);
+        }
+        assert_eq!(t.recurring(), [(web(), 1)].into());
+        let room = held_room(&cluster(&replicas(5)), &t.recurring());
+        assert_eq!(room.get("cpu"), Quantity::from_milli(500));
+        // the peak leaves the 120-minute window
+        t.observe(&cluster(&replicas(5)), 135.0 * 60.0);
+        assert!(t.recurring().is_empty());
+    }
+
+    #[test]
+    fn a_workload_that_only_falls_or_only_rises_does_not_recur() {
+        let mut down = Trend::default();
+        let mut up = Trend::default();
+        for (minute, n) in [(0.0, 8), (10.0, 6), (20.0, 6), (30.0, 3)] {
+            down.observe(&cluster(&replicas(n)), minute * 60.0);
+            up.observe(&cluster(&replicas(9 - n)), minute * 60.0);
+        }
+        assert!(down.recurring().is_empty());
+        assert!(up.recurring().is_empty());
+        // a rise then a fall is a peak that has passed, not yet a return
+        let mut once = Trend::default();
+        for (minute, n) in [(0.0, 3), (10.0, 6), (20.0, 4)] {
+            once.observe(&cluster(&replicas(n)), minute * 60.0);
+        }
+        assert!(once.recurring().is_empty());
     }
 
     #[test]
