@@ -150,14 +150,6 @@ pub struct ControllerArgs {
     /// none given, it is read from the kubeconfig in ConfigMap kube-system/kube-proxy.
     #[arg(long, env = "CLUSTER_ENDPOINT")]
     cluster_endpoint: Option<String>,
-    /// Base64 PEM of the cluster CA, written into user data.
-    #[arg(long, env = "CLUSTER_CA_BUNDLE")]
-    cluster_ca_bundle: Option<String>,
-    /// The cluster's Service CIDR (AL2023 nodes derive their DNS address from it).
-    #[arg(long, env = "CLUSTER_CIDR")]
-    cluster_cidr: Option<String>,
-    /// SQS queue of interruption events; none disables interruption handling.
-    #[arg(long, env = "INTERRUPTION_QUEUE")]
     /// Karpenter's feature gates, `Name=true|false,...`: joiner acts on SpotToSpotConsolidation
     /// (consolidation may replace spot nodes with spot capacity) and ignores Karpenter's others.
     #[arg(
@@ -166,6 +158,14 @@ pub struct ControllerArgs {
         default_value = "SpotToSpotConsolidation=false"
     )]
     feature_gates: String,
+    /// Base64 PEM of the cluster CA, written into user data.
+    #[arg(long, env = "CLUSTER_CA_BUNDLE")]
+    cluster_ca_bundle: Option<String>,
+    /// The cluster's Service CIDR (AL2023 nodes derive their DNS address from it).
+    #[arg(long, env = "CLUSTER_CIDR")]
+    cluster_cidr: Option<String>,
+    /// SQS queue of interruption events; none disables interruption handling.
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
     interruption_queue: Option<String>,
     /// No route to the Pricing API: prices come only from the catalog.
     #[arg(long, env = "ISOLATED_VPC")]
