@@ -37,45 +37,9 @@ const NS: &str = "default";
 const REGION: &str = "us-east-1";
 
 async fn install(client: &Client) {
-    let api =
-        |kind: &str| Api::<DynamicObject>::all_with(client.clone(), &karpenter_resource(kind));
-    let class: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"amiFamily": "AL2023", "instanceProfile": "KarpenterNodeInstanceProfile-e2e",
-                 "amiSelectorTerms": [{"ssmParameter": "/joiner/test/ami"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
-    }))
-    .expect("EC2NodeClass");
-    api("EC2NodeClass")
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("ec2nodeclass created");
-    let pool: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {
-            "template": {"metadata": {"labels": {"team": "checkout"}}, "spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": [
-                    {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5", "c5"]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                ],
-            }},
-            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"},
-        },
-    }))
-    .expect("NodePool");
-    api("NodePool")
-        .create(&PostParams::default(), &pool)
-        .await
-        .expect("nodepool created");
-    let ns = serde_json::from_value(
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NS}}),
-    )
-    .expect("namespace");
-    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
+    let spec = json!({"template": {"metadata": {"labels": {"team": "checkout"}}}});
+    joinerproc::install_moto_nodepool(client, spec).await;
+    joinerproc::namespace(client, SYSTEM_NS).await;
     joinerproc::weights_for_a_seconds_clock(client, json!({})).await;
 }
 
@@ -795,6 +759,22 @@ async fn an_insufficient_capacity_storm_launches_nothing_and_places_pods_once_it
     )
     .await;
     told.unwrap_or_else(|n| panic!("{n} FailedScheduling events\n{}", joiner.log()));
+    // each claim EC2 had no capacity for is told so, as Karpenter tells it
+    let refused = Api::<k8s_openapi::api::events::v1::Event>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("InsufficientCapacityError"))
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("NodeClaim"))
+        .count();
+    assert!(
+        refused > 0,
+        "no InsufficientCapacityError Event on a NodeClaim\n{}",
+        joiner.log()
+    );
     let stormed = std::time::Instant::now();
     let asked = proxy.faults().ice_answered;
     assert!(asked > 0, "no CreateFleet met the storm");

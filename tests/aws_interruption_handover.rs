@@ -22,9 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_ec2::types::InstanceStateName;
-use joiner::k8s::caches::karpenter_resource;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube::Client;
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
@@ -41,35 +40,7 @@ const QUEUE: &str = "joiner-handover";
 const DISRUPTED: &str = "karpenter.sh/disrupted";
 
 async fn install(client: &Client) {
-    let api =
-        |kind: &str| Api::<DynamicObject>::all_with(client.clone(), &karpenter_resource(kind));
-    let class: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"amiFamily": "AL2023", "instanceProfile": "KarpenterNodeInstanceProfile-e2e",
-                 "amiSelectorTerms": [{"ssmParameter": "/joiner/test/ami"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
-    }))
-    .unwrap();
-    api("EC2NodeClass")
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
-    let pool: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-        "spec": {"template": {"spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-            "requirements": [
-                {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5", "c5"]},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-            ],
-        }}},
-    }))
-    .unwrap();
-    api("NodePool")
-        .create(&PostParams::default(), &pool)
-        .await
-        .unwrap();
+    joinerproc::install_moto_nodepool(client, json!({})).await;
     joinerproc::namespace(client, SYSTEM_NS).await;
     joinerproc::weights_for_a_seconds_clock(client, json!({})).await;
 }

@@ -125,10 +125,8 @@ impl<P: CloudProvider> Controller<P> {
         settings.spot_to_spot = self.settings.spot_to_spot_consolidation;
         // joiner's own decisions keep room for workloads that come back; Karpenter's do not
         if settings.strategy == disruption::DisruptionStrategy::Milp {
-            settings.held = crate::optimizer::headroom::held_room(
-                cluster.snapshot(),
-                &self.trend.recurring(),
-            );
+            settings.held =
+                crate::optimizer::headroom::held_room(cluster.snapshot(), &self.trend.recurring());
         }
         let plan = disruption::consolidate(cluster.snapshot(), &catalog, &settings)
             .map_err(|e| ControllerError::Disruption(e.to_string()))?;
@@ -422,7 +420,8 @@ impl<P: CloudProvider> Controller<P> {
                     break;
                 }
             }
-            // evictions accepted are not pods gone: their grace periods run before the instance may
+            // evictions accepted are not pods gone: their grace periods run before the instance
+            // may go
             if cluster.drained(node) {
                 self.terminate(cluster, node);
                 if let Some(cmd) = self.disruption.command.as_mut() {

@@ -252,10 +252,41 @@ pub fn general_purpose(current: bool) -> serde_json::Value {
 }
 
 /// Creates EC2NodeClass `default` and NodePool `default` over it: `template` is the NodePool's
-/// template spec (its nodeClassRef added), `spec` the rest of its spec, consolidating as soon as a
-/// node is underused unless `spec` says otherwise.
+/// template spec (its nodeClassRef added), `spec` the rest of its spec (a `template.metadata` in it
+/// is kept), consolidating as soon as a node is underused unless `spec` says otherwise.
 pub async fn install_nodepool(
     client: &kube::Client,
+    template: serde_json::Value,
+    spec: serde_json::Value,
+) {
+    let class = serde_json::json!({
+        "role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
+    });
+    install_class_and_pool(client, class, template, spec).await;
+}
+
+/// [`install_nodepool`] for the AWS provider against moto: the EC2NodeClass names the instance
+/// profile and the SSM AMI parameter the moto account has, and the NodePool takes m5 and c5
+/// on-demand.
+pub async fn install_moto_nodepool(client: &kube::Client, spec: serde_json::Value) {
+    let class = serde_json::json!({
+        "amiFamily": "AL2023", "instanceProfile": "KarpenterNodeInstanceProfile-e2e",
+        "amiSelectorTerms": [{"ssmParameter": "/joiner/test/ami"}],
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
+    });
+    let template = serde_json::json!({"requirements": [
+        {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5", "c5"]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+    ]});
+    install_class_and_pool(client, class, template, spec).await;
+}
+
+async fn install_class_and_pool(
+    client: &kube::Client,
+    class: serde_json::Value,
     template: serde_json::Value,
     spec: serde_json::Value,
 ) {
@@ -266,9 +297,7 @@ pub async fn install_nodepool(
         Api::all_with(client.clone(), &karpenter_resource("EC2NodeClass"));
     let class: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-        "spec": {"role": "KarpenterNodeRole-e2e", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                 "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}],
-                 "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "e2e"}}]},
+        "spec": class,
     }))
     .expect("ec2nodeclass");
     classes
@@ -279,7 +308,10 @@ pub async fn install_nodepool(
     template["nodeClassRef"] =
         json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"});
     let mut spec = spec;
-    spec["template"] = json!({"spec": template});
+    if spec.get("template").is_none() {
+        spec["template"] = json!({});
+    }
+    spec["template"]["spec"] = template;
     if spec.get("disruption").is_none() {
         spec["disruption"] =
             json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"});
