@@ -7,9 +7,8 @@
 //! nominations, parked pods, the instance map, offerings out of capacity, the disruption command,
 //! each workload's headroom trend) has reached its working size once the first hours are over, and
 //! must not grow after that. The simulator itself keeps a record of every solve, pod started and
-//! node gone for its report (some 2,000 solves and 1,000 pods a day here, a few tens of bytes
-//! each): small against the tolerance, but it does grow; the same churn over three days measured
-//! 1.1 MiB more at hour 72 than at hour 24.
+//! node gone for its report (some 1,600 solves and 1,000 pods a day here, a few tens of bytes
+//! each): small against the tolerance, but it does grow over days.
 //!
 //! The assertion is a ratio in one process: the highest resident size from the end of the warm-up
 //! hour to the end of the day, against the size at the end of the warm-up, within 10%. The process
@@ -116,8 +115,10 @@ fn a_day_of_controller_steps_keeps_resident_memory_flat() {
     assert!(report.hours >= 24.0, "{} h simulated", report.hours);
     assert!(s.solves >= 1_000, "{} solves", s.solves);
     assert!(s.pods_started >= 500, "{} pods started", s.pods_started);
+    // the services' wobble repeats every hour, so consolidation keeps room for it
+    // (`recallMinutes`): nodes come and go with the Jobs and the interruptions
     assert!(
-        s.instances_launched >= 100 && s.instances_terminated >= 100,
+        s.instances_launched >= 60 && s.instances_terminated >= 60,
         "{} launched, {} terminated",
         s.instances_launched,
         s.instances_terminated

@@ -6,9 +6,10 @@
 //! step, the Event queue, the watch caches, the Kubernetes adapter's claim books, the metrics and
 //! the Lease renewal all run here, though on the real clock (minutes of steps, not a day).
 //!
-//! The assertion is a ratio in the child process: the highest resident size after the warm-up
-//! against the size at the warm-up's end, within 10%, once the run has made as many solves as the
-//! solve log holds at most, so that it has dropped records. `SOAK_OPERATOR_SECONDS` sets the
+//! The assertion is a ratio in the child process: the highest floor of the resident size (the
+//! least of each three consecutive samples, so that a bound solve's few seconds of HiGHS memory
+//! do not count as growth) against the size once the warm-up is over and the run has made as many
+//! solves as the solve log holds at most, within 10%. `SOAK_OPERATOR_SECONDS` sets the
 //! run's length (240 s by default).
 
 #[path = "support/apiserver/mod.rs"]
@@ -31,6 +32,8 @@ const NS: &str = "default";
 /// Resident size at the end of the warm-up is the reference.
 const WARM_UP: Duration = Duration::from_secs(40);
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+/// Consecutive samples whose least is the floor (15 s).
+const FLOOR_SAMPLES: usize = 3;
 const TOLERANCE: f64 = 0.10;
 const MIB: f64 = 1024.0 * 1024.0;
 /// The solve records the controller holds at most: at twice `SOLVES_KEPT` (src/operator/mod.rs)
@@ -172,7 +175,9 @@ async fn the_controller_process_keeps_resident_memory_flat_under_churn() {
     let server = ApiServer::start().await;
     let client = server.client();
     namespace(&client, SYSTEM_NS).await;
-    joinerproc::weights_for_a_seconds_clock(&client, json!({})).await;
+    // the Deployments wobble every minute or so: consolidation would keep room for them
+    // (recallMinutes) and the nodes would stop coming and going, which is what the soak is for
+    joinerproc::weights_for_a_seconds_clock(&client, json!({"recallMinutes": "0"})).await;
     install_nodepool(&client).await;
     let dir = tempdir::Dir::new("soak-operator");
     let mut joiner = Joiner::start_with_defaults(&server, &dir, "joiner-a", &FAST, &[]);
@@ -233,27 +238,39 @@ async fn the_controller_process_keeps_resident_memory_flat_under_churn() {
         "{created} created, {terminated} terminated"
     );
 
+    // the working size is reached once the solve log is full; from then on a leak raises the
+    // floor, while a provisioning bound solving beside the decision loop (its own thread, its own
+    // HiGHS model) lifts single samples for a few seconds: the floor is the least of each
+    // `FLOOR_SAMPLES` consecutive samples
     let warm = curve
         .iter()
-        .find(|p| p.at >= WARM_UP.as_secs_f64())
-        .expect("a sample after the warm-up");
-    let (peak_at, peak) = curve
-        .iter()
-        .filter(|p| p.at >= warm.at)
-        .map(|p| (p.at, p.bytes as f64))
+        .find(|p| p.at >= WARM_UP.as_secs_f64() && p.solves >= SOLVES_HELD)
+        .expect("a sample after the warm-up with the solve log full");
+    let after: Vec<&Point> = curve.iter().filter(|p| p.at >= warm.at).collect();
+    let (peak_at, peak) = after
+        .windows(FLOOR_SAMPLES)
+        .map(|w| {
+            let low = w.iter().min_by_key(|p| p.bytes).expect("a window");
+            (low.at, low.bytes as f64)
+        })
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .expect("samples after the warm-up");
+    let highest = after.iter().map(|p| p.bytes).max().unwrap_or(0) as f64;
     let reference = warm.bytes as f64;
     println!(
-        "{:.0} s: {:.1} MiB; highest after: {:.1} MiB at {peak_at:.0} s ({:+.1}%)",
+        "{:.0} s: {:.1} MiB; highest floor after: {:.1} MiB at {peak_at:.0} s ({:+.1}%); highest \
+         sample {:.1} MiB ({:+.1}%)",
         warm.at,
         reference / MIB,
         peak / MIB,
-        (peak / reference - 1.0) * 100.0
+        (peak / reference - 1.0) * 100.0,
+        highest / MIB,
+        (highest / reference - 1.0) * 100.0
     );
     assert!(
         peak <= reference * (1.0 + TOLERANCE),
-        "resident memory grew from {:.1} MiB at {:.0} s to {:.1} MiB at {peak_at:.0} s, over {:.0}%",
+        "resident memory's floor grew from {:.1} MiB at {:.0} s to {:.1} MiB at {peak_at:.0} s, \
+         over {:.0}%",
         reference / MIB,
         warm.at,
         peak / MIB,
