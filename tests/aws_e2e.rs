@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{Filter, InstanceStateName};
-use base64::Engine;
 use joiner::k8s::caches::karpenter_resource;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::Client;
@@ -185,24 +184,7 @@ async fn pending_pods_become_ec2_instances_and_scale_down_terminates_them() {
             t.get("kubernetes.io/cluster/e2e").map(String::as_str),
             Some("owned")
         );
-        let attr = ec2
-            .ec2
-            .describe_instance_attribute()
-            .instance_id(id)
-            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
-            .send()
-            .await
-            .expect("user data");
-        let data = attr
-            .user_data()
-            .and_then(|u| u.value())
-            .expect("user data set");
-        let text = String::from_utf8(
-            base64::engine::general_purpose::STANDARD
-                .decode(data)
-                .expect("base64"),
-        )
-        .expect("utf-8");
+        let text = moto::user_data(&ec2.ec2, id).await;
         assert!(
             text.contains("name: e2e")
                 && text.contains("apiServerEndpoint: https://e2e.example:443")

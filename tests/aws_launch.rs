@@ -12,7 +12,6 @@ mod moto;
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::Filter;
-use base64::Engine;
 use joiner::api::find_condition;
 use joiner::api::EC2NodeClass;
 use joiner::catalog::{CapacityType, Catalog};
@@ -229,24 +228,7 @@ async fn a_launch_creates_one_template_and_a_tagged_instance_in_the_planned_zone
             "tag {k}: {tags:?}"
         );
     }
-    let attr = c
-        .ec2
-        .describe_instance_attribute()
-        .instance_id(&i.id)
-        .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
-        .send()
-        .await
-        .expect("user data");
-    let data = attr
-        .user_data()
-        .and_then(|u| u.value())
-        .expect("user data set");
-    let text = String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .expect("base64"),
-    )
-    .expect("utf-8");
+    let text = moto::user_data(&c.ec2, &i.id).await;
     assert!(
         text.contains("kind: NodeConfig")
             && text.contains("name: prod")

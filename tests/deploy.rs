@@ -451,7 +451,6 @@ async fn the_charts_rbac_and_the_iam_policy_allow_every_call_the_controller_make
 
 /// Every launched instance's user data names the endpoint discovered from kube-proxy's kubeconfig.
 async fn check_discovered_endpoint(aws: &joiner::cloud::aws::AwsClients) {
-    use base64::Engine;
     let reservations = aws
         .ec2
         .describe_instances()
@@ -467,24 +466,7 @@ async fn check_discovered_endpoint(aws: &joiner::cloud::aws::AwsClients) {
         .collect();
     assert!(!ids.is_empty(), "instances launched");
     for id in ids {
-        let attr = aws
-            .ec2
-            .describe_instance_attribute()
-            .instance_id(&id)
-            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
-            .send()
-            .await
-            .expect("user data");
-        let data = attr
-            .user_data()
-            .and_then(|u| u.value())
-            .expect("user data set");
-        let text = String::from_utf8(
-            base64::engine::general_purpose::STANDARD
-                .decode(data)
-                .expect("base64"),
-        )
-        .expect("utf-8");
+        let text = moto::user_data(&aws.ec2, &id).await;
         assert!(
             text.contains(&format!("apiServerEndpoint: {DISCOVERED_ENDPOINT}")),
             "{id}: {text}"

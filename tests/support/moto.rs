@@ -249,3 +249,23 @@ impl Account {
         }
     }
 }
+
+/// The user data EC2 holds for instance `id`, decoded from base64.
+pub async fn user_data(ec2: &aws_sdk_ec2::Client, id: &str) -> String {
+    use base64::Engine;
+    let attr = ec2
+        .describe_instance_attribute()
+        .instance_id(id)
+        .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+        .send()
+        .await
+        .expect("user data");
+    let data = attr
+        .user_data()
+        .and_then(|u| u.value())
+        .expect("user data set");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .expect("base64");
+    String::from_utf8(bytes).expect("utf-8")
+}
