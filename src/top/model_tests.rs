@@ -332,3 +332,44 @@ fn ages_and_bars_read_as_kubectl_and_eks_node_viewer_print_them() {
     // over-committed (a kubelet's view of allocatable shrank): the bar stays full, the number says
     assert_eq!(render::bar(u(5.0, 4.0)), "████████ 125%");
 }
+
+#[test]
+fn the_panels_grow_with_their_wrapped_text_so_every_launch_shows() {
+    let (snapshot, catalog, now) = inputs();
+    let mut f = bare(&snapshot, &catalog, now);
+    let launch = |t: &str| Launch {
+        nodepool: "default".into(),
+        instance_type: t.into(),
+        zone: "us-east-1a".into(),
+        capacity_type: "spot".into(),
+        price_per_hour: 0.2611,
+        pods: 6,
+    };
+    f.pending.plan = Some(PendingPlan {
+        launches: vec![launch("m6i.4xlarge"), launch("c7a.2xlarge")],
+        onto_existing: 0,
+        cost_per_hour: 0.4371,
+        objective: 0.4415,
+        lower_bound: 0.4415,
+        status: crate::optimizer::PlanStatus::Optimal,
+        unschedulable: vec![],
+    });
+    let status = Status::Ready {
+        frame: Arc::new(f.clone()),
+        seq: 1,
+    };
+    // at 100 columns each panel is 50 wide and the plan's line wraps onto a second row
+    for (w, h) in [(100, 40), (150, 40)] {
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("terminal");
+        terminal
+            .draw(|fr| render::draw(fr, &status, &View::default()))
+            .expect("drawn");
+        let screen = format!("{:?}", terminal.backend().buffer());
+        for t in ["+ m6i.4xlarge", "+ c7a.2xlarge"] {
+            assert!(screen.contains(t), "{t} missing at {w}x{h}:\n{screen}");
+        }
+    }
+    let text = render::text(&f, 100).expect("drawn");
+    assert!(text.contains("+ c7a.2xlarge"), "{text}");
+}

@@ -31,16 +31,46 @@ pub fn draw(f: &mut ratatui::Frame<'_>, status: &Status, view: &View) {
     }
 }
 
+/// The pending and consolidation panels, bordered and wrapped.
+fn panels(frame: &Frame) -> [Paragraph<'static>; 2] {
+    let panel = |title: &'static str, lines: Vec<String>| {
+        Paragraph::new(lines.into_iter().map(Line::from).collect::<Vec<_>>())
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(title))
+    };
+    [
+        panel(" pending ", pending_lines(&frame.pending)),
+        panel(
+            " consolidation now ",
+            consolidation_lines(&frame.consolidation),
+        ),
+    ]
+}
+
+/// The two panels side by side, each half of `area`.
+fn halves(area: Rect) -> [Rect; 2] {
+    Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area)
+}
+
+/// Rows the panels need at `width`: as tall as their text once wrapped, so that a long plan line
+/// never pushes the launches out of sight.
+fn panel_height(panels: &[Paragraph<'_>; 2], width: u16) -> u16 {
+    let [left, right] = halves(Rect::new(0, 0, width, 1));
+    let rows = panels[0]
+        .line_count(left.width)
+        .max(panels[1].line_count(right.width));
+    rows.clamp(3, 14) as u16
+}
+
 fn draw_frame(f: &mut ratatui::Frame<'_>, area: Rect, frame: &Frame, view: &View) {
-    let pending = pending_lines(&frame.pending);
-    let consolidation = consolidation_lines(&frame.consolidation);
-    let panel = (pending.len().max(consolidation.len()) + 2).clamp(3, 12) as u16;
+    let panels = panels(frame);
+    let height = panel_height(&panels, area.width);
     // a terminal too short for everything keeps the totals and the nodes
-    let panel = if area.height >= panel + 5 { panel } else { 0 };
+    let height = if area.height >= height + 5 { height } else { 0 };
     let [head, body, bottom] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(0),
-        Constraint::Length(panel),
+        Constraint::Length(height),
     ])
     .areas(area);
     f.render_widget(Paragraph::new(header(frame, view)), head);
@@ -49,15 +79,10 @@ fn draw_frame(f: &mut ratatui::Frame<'_>, area: Rect, frame: &Frame, view: &View
     } else {
         draw_nodes(f, body, frame, view);
     }
-    let [left, right] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(bottom);
-    let panel = |title: &'static str, lines: Vec<String>| {
-        Paragraph::new(lines.into_iter().map(Line::from).collect::<Vec<_>>())
-            .wrap(Wrap { trim: false })
-            .block(Block::default().borders(Borders::ALL).title(title))
-    };
-    f.render_widget(panel(" pending ", pending), left);
-    f.render_widget(panel(" consolidation now ", consolidation), right);
+    let [left, right] = halves(bottom);
+    let [pending, consolidation] = panels;
+    f.render_widget(pending, left);
+    f.render_widget(consolidation, right);
 }
 
 fn header(frame: &Frame, view: &View) -> Vec<Line<'static>> {
@@ -304,11 +329,7 @@ pub fn consolidation_lines(c: &Consolidation) -> Vec<String> {
 pub fn text(frame: &Frame, width: u16) -> Result<String, std::io::Error> {
     let view = View::default();
     let groups = view.groups(frame).len();
-    let panel = pending_lines(&frame.pending)
-        .len()
-        .max(consolidation_lines(&frame.consolidation).len())
-        .clamp(1, 10)
-        + 2;
+    let panel = usize::from(panel_height(&panels(frame), width));
     let height = 2 + 1 + groups + frame.nodes.len() + panel;
     let height = u16::try_from(height).unwrap_or(u16::MAX);
     let mut terminal = Terminal::new(TestBackend::new(width, height))?;
