@@ -629,9 +629,11 @@ async fn consolidation_while_terminations_fail_and_launches_are_throttled_leaks_
     let timeline = Timeline::start(&server);
     sim.scale(NS, "web", 2);
     // consolidated: every original instance gone, every pod running, every claim with its node,
-    // and what EC2 runs for the cluster is exactly what the NodeClaims record (grace 0s)
+    // and what EC2 runs for the cluster is exactly what the NodeClaims record (grace 0s). Once
+    // throttled, the SDK's adaptive retry paces every EC2 call (a launch takes up to 20 s), and the
+    // Node goes only after a TerminateInstances EC2 accepts: a minute is not always enough
     let done = eventually(
-        Duration::from_secs(60),
+        Duration::from_secs(90),
         || async {
             (
                 census(&client, NS).await.expect("census"),

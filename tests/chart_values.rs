@@ -410,3 +410,66 @@ fn typos_in_joiners_keys_are_rejected() {
     ]);
     assert_eq!(helm(&["reject", &right.to_string()]), right);
 }
+
+/// The variables `joiner controller --help` names (`[env: NAME=...]`).
+fn controller_variables() -> BTreeSet<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_joiner"))
+        .args(["controller", "--help"])
+        .output()
+        .expect("joiner runs");
+    let help = String::from_utf8_lossy(&out.stdout).to_string();
+    help.split("[env: ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', ']']).next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every variable the controller reads reaches the pod from the chart: a `settings` key in
+/// values.yaml maps to it (the settings ConfigMap's table in _helpers.tpl), or the Deployment sets
+/// it; only `KUBECONFIG`, for running outside a cluster, has neither. A flag added without a chart
+/// key fails here.
+#[test]
+fn every_controller_variable_has_a_chart_setting_or_comes_from_the_deployment() {
+    let read = |path: &str| std::fs::read_to_string(root().join(CHART).join(path)).expect(path);
+    let helpers = read("templates/_helpers.tpl");
+    let table = helpers
+        .split("define \"joiner.settingsEnv\"")
+        .nth(1)
+        .and_then(|t| t.split("{{- end }}").next())
+        .expect("joiner.settingsEnv");
+    let env_of: std::collections::BTreeMap<&str, &str> = table
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .collect();
+    let values: serde_yaml_ng::Value = serde_yaml_ng::from_str(&read("values.yaml")).expect("yaml");
+    let keys = values["settings"].as_mapping().expect("settings");
+    let mut reached: BTreeSet<String> = keys
+        .keys()
+        .filter_map(|k| env_of.get(k.as_str()?))
+        .map(|v| v.to_string())
+        .collect();
+    let deployment = read("templates/deployment.yaml");
+    reached.extend(
+        deployment
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- name: "))
+            .filter(|n| n.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .map(str::to_string),
+    );
+    let read_by_controller = controller_variables();
+    assert!(
+        read_by_controller.len() > 40,
+        "--help names {read_by_controller:?}"
+    );
+    let missing: Vec<&String> = read_by_controller
+        .iter()
+        .filter(|v| !reached.contains(*v) && *v != "KUBECONFIG")
+        .collect();
+    assert_eq!(
+        missing,
+        Vec::<&String>::new(),
+        "variables without a chart key"
+    );
+}

@@ -1,19 +1,25 @@
 //! End to end: what happens after someone deletes a Node or a NodeClaim, against the API server's
 //! DaemonSet controller, graceful pod termination and killable kubelets (`support/apiserver`),
-//! with the kubelet, scheduler and ReplicaSet stand-ins of `support/kubesim.rs`.
+//! with the kubelet, scheduler and ReplicaSet stand-ins of `support/kubesim.rs`; and, on the AWS
+//! provider against moto behind the fault proxy, a termination EC2 refuses for a while.
 
 #[path = "support/apiserver/mod.rs"]
 mod apiserver;
+#[path = "support/faultproxy.rs"]
+mod faultproxy;
 #[path = "support/invariants.rs"]
 mod invariants;
 #[path = "support/joinerproc.rs"]
 mod joinerproc;
 #[path = "support/kubesim.rs"]
 mod kubesim;
+#[path = "support/moto.rs"]
+mod moto;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use aws_sdk_ec2::types::InstanceStateName;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -327,5 +333,134 @@ async fn a_consolidated_node_goes_only_once_its_evicted_pods_have_finished() {
         "\n{}",
         joiner.log()
     );
+    sim.stop().await;
+}
+
+/// The state moto reports for instance `id`, asked directly (not through the fault proxy).
+async fn instance_state(ec2: &aws_sdk_ec2::Client, id: &str) -> Option<InstanceStateName> {
+    let out = ec2
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .ok()?;
+    let instance = out.reservations().first()?.instances().first()?;
+    instance.state()?.name().cloned()
+}
+
+/// TerminateInstances calls EC2 refuses after the NodeClaim's delete: the controller asks again
+/// 1, 2 and 4 s after each refusal, so the refusals last about 7 s.
+const REFUSALS: u32 = 3;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_nodeclaim_keeps_its_node_while_ec2_refuses_the_termination() {
+    let moto = moto::Moto::start();
+    let aws = moto.clients("us-east-1", "e2e");
+    moto::Account::create(&aws, "e2e").await;
+    let proxy = faultproxy::FaultProxy::start(&moto.endpoint).await;
+    let server = ApiServer::start().await;
+    let client = server.client();
+    joinerproc::install_moto_nodepool(&client, json!({})).await;
+    namespace(&client, SYSTEM_NS).await;
+    joinerproc::weights_for_a_seconds_clock(&client, json!({})).await;
+    let dir = tempdir::Dir::new("refused-termination");
+    // one attempt per AWS call: every refusal reaches the controller
+    let args = [
+        "--disable-leader-election",
+        "--cloud-provider",
+        "aws",
+        "--cluster-endpoint",
+        "https://e2e.example:443",
+        "--aws-endpoint-url",
+        proxy.endpoint.as_str(),
+        "--kubernetes-version",
+        "1.33",
+        "--aws-max-attempts",
+        "1",
+    ];
+    let creds = [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &creds);
+    let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
+    sim.deploy(web(1));
+    settled(&client, 1)
+        .await
+        .unwrap_or_else(|c| panic!("not settled: {c:?}\n{}", joiner.log()));
+    let claims = nodeclaims(&client);
+    let claim = claims.list(&ListParams::default()).await.unwrap().items[0].clone();
+    let name = claim.metadata.name.clone().unwrap();
+    let victim = claim.data["status"]["nodeName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let provider_id = claim.data["status"]["providerID"].as_str().unwrap();
+    let instance = provider_id.rsplit('/').next().unwrap().to_string();
+    proxy
+        .faults()
+        .fail
+        .insert("TerminateInstances".into(), REFUSALS);
+    let calls_before = proxy.calls("TerminateInstances");
+    claims
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    // the Node first, then the instance: once terminated an instance never runs again, so a Node
+    // seen gone before its instance is seen running was gone while the instance ran
+    let mut released_while_running = vec![];
+    let mut accepted_at = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let gone = loop {
+        let present = node(&client, &victim).await.is_some();
+        let claimed = claims.get_opt(&name).await.unwrap().is_some();
+        let state = instance_state(&aws.ec2, &instance).await;
+        let calls = proxy.calls("TerminateInstances") - calls_before;
+        if !present && state == Some(InstanceStateName::Running) {
+            released_while_running.push(calls);
+        }
+        if calls > REFUSALS && accepted_at.is_none() {
+            accepted_at = Some(Instant::now());
+        }
+        if (!present && !claimed) || Instant::now() > deadline {
+            break (present, claimed, state, calls);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let log = joiner.log();
+    assert_eq!(
+        released_while_running,
+        Vec::<u32>::new(),
+        "the Node was gone while EC2 reported its instance running (TerminateInstances calls at \
+         each sample)\n{log}"
+    );
+    let (present, claimed, state, calls) = gone.clone();
+    assert!(
+        !present && !claimed,
+        "the Node and NodeClaim stayed after EC2 accepted: {gone:?}\n{log}"
+    );
+    assert!(
+        matches!(
+            state,
+            Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated)
+        ),
+        "{state:?}"
+    );
+    assert_eq!(
+        calls,
+        REFUSALS + 1,
+        "asked again after every refusal, once accepted no more"
+    );
+    let accepted_at = accepted_at.expect("EC2 accepted a termination");
+    assert!(
+        accepted_at.elapsed() < Duration::from_secs(3),
+        "the Node and NodeClaim went {:?} after EC2 accepted\n{log}",
+        accepted_at.elapsed()
+    );
+    // the web pod moves to a new node
+    settled(&client, 1)
+        .await
+        .unwrap_or_else(|c| panic!("not replaced: {c:?}\n{}", joiner.log()));
     sim.stop().await;
 }

@@ -116,6 +116,10 @@ pub struct ControllerArgs {
     /// (Karpenter's unavailable-offerings cache).
     #[arg(long, env = "JOINER_INSUFFICIENT_CAPACITY_TTL", default_value = "3m")]
     insufficient_capacity_ttl: String,
+    /// A pending pod no offering can hold (none fits it, or every one that would is out of
+    /// capacity) waits this long before it is solved again.
+    #[arg(long, env = "JOINER_UNSCHEDULABLE_POD_RETRY", default_value = "1m")]
+    unschedulable_pod_retry: String,
     /// A NodeClaim not launched within this is given up: its instance is terminated and its pods
     /// solved again.
     #[arg(long, env = "JOINER_LAUNCH_TIMEOUT", default_value = "5m")]
@@ -246,6 +250,11 @@ impl ControllerArgs {
             unavailable_ttl: duration(
                 "insufficient-capacity-ttl",
                 &self.insufficient_capacity_ttl,
+            )?
+            .as_secs_f64(),
+            unschedulable_retry: duration(
+                "unschedulable-pod-retry",
+                &self.unschedulable_pod_retry,
             )?
             .as_secs_f64(),
         };

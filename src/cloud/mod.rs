@@ -25,6 +25,19 @@ use crate::optimizer::{NewNode, OfferingRef};
 /// `UnavailableOfferingsTTL`).
 pub const UNAVAILABLE_TTL_SECONDS: f64 = 180.0;
 
+/// The first wait before a termination the cloud refused is asked for again.
+pub const TERMINATE_RETRY_SECONDS: f64 = 1.0;
+/// The longest such wait: an outage is not hammered, and a throttle that clears is noticed soon.
+pub const TERMINATE_RETRY_MAX_SECONDS: f64 = 30.0;
+
+/// The wait after a refused termination whose previous wait was `previous` (None: the first
+/// refusal): doubling from [`TERMINATE_RETRY_SECONDS`] up to [`TERMINATE_RETRY_MAX_SECONDS`].
+pub fn terminate_retry_wait(previous: Option<f64>) -> f64 {
+    previous.map_or(TERMINATE_RETRY_SECONDS, |w| {
+        (w * 2.0).min(TERMINATE_RETRY_MAX_SECONDS)
+    })
+}
+
 /// One offering, as the key of the unavailability cache.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct OfferingKey {
@@ -166,7 +179,9 @@ pub trait CloudProvider {
     fn launch_concurrency(&self) -> usize {
         1
     }
-    /// Terminates an instance; terminating one already gone is not an error.
+    /// Terminates an instance. Ok once the cloud has accepted the termination or the instance is
+    /// already going or gone (shutting down, terminated, unknown to the cloud); an error means it
+    /// may still run, and the caller keeps its node and asks again.
     async fn delete(&self, id: &str) -> Result<(), CloudError>;
     async fn get(&self, id: &str) -> Result<Instance, CloudError>;
     /// Every instance this cluster owns that is not terminated.

@@ -6,7 +6,7 @@
 //! once their evicted pods are gone (each within its grace period), terminated.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
@@ -44,6 +44,8 @@ struct Command {
     draining: bool,
     /// Nodes of the plan already drained and terminated.
     terminated: BTreeSet<String>,
+    /// Drained nodes whose termination the cloud refused: when to ask again, and the last wait.
+    refused: BTreeMap<String, (f64, f64)>,
 }
 
 impl<P: CloudProvider> Controller<P> {
@@ -105,6 +107,7 @@ impl<P: CloudProvider> Controller<P> {
             validated_at: None,
             draining: false,
             terminated: BTreeSet::new(),
+            refused: BTreeMap::new(),
         });
         self.wake(now + self.settings.validation_delay, Wake::Validate);
         Ok(())
@@ -321,6 +324,8 @@ impl<P: CloudProvider> Controller<P> {
             .filter(|r| in_flight.contains(*r) || !cluster.initialized(r) || (!waiting && empty(r)))
             .collect();
         for name in &unused {
+            // one the cloud refuses stays a node in service, its instance on record, and a later
+            // pass consolidates it
             self.terminate(cluster, name);
         }
         let why =
@@ -393,6 +398,8 @@ impl<P: CloudProvider> Controller<P> {
             .filter(|n| !cmd.terminated.contains(n))
             .collect();
         let mut waiting = false;
+        // the earliest a refused termination is asked for again
+        let mut retry: Option<f64> = None;
         for node in &nodes {
             for critical in [false, true] {
                 let group: Vec<String> = cluster
@@ -422,23 +429,53 @@ impl<P: CloudProvider> Controller<P> {
             }
             // evictions accepted are not pods gone: their grace periods run before the instance
             // may go
-            if cluster.drained(node) {
-                self.terminate(cluster, node);
-                if let Some(cmd) = self.disruption.command.as_mut() {
-                    cmd.terminated.insert(node.clone());
-                }
-            } else {
+            if !cluster.drained(node) {
                 waiting = true;
+            } else if let Some(at) = self.terminate_drained(cluster, node, now) {
+                retry = Some(retry.map_or(at, |r: f64| r.min(at)));
             }
         }
-        if waiting {
-            self.wake(now + DRAIN_RETRY_SECONDS, Wake::DrainStep);
-        } else {
-            self.disruption.command = None;
-            self.disruption.quiet = None;
+        let next = match (waiting, retry) {
+            (false, None) => {
+                self.disruption.command = None;
+                self.disruption.quiet = None;
+                return;
+            }
+            (true, None) => now + DRAIN_RETRY_SECONDS,
+            (false, Some(at)) => at,
+            (true, Some(at)) => at.min(now + DRAIN_RETRY_SECONDS),
+        };
+        self.wake(next, Wake::DrainStep);
+    }
+
+    /// Terminates a drained node of the command, unless the wait after the cloud's last refusal
+    /// is still running. None once it is terminated; otherwise when to ask again.
+    fn terminate_drained(
+        &mut self,
+        cluster: &mut impl Cluster,
+        node: &str,
+        now: f64,
+    ) -> Option<f64> {
+        let last = (self.disruption.command.as_ref()).and_then(|c| c.refused.get(node).copied());
+        if let Some((at, _)) = last.filter(|(at, _)| now < *at) {
+            return Some(at);
         }
+        let terminated = self.terminate(cluster, node);
+        let cmd = self.disruption.command.as_mut()?;
+        if terminated {
+            cmd.refused.remove(node);
+            cmd.terminated.insert(node.to_string());
+            return None;
+        }
+        // a refused node keeps its Node, NodeClaim and finalizer: the instance may still run
+        let wait = crate::cloud::terminate_retry_wait(last.map(|(_, w)| w));
+        cmd.refused.insert(node.to_string(), (now + wait, wait));
+        Some(now + wait)
     }
 }
+
+#[cfg(test)]
+mod refusals;
 
 #[cfg(test)]
 mod tests {
@@ -448,7 +485,7 @@ mod tests {
     use crate::disruption::Reason;
     use crate::domain::{ClusterSnapshot, Labels, Node, Resources, Taint, TaintEffect};
 
-    fn deleting(nodes: &[&str]) -> Command {
+    pub(super) fn deleting(nodes: &[&str]) -> Command {
         let action = Action {
             reason: Reason::Empty,
             delete: nodes.iter().map(|n| n.to_string()).collect(),
@@ -487,6 +524,7 @@ mod tests {
             validated_at: None,
             draining: false,
             terminated: BTreeSet::new(),
+            refused: BTreeMap::new(),
         }
     }
 

@@ -29,7 +29,7 @@ use crate::optimizer::{PlanStatus, SolverFault, Strategy};
 pub use cluster::{Cluster, EvictionRefused};
 pub use disrupter::COMMAND_TIMEOUT_SECONDS;
 pub use leadership::{LeaderToken, NotLeader};
-pub use provisioner::{Certifier, ProvisioningCost, Uncertified};
+pub use provisioner::{Certifier, ProvisioningCost, Uncertified, UNSCHEDULABLE_RETRY_SECONDS};
 
 /// How long a pod nominated to a running node waits for kube-scheduler to bind it there before it
 /// is provisioned for again (Karpenter's nomination window is two batch windows).
@@ -76,6 +76,9 @@ pub struct Settings {
     /// How long an offering that ran out of capacity is kept out of solves
     /// ([`crate::cloud::UNAVAILABLE_TTL_SECONDS`] by default, Karpenter's).
     pub unavailable_ttl: f64,
+    /// How long a pod no offering can hold waits before it is solved again
+    /// ([`UNSCHEDULABLE_RETRY_SECONDS`] by default).
+    pub unschedulable_retry: f64,
 }
 
 /// A wake-up the controller asks the host for.
@@ -494,6 +497,7 @@ pub(crate) mod tests {
             spot_to_spot_consolidation: true,
             command_timeout: COMMAND_TIMEOUT_SECONDS,
             unavailable_ttl: crate::cloud::UNAVAILABLE_TTL_SECONDS,
+            unschedulable_retry: UNSCHEDULABLE_RETRY_SECONDS,
         }
     }
 

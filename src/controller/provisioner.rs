@@ -12,6 +12,7 @@ mod certify;
 use crate::catalog::CapacityType;
 use crate::cloud::{
     CloudError, CloudProvider, Instance, LaunchRequest, Launched, NodeTemplate, OfferingKey,
+    TERMINATE_RETRY_SECONDS,
 };
 use crate::disruption::edit::register;
 use crate::domain::labels::{CAPACITY_TYPE, INSTANCE_TYPE, ZONE};
@@ -20,8 +21,9 @@ use crate::optimizer::{self, NewNode, OfferingRef, SolveSettings};
 use certify::PlanToCertify;
 pub use certify::{Certifier, ProvisioningCost, Uncertified};
 
-/// How long a pod no offering could hold waits before it is solved again.
-const PARK_SECONDS: f64 = 60.0;
+/// How long a pod no offering could hold (none fits it, or every one that would is out of
+/// capacity) waits before it is solved again, unless the host sets `Settings::unschedulable_retry`.
+pub const UNSCHEDULABLE_RETRY_SECONDS: f64 = 60.0;
 /// The spot interruption notice: the instance is reclaimed this long after the warning.
 pub const INTERRUPTION_NOTICE_SECONDS: f64 = 120.0;
 
@@ -120,7 +122,8 @@ impl<P: CloudProvider> Controller<P> {
             certifier.spawn(todo);
         }
         for u in &plan.unschedulable {
-            self.parked.insert(u.pod.clone(), now + PARK_SECONDS);
+            self.parked
+                .insert(u.pod.clone(), now + self.settings.unschedulable_retry);
             tracing::debug!(pod = %u.pod, reason = ?u.reason, message = %u.message, "no offering can hold the pod");
             cluster.unschedulable(&u.pod, &u.message);
         }
@@ -128,7 +131,7 @@ impl<P: CloudProvider> Controller<P> {
             for nodepool in no_types {
                 cluster.notify(super::report::Notice::NoCompatibleInstanceTypes { nodepool });
             }
-            self.wake(now + PARK_SECONDS, Wake::Retry);
+            self.wake(now + self.settings.unschedulable_retry, Wake::Retry);
         }
         Ok(())
     }
@@ -346,7 +349,10 @@ impl<P: CloudProvider> Controller<P> {
                 };
                 self.unavailable.mark(key, now);
             }
-            self.terminate(cluster, &name);
+            if !self.terminate(cluster, &name) {
+                // the in-cluster host backs off from there
+                self.wake(now + TERMINATE_RETRY_SECONDS, Wake::Terminate(name));
+            }
             return;
         }
         let Some(node) = cluster.snapshot().nodes.iter().find(|n| n.name == name) else {
@@ -381,22 +387,31 @@ impl<P: CloudProvider> Controller<P> {
         self.wake(now + INTERRUPTION_NOTICE_SECONDS, Wake::Terminate(name));
     }
 
-    /// Terminates a node's instance and deletes the node; pods still on it go pending.
-    pub fn terminate(&mut self, cluster: &mut impl Cluster, name: &str) {
+    /// Terminates a node's instance and, once the cloud has accepted that, deletes the node (its
+    /// finalizer comes off); pods still on it go pending. Whether the node is done with: false
+    /// when this replica does not lead or the cloud refused, and then nothing changed (the
+    /// instance stays on record, the node and a reclaim stay) so that the caller asks again. A
+    /// node with no instance on record has nothing to terminate and counts as done.
+    pub fn terminate(&mut self, cluster: &mut impl Cluster, name: &str) -> bool {
         if self.leading().is_err() {
-            return;
+            return false;
         }
-        self.reclaiming.remove(name);
-        let Some(instance) = self.instance_of.remove(name) else {
-            return;
+        // the id is forgotten only once the cloud accepted: a refused node must still name it
+        let Some(instance) = self.instance_of.get(name) else {
+            self.reclaiming.remove(name);
+            return true;
         };
-        if let Err(e) = pollster::block_on(self.cloud.delete(&instance)) {
-            tracing::warn!(node = %name, instance = %instance, error = %e, "terminate failed");
+        if let Err(e) = pollster::block_on(self.cloud.delete(instance)) {
+            tracing::warn!(node = %name, instance = %instance, error = %e, "termination refused; the node stays until the cloud accepts it");
+            return false;
         }
+        self.instance_of.remove(name);
+        self.reclaiming.remove(name);
         self.stats.terminated += 1;
         self.nominated.retain(|_, n| n != name);
         self.stats.evicted += cluster.delete_node(name);
         self.replacement_lost(cluster, name);
+        true
     }
 }
 

@@ -5,7 +5,7 @@
 //! validation delays, drain retries), run the disruption pass every interval, and publish metrics.
 //! Solves run here, on a plain OS thread, never on the async runtime.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -119,6 +119,16 @@ pub struct Decisions<P: CloudProvider> {
     /// The objects the last step could not read, so each is logged when it turns unreadable rather
     /// than at every step.
     unreadable: BTreeSet<String>,
+    /// Terminations the cloud refused, by node or claim: each keeps its finalizer and is asked
+    /// for again once its wait is over.
+    refused: BTreeMap<String, Retry>,
+}
+
+/// When a refused termination is asked for again, and how long the wait was.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Retry {
+    at: f64,
+    wait: f64,
 }
 
 /// How often the provider's catalog is compared with the one solves use (the AWS provider
@@ -160,6 +170,7 @@ impl<P: CloudProvider> Decisions<P> {
             next_drift_check: 0.0,
             next_catalog_check: CATALOG_CHECK_SECONDS,
             unreadable: BTreeSet::new(),
+            refused: BTreeMap::new(),
         }
     }
 
@@ -365,9 +376,10 @@ impl<P: CloudProvider> Decisions<P> {
             let node = node_name_of(&claim).map(str::to_string).unwrap_or(name);
             self.ctl.adopt(&node, instance);
         }
+        let now = self.now();
         for claim in abandoned {
             tracing::warn!(claim = %claim, "nodeclaim launched by an earlier process was never recorded; giving it up");
-            self.terminate(&claim, None, "launch-abandoned");
+            self.terminate(&claim, None, "launch-abandoned", now);
         }
     }
 
@@ -442,17 +454,30 @@ impl<P: CloudProvider> Decisions<P> {
         for node in t.initialized {
             self.ctl.node_registered(&mut self.cluster, &node, now);
         }
+        // a claim or node stays in these lists until its termination is accepted: each step
+        // asks again once the refusal's wait is over
         for (claim, provider, reason) in t.timed_out {
-            tracing::warn!(claim = %claim, reason, "nodeclaim given up");
-            self.terminate(&claim, provider.as_deref(), reason);
+            if self.retry_due(&claim, now) {
+                tracing::warn!(claim = %claim, reason, "nodeclaim given up");
+                self.terminate(&claim, provider.as_deref(), reason, now);
+            }
         }
         for term in t.terminating.into_iter().filter(|t| t.drained) {
-            tracing::info!(node = %term.node, "deleted node drained, terminating");
-            self.terminate(&term.node, term.provider_id.as_deref(), "deleted");
+            if self.retry_due(&term.node, now) {
+                tracing::info!(node = %term.node, "deleted node drained, terminating");
+                self.terminate(&term.node, term.provider_id.as_deref(), "deleted", now);
+            }
         }
+        // a refusal is forgotten with its instance (terminated, or its node released elsewhere)
+        let ctl = &self.ctl;
+        self.refused
+            .retain(|name, _| ctl.instance_of(name).is_some());
     }
 
-    fn terminate(&mut self, name: &str, provider_id: Option<&str>, reason: &'static str) {
+    /// Terminates the instance of node or claim `name` (adopting it from `provider_id` when this
+    /// process did not launch it) and releases the node and its claim once the cloud accepted;
+    /// a refusal keeps both, finalizers and all, and is asked for again after a backoff.
+    fn terminate(&mut self, name: &str, provider_id: Option<&str>, reason: &'static str, now: f64) {
         if !self.leads() {
             return;
         }
@@ -462,15 +487,34 @@ impl<P: CloudProvider> Decisions<P> {
             }
         }
         if self.ctl.instance_of(name).is_some() {
-            self.ctl.terminate(&mut self.cluster, name);
+            if !self.ctl.terminate(&mut self.cluster, name) {
+                // the step's lifecycle pass finds the node or claim again and asks once due
+                self.back_off(name, now, Wake::Retry);
+                return;
+            }
             self.host_terminations += 1;
         } else {
             crate::controller::Cluster::delete_node(&mut self.cluster, name);
         }
+        self.refused.remove(name);
         self.metrics
             .nodeclaims_terminated
             .get_or_create(&ReasonLabels { reason })
             .inc();
+    }
+
+    /// Whether `name`'s termination may be asked for at `now`: never refused, or its wait over.
+    fn retry_due(&self, name: &str, now: f64) -> bool {
+        self.refused.get(name).is_none_or(|r| now >= r.at)
+    }
+
+    /// Records a refused termination of `name` and sets a timer for `wake` when it is due again.
+    fn back_off(&mut self, name: &str, now: f64, wake: Wake) {
+        let wait = crate::cloud::terminate_retry_wait(self.refused.get(name).map(|r| r.wait));
+        let at = now + wait;
+        tracing::info!(node = %name, retry_in = wait, "termination refused, asking again later");
+        self.refused.insert(name.to_string(), Retry { at, wait });
+        self.timers.insert(((at * 1000.0).ceil() as i64, wake));
     }
 
     /// Pods gone or bound since the last step stop waiting in the controller's books.
@@ -519,11 +563,17 @@ impl<P: CloudProvider> Decisions<P> {
                         .observe(started.elapsed().as_secs_f64());
                 }
             }
-            // parked pods come back through observe
+            // parked pods come back through observe, refused terminations through the lifecycle
             Wake::Retry => {}
             Wake::Validate => self.ctl.validate(&mut self.cluster, now),
             Wake::DrainStep => self.ctl.drain_step(&mut self.cluster, now),
-            Wake::Terminate(node) => self.ctl.terminate(&mut self.cluster, &node),
+            Wake::Terminate(node) => {
+                if self.ctl.terminate(&mut self.cluster, &node) {
+                    self.refused.remove(&node);
+                } else if self.leads() {
+                    self.back_off(&node, now, Wake::Terminate(node.clone()));
+                }
+            }
         }
     }
 

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
+use aws_sdk_ec2::types::InstanceStateName;
+
 use super::instances::{self, Ec2Instance};
 use super::launch::{create_fleet, instance_tags, plan_fleets, TemplateCache};
 use super::nodeclass::ResolvedNodeClass;
@@ -15,8 +17,6 @@ use crate::catalog::Catalog;
 use crate::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, Launched, OfferingKey};
 use crate::optimizer::OfferingRef;
 
-/// Background retries of a failed TerminateInstances (see `AwsCloud::retry_terminate`).
-const TERMINATE_RETRIES: u32 = 10;
 /// Launches of one plan in flight at once.
 const LAUNCH_CONCURRENCY: usize = 10;
 
@@ -197,29 +197,6 @@ impl AwsCloud {
         )))
     }
 
-    /// Retries a failed TerminateInstances in the background, backing off from 1 s to 30 s, for
-    /// about three minutes. The controller deletes the node and its NodeClaim whatever the answer,
-    /// so without this the instance would run, owned by no NodeClaim, until the garbage
-    /// collector's next sweep (every 2 minutes, after its grace); the collector stays the backstop.
-    fn retry_terminate(&self, id: String) {
-        let clients = self.clients.clone();
-        self.rt.spawn(async move {
-            let mut wait = std::time::Duration::from_secs(1);
-            for _ in 0..TERMINATE_RETRIES {
-                tokio::time::sleep(wait).await;
-                match instances::terminate(&clients, std::slice::from_ref(&id)).await {
-                    Ok(()) => {
-                        tracing::info!(instance = %id, "instance terminated on retry");
-                        return;
-                    }
-                    Err(e) => tracing::warn!(instance = %id, error = %e, "terminate retry failed"),
-                }
-                wait = (wait * 2).min(std::time::Duration::from_secs(30));
-            }
-            tracing::warn!(instance = %id, "terminate retries given up; the garbage collector will end the instance");
-        });
-    }
-
     fn asked(
         &self,
         id: &str,
@@ -320,15 +297,33 @@ impl CloudProvider for AwsCloud {
         LAUNCH_CONCURRENCY
     }
 
+    /// TerminateInstances; when EC2 refuses it (throttling, an outage), the instance still counts
+    /// as going if EC2 reports it shutting down or terminated (a spot reclaim, a console
+    /// termination, an earlier call that took effect although its answer was lost). Otherwise the
+    /// refusal is returned and the caller keeps the node and asks again later: nothing retries
+    /// behind its back, so the node's finalizer is what keeps the instance in sight.
     async fn delete(&self, id: &str) -> Result<(), CloudError> {
         let (clients, ids) = (self.clients.clone(), vec![id.to_string()]);
-        let result = self
+        let refused = match self
             .on_runtime(async move { instances::terminate(&clients, &ids).await })
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let (clients, ids) = (self.clients.clone(), vec![id.to_string()]);
+        let states = self
+            .on_runtime(async move { instances::states(&clients, &ids, instances::PAGE).await })
             .await;
-        if result.is_err() {
-            self.retry_terminate(id.to_string());
+        // an id Describe leaves out is not taken as gone: EC2 may not list an instance launched
+        // moments ago
+        match states.as_ref().ok().and_then(|s| s.get(id)) {
+            Some(InstanceStateName::ShuttingDown | InstanceStateName::Terminated) => {
+                tracing::info!(instance = %id, error = %refused, "termination refused, but the instance is already going");
+                Ok(())
+            }
+            _ => Err(refused),
         }
-        result
     }
 
     async fn get(&self, id: &str) -> Result<Instance, CloudError> {

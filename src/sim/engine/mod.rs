@@ -106,6 +106,7 @@ impl<'a> World<'a> {
             spot_to_spot_consolidation: true,
             command_timeout: crate::controller::COMMAND_TIMEOUT_SECONDS,
             unavailable_ttl: crate::cloud::UNAVAILABLE_TTL_SECONDS,
+            unschedulable_retry: crate::controller::UNSCHEDULABLE_RETRY_SECONDS,
         };
         let cloud = SimCloud::new(sc.catalog.clone(), ice, sc.interruption_rate_scale, seed);
         let mut ctl = Controller::new(settings, sc.catalog.clone(), cloud);
@@ -232,7 +233,10 @@ impl<'a> World<'a> {
             Ev::Controller(Wake::Retry) => {}
             Ev::Controller(Wake::Validate) => self.ctl.validate(&mut self.cluster, now),
             Ev::Controller(Wake::DrainStep) => self.ctl.drain_step(&mut self.cluster, now),
-            Ev::Controller(Wake::Terminate(node)) => self.ctl.terminate(&mut self.cluster, &node),
+            // the simulated cloud accepts every termination: there is nothing to ask again
+            Ev::Controller(Wake::Terminate(node)) => {
+                self.ctl.terminate(&mut self.cluster, &node);
+            }
             Ev::Sample => {
                 self.sample();
                 self.keep();
