@@ -2,8 +2,9 @@
 //! generic, 1/5 zonal spread, 1/5 hostname spread, 1/5 zonal self-affinity, 1/5 hostname
 //! anti-affinity; cpu in {100m, 250m, 500m, 1, 1.5}, memory in {100Mi, 256Mi, 512Mi, 1Gi, 2Gi,
 //! 4Gi}), built directly as domain types with a seeded generator so every run sees the same pods;
-//! its generic pods alone ([`generic`]); and a mix whose rules are preferences only (see
-//! [`preferring`]).
+//! its generic pods alone ([`generic`]); a mix whose rules are preferences only (see
+//! [`preferring`]); service Deployments of 20-25 replicas ([`deployments`]); and small batches of
+//! at most eight classes ([`small`]).
 
 use crate::domain::labels::{HOSTNAME, ZONE};
 use crate::domain::{
@@ -173,6 +174,101 @@ pub fn preferring(count: usize, seed: u64) -> ClusterSnapshot {
     }
 }
 
+/// One Deployment of `replicas` pods sharing one class: requests drawn as in [`diverse`], a
+/// required zone spread (maxSkew 1) with probability `zone`, required hostname anti-affinity with
+/// `host`, and a node selector for on-demand capacity with `on_demand`.
+struct DeploymentShape {
+    zone: f64,
+    host: f64,
+    on_demand: f64,
+}
+
+fn deployment(
+    app: &str,
+    replicas: usize,
+    first: usize,
+    shape: &DeploymentShape,
+    rng: &mut Rng,
+) -> Vec<std::sync::Arc<Pod>> {
+    let kind = if rng.unit() < shape.zone {
+        1
+    } else if rng.unit() < shape.host / (1.0 - shape.zone).max(1e-9) {
+        4
+    } else {
+        0
+    };
+    let on_demand = rng.unit() < shape.on_demand;
+    let template = {
+        let mut p = pod(first, app, rng, kind);
+        if on_demand {
+            std::sync::Arc::make_mut(&mut p.constraints)
+                .node_selector
+                .push(crate::domain::Requirement::in_values(
+                    crate::domain::labels::CAPACITY_TYPE,
+                    &["on-demand"],
+                ));
+        }
+        p
+    };
+    (first..first + replicas)
+        .map(|i| {
+            std::sync::Arc::new(Pod {
+                uid: format!("uid-{i:06}"),
+                name: format!("{app}-{i}"),
+                ..template.clone()
+            })
+        })
+        .collect()
+}
+
+/// `count` pending pods in Deployments of 20-25 replicas: 40% with a required zone spread, 15%
+/// with required hostname anti-affinity, 10% on on-demand capacity only, requests as in
+/// [`diverse`]. Each Deployment is one pod class, as in clusters that run services.
+pub fn deployments(count: usize, seed: u64) -> ClusterSnapshot {
+    let shape = DeploymentShape {
+        zone: 0.4,
+        host: 0.15,
+        on_demand: 0.1,
+    };
+    let mut rng = Rng(seed);
+    let mut pods = Vec::with_capacity(count);
+    while pods.len() < count {
+        let replicas = (20 + rng.below(6)).min(count - pods.len());
+        let app = format!("svc-{}", pods.len());
+        pods.extend(deployment(&app, replicas, pods.len(), &shape, &mut rng));
+    }
+    ClusterSnapshot {
+        pods,
+        nodepools: vec![NodePool::unconstrained("default")],
+        ..Default::default()
+    }
+}
+
+/// `count` pending pods in 2 to 8 Deployments (the number drawn from the seed) of near-equal
+/// size: a quarter with a required zone spread, a sixth with required hostname anti-affinity, a
+/// tenth on on-demand only. The small batches a controller sees most reconciles, where every
+/// plan should be proven optimal.
+pub fn small(count: usize, seed: u64) -> ClusterSnapshot {
+    let shape = DeploymentShape {
+        zone: 0.25,
+        host: 0.17,
+        on_demand: 0.1,
+    };
+    let mut rng = Rng(seed);
+    let classes = 2 + rng.below(7);
+    let mut pods = Vec::with_capacity(count);
+    for d in 0..classes {
+        let replicas = (count * (d + 1)) / classes - (count * d) / classes;
+        let app = format!("app-{d}");
+        pods.extend(deployment(&app, replicas, pods.len(), &shape, &mut rng));
+    }
+    ClusterSnapshot {
+        pods,
+        nodepools: vec![NodePool::unconstrained("default")],
+        ..Default::default()
+    }
+}
+
 /// Snapshot YAML for the same workload, so a benchmark case can be replayed with `joiner solve`.
 pub fn to_yaml(snapshot: &ClusterSnapshot) -> String {
     let mut docs = vec!["apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: default}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n".to_string()];
@@ -186,6 +282,9 @@ pub fn to_yaml(snapshot: &ClusterSnapshot) -> String {
             c.requests.get("cpu"),
             c.requests.get("memory").to_binary()
         );
+        for r in &c.node_selector {
+            d += &format!("  nodeSelector: {{{}: {}}}\n", r.key, r.values.join(","));
+        }
         for s in &c.spread {
             d += &format!("  topologySpreadConstraints:\n  - {{maxSkew: 1, topologyKey: {}, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: {app}}}}}}}\n", s.topology_key);
         }
@@ -201,4 +300,79 @@ pub fn to_yaml(snapshot: &ClusterSnapshot) -> String {
         docs.push(d);
     }
     docs.join("---\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Pods per app label, and per app its (zone spread, hostname anti-affinity, on-demand only).
+    fn apps(s: &ClusterSnapshot) -> BTreeMap<String, (usize, (bool, bool, bool))> {
+        let mut out: BTreeMap<String, (usize, (bool, bool, bool))> = BTreeMap::new();
+        for p in &s.pods {
+            let c = &p.constraints;
+            let kind = (
+                !c.spread.is_empty(),
+                !c.pod_anti_affinity.is_empty(),
+                !c.node_selector.is_empty(),
+            );
+            let e = out.entry(p.labels["app"].clone()).or_insert((0, kind));
+            e.0 += 1;
+            assert_eq!(e.1, kind, "one Deployment, one shape: {}", p.name);
+        }
+        out
+    }
+
+    #[test]
+    fn deployments_have_20_to_25_replicas_and_the_mix_of_rules() {
+        let mut kinds = [0usize; 3];
+        let mut total = 0;
+        for seed in 1..=20 {
+            let s = deployments(1000, seed);
+            assert_eq!(s.pods.len(), 1000);
+            let apps = apps(&s);
+            // the last Deployment takes what is left of the count
+            let short = apps
+                .values()
+                .filter(|(n, _)| !(20..=25).contains(n))
+                .count();
+            assert!(short <= 1, "seed {seed}: {apps:?}");
+            for (n, (zone, host, od)) in apps.values() {
+                total += n;
+                kinds[0] += usize::from(*zone) * n;
+                kinds[1] += usize::from(*host) * n;
+                kinds[2] += usize::from(*od) * n;
+            }
+        }
+        let share = |k: usize| kinds[k] as f64 / total as f64;
+        assert!((0.33..0.47).contains(&share(0)), "zone spread {}", share(0));
+        assert!(
+            (0.10..0.20).contains(&share(1)),
+            "anti-affinity {}",
+            share(1)
+        );
+        assert!((0.06..0.14).contains(&share(2)), "on-demand {}", share(2));
+        let same = |s: &ClusterSnapshot| {
+            s.pods
+                .iter()
+                .map(|p| (p.name.clone(), p.constraints.requests.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(same(&deployments(300, 7)), same(&deployments(300, 7)));
+    }
+
+    #[test]
+    fn small_batches_have_two_to_eight_deployments() {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 1..=40 {
+            let s = small(200, seed);
+            assert_eq!(s.pods.len(), 200);
+            let n = apps(&s).len();
+            assert!((2..=8).contains(&n), "seed {seed}: {n}");
+            seen.insert(n);
+        }
+        assert!(seen.len() >= 5, "{seen:?}");
+    }
 }

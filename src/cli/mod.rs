@@ -6,6 +6,7 @@
 
 mod bench_cmd;
 mod bench_disruption_cmd;
+mod bench_summary;
 mod catalog_cmd;
 mod consolidate_cmd;
 mod controller_cmd;
