@@ -600,18 +600,21 @@ async fn consolidation_while_terminations_fail_and_launches_are_throttled_leaks_
     );
     let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
+    // four pods that only a c5.4xlarge holds together (each takes just over half a c5.2xlarge's
+    // allocatable cpu, so no smaller node holds two), and one of them alone on a c5.2xlarge: the
+    // scale-down can only be consolidated by replacing the first node with a smaller one
     sim.deploy(Deployment {
         namespace: NS.into(),
         name: "web".into(),
-        replicas: 8,
-        cpu: "1500m".into(),
+        replicas: 4,
+        cpu: "3970m".into(),
         memory: "1Gi".into(),
     });
     let settled = eventually(
         Duration::from_secs(60),
         || async { census(&client, NS).await.expect("census") },
         |c| {
-            c.pods_running == 8
+            c.pods_running == 4
                 && c.pods_pending == 0
                 && c.claims == c.nodes
                 && c.claims_without_node == 0
@@ -627,7 +630,7 @@ async fn consolidation_while_terminations_fail_and_launches_are_throttled_leaks_
     }
     let fleets_before = proxy.calls("CreateFleet");
     let timeline = Timeline::start(&server);
-    sim.scale(NS, "web", 2);
+    sim.scale(NS, "web", 1);
     // consolidated: every original instance gone, every pod running, every claim with its node,
     // and what EC2 runs for the cluster is exactly what the NodeClaims record (grace 0s). Once
     // throttled, the SDK's adaptive retry paces every EC2 call (a launch takes up to 20 s), and the
@@ -642,7 +645,7 @@ async fn consolidation_while_terminations_fail_and_launches_are_throttled_leaks_
             )
         },
         |(c, live, recorded)| {
-            c.pods_running == 2
+            c.pods_running == 1
                 && c.pods_pending == 0
                 && c.claims == c.nodes
                 && c.claims_without_node == 0

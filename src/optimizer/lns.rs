@@ -9,6 +9,8 @@
 //! A search alone ranks by idle cost. When several run side by side (`SolveSettings::searches`),
 //! three rankings take turns in each, each search starting at another, so they take other paths; a
 //! ranking that has nothing new to offer leaves its turns to the others until the plan changes.
+//! When every ranking has run out, neighbourhoods drawn at random use the time left: a search
+//! ends on its clock, never while time is left.
 
 use std::time::{Duration, Instant};
 
@@ -77,6 +79,9 @@ pub fn search<'p>(
     // what a step takes beyond its sub-solve's limit: the replays, and the sub-solve's own overrun
     let mut overhead = CANDIDATES as f64 * replay.as_secs_f64();
     let mut turn = search % rankings.len();
+    // random neighbourhoods are drawn from a fixed seed per search, so a solve is repeatable
+    // for as many steps as its clock allows
+    let mut draws = Draws(0x5EED_0000 + search as u64);
     // one copy of the problem per search, its spread counts set for each step's neighbourhood
     let mut around = p
         .topology
@@ -96,20 +101,27 @@ pub fn search<'p>(
             break;
         }
         // the rankings take turns; one that has run out of new neighbourhoods leaves them to the
-        // others
-        let Some(r) = (0..rankings.len())
+        // others, and once all have, random neighbourhoods use the time left
+        let next = (0..rankings.len())
             .map(|i| (turn + i) % rankings.len())
-            .find(|&i| !rankings[i].done)
-        else {
-            break;
-        };
-        turn = r + 1;
-        let ranking = &mut rankings[r];
-        let Some(hood) = neighbourhood(p, &best.0, ranking.waste, ranking.size, ranking.skip)
-            .filter(|h| *h != ranking.last)
-        else {
-            ranking.done = true;
-            continue;
+            .find(|&i| !rankings[i].done);
+        let hood = match next {
+            Some(r) => {
+                turn = r + 1;
+                let ranking = &mut rankings[r];
+                let Some(hood) =
+                    neighbourhood(p, &best.0, ranking.waste, ranking.size, ranking.skip)
+                        .filter(|h| *h != ranking.last)
+                else {
+                    ranking.done = true;
+                    continue;
+                };
+                hood
+            }
+            None => match random_neighbourhood(p, &best.0, first, &mut draws) {
+                Some(hood) => hood,
+                None => break,
+            },
         };
         steps += 1;
         let sub = SolveSettings {
@@ -129,7 +141,7 @@ pub fn search<'p>(
         match found {
             Some((state, left, sc)) if sc < best_score - 1e-9 => {
                 best_score = sc;
-                tracing::debug!(step = steps, nodes = hood.len(), ranking = ?ranking.waste, score = best_score, "neighbourhood improved the plan");
+                tracing::debug!(step = steps, nodes = hood.len(), ranking = ?next.map(|r| rankings[r].waste), score = best_score, "neighbourhood improved the plan");
                 best = (state, left);
                 improved += 1;
                 // a new plan: every ranking starts over from its most wasteful nodes
@@ -138,13 +150,15 @@ pub fn search<'p>(
                 }
             }
             _ => {
-                tracing::debug!(step = steps, nodes = hood.len(), ranking = ?ranking.waste, skip = ranking.skip, "neighbourhood left the plan as it was");
-                if hood.len() < ranking.size {
-                    ranking.skip += hood.len().div_ceil(2);
-                } else {
-                    ranking.size = ranking.size.saturating_add(ranking.size.div_ceil(2));
+                tracing::debug!(step = steps, nodes = hood.len(), ranking = ?next.map(|r| rankings[r].waste), "neighbourhood left the plan as it was");
+                if let Some(ranking) = next.map(|r| &mut rankings[r]) {
+                    if hood.len() < ranking.size {
+                        ranking.skip += hood.len().div_ceil(2);
+                    } else {
+                        ranking.size = ranking.size.saturating_add(ranking.size.div_ceil(2));
+                    }
+                    ranking.last = hood;
                 }
-                ranking.last = hood;
             }
         }
     }
@@ -154,6 +168,52 @@ pub fn search<'p>(
         steps,
         improved,
     }
+}
+
+/// A small deterministic generator (SplitMix64) for random neighbourhoods.
+struct Draws(u64);
+
+impl Draws {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n.max(1) as u64) as usize
+    }
+}
+
+/// Between two and `2 * size` new nodes drawn at random, within the pod cap: once the rankings
+/// have nothing new to offer, nodes that no ranking puts together (one of each zone, a full node
+/// beside an idle one) may still re-plan for less. None when fewer than two new nodes hold pods.
+fn random_neighbourhood(
+    p: &Problem,
+    state: &State<'_>,
+    size: usize,
+    draws: &mut Draws,
+) -> Option<Vec<usize>> {
+    let mut nodes: Vec<usize> = state
+        .new_nodes()
+        .filter(|(_, n)| !n.placed.is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    if nodes.len() < 2 {
+        return None;
+    }
+    let want = 2 + draws.below((2 * size).max(3) - 1);
+    let cap = ((p.total_pods() as f64 * MAX_POD_SHARE) as usize).max(1);
+    let (mut hood, mut pods) = (Vec::new(), 0);
+    while hood.len() < want && !nodes.is_empty() {
+        let i = nodes.swap_remove(draws.below(nodes.len()));
+        let n = state.nodes[i].pod_count();
+        if pods + n > cap && hood.len() >= 2 {
+            break;
+        }
+        pods += n;
+        hood.push(i);
+    }
+    hood.sort_unstable();
+    (hood.len() >= 2).then_some(hood)
 }
 
 /// How a ranking measures a new node's waste.
@@ -539,6 +599,31 @@ mod tests {
             found.steps
         );
         assert!(found.improved >= 1 && found.improved <= found.steps);
+    }
+
+    #[test]
+    fn random_neighbourhoods_are_repeatable_and_reach_every_node() {
+        let p = problem(&[("one.large", 2, 0.12)], 6);
+        let state = plan(&p, &[("one.large", 1); 6]);
+        let draw = |seed| {
+            let mut d = Draws(seed);
+            (0..40)
+                .map(|_| random_neighbourhood(&p, &state, 2, &mut d).expect("six nodes"))
+                .collect::<Vec<_>>()
+        };
+        let hoods = draw(7);
+        assert_eq!(hoods, draw(7));
+        for h in &hoods {
+            assert!(
+                (2..=4).contains(&h.len()) && h.windows(2).all(|w| w[0] < w[1]),
+                "{h:?}"
+            );
+        }
+        let reached: std::collections::BTreeSet<usize> = hoods.concat().into_iter().collect();
+        assert_eq!(reached.len(), 6);
+        let p = problem(&[("one.large", 2, 0.12)], 1);
+        let one = plan(&p, &[("one.large", 1)]);
+        assert_eq!(random_neighbourhood(&p, &one, 2, &mut Draws(7)), None);
     }
 
     #[test]

@@ -750,6 +750,7 @@ fn best_candidate<'p>(
             score = s,
             planned,
             repaired = rejected.iter().map(|r| r.1).sum::<usize>(),
+            rejected = ?rejected,
             seconds = began.elapsed().as_secs_f64(),
             "candidate replayed"
         );

@@ -19,6 +19,7 @@ pub mod primal;
 mod prove;
 pub mod relax;
 mod replay;
+mod residual;
 mod restricted;
 mod zonal;
 mod zonefix;
@@ -743,8 +744,23 @@ pub fn solve(
         } else {
             MIP_SHARE
         };
+        // what whole copies of the LP's patterns leave over needs patterns of its own
+        let left = residual::residual_demand(&columns, &cg.values, offset, demand);
+        let extra =
+            residual::residual_columns(p, &rules, &master, &bins, &columns, &cg.duals, &left);
+        let generated = columns.len();
+        columns.extend(extra);
         let seconds = budget * share - start.elapsed().as_secs_f64();
-        let kept = mip_columns(p, &master, &bins, &bin_index, &columns, seeds, &cg);
+        let mut kept = mip_columns(
+            p,
+            &master,
+            &bins,
+            &bin_index,
+            &columns[..generated],
+            seeds,
+            &cg,
+        );
+        kept.extend(generated..columns.len());
         let subset: Vec<Column> = kept.iter().map(|&i| columns[i].clone()).collect();
         if subset.len() < columns.len() {
             notes.push(format!(
