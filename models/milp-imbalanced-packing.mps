@@ -22,6 +22,8 @@ COLUMNS
     c6        Obj       0.34000000000000002
     c6        r0        2
     c6        r1        3
+    c7        Obj       0.34000000000000002
+    c7        r0        1
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        3
@@ -32,4 +34,5 @@ BOUNDS
  LI BOUND     c4        0
  LI BOUND     c5        0
  LI BOUND     c6        0
+ LI BOUND     c7        0
 ENDATA

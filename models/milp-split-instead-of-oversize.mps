@@ -28,6 +28,16 @@ COLUMNS
     c8        Obj       0.252
     c8        r0        1
     c8        r1        4
+    c9        Obj       0.096000000000000002
+    c9        r0        1
+    c10       Obj       0.17000000000000001
+    c10       r0        2
+    c11       Obj       0.38400000000000001
+    c11       r0        2
+    c11       r1        3
+    c12       Obj       0.34000000000000002
+    c12       r0        2
+    c12       r1        1
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        2
@@ -40,4 +50,8 @@ BOUNDS
  LI BOUND     c6        0
  LI BOUND     c7        0
  LI BOUND     c8        0
+ LI BOUND     c9        0
+ LI BOUND     c10       0
+ LI BOUND     c11       0
+ LI BOUND     c12       0
 ENDATA

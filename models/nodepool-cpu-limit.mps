@@ -36,6 +36,73 @@ COLUMNS
     c8        r0        1
     c8        r1        1
     c8        r2        4
+    c9        Obj       0.40000000000000002
+    c9        r1        1
+    c9        r2        2
+    c10       Obj       0.80000000000000004
+    c10       r0        1
+    c10       r2        4
+    c11       Obj       0.80000000000000004
+    c11       r0        1
+    c11       r2        4
+    c12       Obj       2.7999999999999998
+    c12       r0        1
+    c12       r1        1
+    c12       r2        4
+    c13       Obj       2.7999999999999998
+    c13       r0        1
+    c13       r1        1
+    c13       r2        4
+    c14       Obj       14.4
+    c14       r0        1
+    c14       r1        1
+    c14       r2        16
+    c15       Obj       14.4
+    c15       r0        1
+    c15       r1        1
+    c15       r2        16
+    c16       Obj       0.40000000000000002
+    c16       r1        1
+    c16       r2        2
+    c17       Obj       0.40000000000000002
+    c17       r1        1
+    c17       r2        2
+    c18       Obj       0.80000000000000004
+    c18       r0        1
+    c18       r2        4
+    c19       Obj       0.80000000000000004
+    c19       r0        1
+    c19       r2        4
+    c20       Obj       2.7999999999999998
+    c20       r0        1
+    c20       r1        1
+    c20       r2        4
+    c21       Obj       2.7999999999999998
+    c21       r0        1
+    c21       r1        1
+    c21       r2        4
+    c22       Obj       14.4
+    c22       r0        1
+    c22       r1        1
+    c22       r2        16
+    c23       Obj       14.4
+    c23       r0        1
+    c23       r1        1
+    c23       r2        16
+    c24       Obj       0.40000000000000002
+    c24       r1        1
+    c24       r2        2
+    c25       Obj       0.80000000000000004
+    c25       r0        1
+    c25       r2        4
+    c26       Obj       2.7999999999999998
+    c26       r0        1
+    c26       r1        1
+    c26       r2        4
+    c27       Obj       14.4
+    c27       r0        1
+    c27       r1        1
+    c27       r2        16
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        1
@@ -49,4 +116,23 @@ BOUNDS
  LI BOUND     c6        0
  LI BOUND     c7        0
  LI BOUND     c8        0
+ LI BOUND     c9        0
+ LI BOUND     c10       0
+ LI BOUND     c11       0
+ LI BOUND     c12       0
+ LI BOUND     c13       0
+ LI BOUND     c14       0
+ LI BOUND     c15       0
+ LI BOUND     c16       0
+ LI BOUND     c17       0
+ LI BOUND     c18       0
+ LI BOUND     c19       0
+ LI BOUND     c20       0
+ LI BOUND     c21       0
+ LI BOUND     c22       0
+ LI BOUND     c23       0
+ LI BOUND     c24       0
+ LI BOUND     c25       0
+ LI BOUND     c26       0
+ LI BOUND     c27       0
 ENDATA

@@ -36,6 +36,30 @@ COLUMNS
     c7        r0        3
     c7        r3        3
     c7        r4        3
+    c8        Obj       0.80000000000000004
+    c8        r0        3
+    c8        r1        3
+    c8        r2        3
+    c9        Obj       14.4
+    c9        r0        3
+    c9        r1        3
+    c9        r2        3
+    c10       Obj       0.80000000000000004
+    c10       r0        3
+    c10       r3        3
+    c10       r4        3
+    c11       Obj       14.4
+    c11       r0        3
+    c11       r3        3
+    c11       r4        3
+    c12       Obj       0.80000000000000004
+    c12       r0        3
+    c12       r5        3
+    c12       r6        3
+    c13       Obj       14.4
+    c13       r0        3
+    c13       r5        3
+    c13       r6        3
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        3
@@ -46,4 +70,10 @@ BOUNDS
  LI BOUND     c5        0
  LI BOUND     c6        0
  LI BOUND     c7        0
+ LI BOUND     c8        0
+ LI BOUND     c9        0
+ LI BOUND     c10       0
+ LI BOUND     c11       0
+ LI BOUND     c12       0
+ LI BOUND     c13       0
 ENDATA

@@ -490,6 +490,198 @@ COLUMNS
     c91       r3        4
     c91       r12       4
     c91       r13       4
+    c92       Obj       0.03444792
+    c92       r1        1
+    c92       r3        1
+    c92       r4        1
+    c92       r5        1
+    c93       Obj       0.020285999999999998
+    c93       r3        1
+    c93       r4        1
+    c93       r5        1
+    c94       Obj       0.028150000000000001
+    c94       r3        1
+    c94       r4        1
+    c94       r5        1
+    c95       Obj       0.15934464000000001
+    c95       r0        2
+    c95       r1        1
+    c95       r2        1
+    c95       r3        4
+    c95       r4        4
+    c95       r5        4
+    c96       Obj       0.089020000000000002
+    c96       r1        1
+    c97       Obj       0.10055
+    c97       r1        1
+    c97       r3        1
+    c97       r4        1
+    c97       r5        1
+    c98       Obj       0.13197
+    c98       r1        1
+    c98       r3        1
+    c98       r4        1
+    c98       r5        1
+    c99       Obj       0.37425024000000001
+    c99       r0        6
+    c99       r1        1
+    c99       r2        2
+    c99       r3        3
+    c99       r4        3
+    c99       r5        3
+    c100      Obj       0.029942099999999999
+    c100      r1        1
+    c101      Obj       0.020285999999999998
+    c101      r3        1
+    c101      r6        1
+    c101      r7        1
+    c102      Obj       0.028150000000000001
+    c102      r3        1
+    c102      r6        1
+    c102      r7        1
+    c103      Obj       0.15934464000000001
+    c103      r0        2
+    c103      r1        1
+    c103      r2        1
+    c103      r3        4
+    c103      r6        4
+    c103      r7        4
+    c104      Obj       0.17926271999999999
+    c104      r0        2
+    c104      r1        1
+    c104      r2        2
+    c104      r3        3
+    c104      r6        3
+    c104      r7        3
+    c105      Obj       0.089020000000000002
+    c105      r1        1
+    c106      Obj       0.10055
+    c106      r1        1
+    c106      r3        1
+    c106      r6        1
+    c106      r7        1
+    c107      Obj       0.13197
+    c107      r1        1
+    c107      r3        1
+    c107      r6        1
+    c107      r7        1
+    c108      Obj       0.27156480000000005
+    c108      r0        6
+    c108      r1        1
+    c108      r2        2
+    c108      r3        3
+    c108      r8        3
+    c108      r9        3
+    c109      Obj       0.03444792
+    c109      r1        1
+    c109      r3        1
+    c109      r8        1
+    c109      r9        1
+    c110      Obj       0.029942099999999999
+    c110      r1        1
+    c111      Obj       0.028150000000000001
+    c111      r3        1
+    c111      r8        1
+    c111      r9        1
+    c112      Obj       0.15934464000000001
+    c112      r0        2
+    c112      r1        1
+    c112      r2        1
+    c112      r3        4
+    c112      r8        4
+    c112      r9        4
+    c113      Obj       0.17926271999999999
+    c113      r0        2
+    c113      r1        1
+    c113      r2        2
+    c113      r3        3
+    c113      r8        3
+    c113      r9        3
+    c114      Obj       0.089020000000000002
+    c114      r1        1
+    c115      Obj       0.10055
+    c115      r1        1
+    c115      r3        1
+    c115      r8        1
+    c115      r9        1
+    c116      Obj       0.27156480000000005
+    c116      r0        6
+    c116      r1        1
+    c116      r2        2
+    c116      r3        3
+    c116      r10       3
+    c116      r11       3
+    c117      Obj       0.03444792
+    c117      r1        1
+    c117      r3        1
+    c117      r10       1
+    c117      r11       1
+    c118      Obj       0.029942099999999999
+    c118      r1        1
+    c119      Obj       0.028150000000000001
+    c119      r3        1
+    c119      r10       1
+    c119      r11       1
+    c120      Obj       0.15934464000000001
+    c120      r0        2
+    c120      r1        1
+    c120      r2        1
+    c120      r3        4
+    c120      r10       4
+    c120      r11       4
+    c121      Obj       0.17926271999999999
+    c121      r0        2
+    c121      r1        1
+    c121      r2        2
+    c121      r3        3
+    c121      r10       3
+    c121      r11       3
+    c122      Obj       0.089020000000000002
+    c122      r1        1
+    c123      Obj       0.10055
+    c123      r1        1
+    c123      r3        1
+    c123      r10       1
+    c123      r11       1
+    c124      Obj       0.27156480000000005
+    c124      r0        6
+    c124      r1        1
+    c124      r2        2
+    c124      r3        3
+    c124      r12       3
+    c124      r13       3
+    c125      Obj       0.03444792
+    c125      r1        1
+    c125      r3        1
+    c125      r12       1
+    c125      r13       1
+    c126      Obj       0.029942099999999999
+    c126      r1        1
+    c127      Obj       0.028150000000000001
+    c127      r3        1
+    c127      r12       1
+    c127      r13       1
+    c128      Obj       0.15934464000000001
+    c128      r0        2
+    c128      r1        1
+    c128      r2        1
+    c128      r3        4
+    c128      r12       4
+    c128      r13       4
+    c129      Obj       0.17926271999999999
+    c129      r0        2
+    c129      r1        1
+    c129      r2        2
+    c129      r3        3
+    c129      r12       3
+    c129      r13       3
+    c130      Obj       0.089020000000000002
+    c130      r1        1
+    c131      Obj       0.10055
+    c131      r1        1
+    c131      r3        1
+    c131      r12       1
+    c131      r13       1
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        6
@@ -589,4 +781,44 @@ BOUNDS
  LI BOUND     c89       0
  LI BOUND     c90       0
  LI BOUND     c91       0
+ LI BOUND     c92       0
+ LI BOUND     c93       0
+ LI BOUND     c94       0
+ LI BOUND     c95       0
+ LI BOUND     c96       0
+ LI BOUND     c97       0
+ LI BOUND     c98       0
+ LI BOUND     c99       0
+ LI BOUND     c100      0
+ LI BOUND     c101      0
+ LI BOUND     c102      0
+ LI BOUND     c103      0
+ LI BOUND     c104      0
+ LI BOUND     c105      0
+ LI BOUND     c106      0
+ LI BOUND     c107      0
+ LI BOUND     c108      0
+ LI BOUND     c109      0
+ LI BOUND     c110      0
+ LI BOUND     c111      0
+ LI BOUND     c112      0
+ LI BOUND     c113      0
+ LI BOUND     c114      0
+ LI BOUND     c115      0
+ LI BOUND     c116      0
+ LI BOUND     c117      0
+ LI BOUND     c118      0
+ LI BOUND     c119      0
+ LI BOUND     c120      0
+ LI BOUND     c121      0
+ LI BOUND     c122      0
+ LI BOUND     c123      0
+ LI BOUND     c124      0
+ LI BOUND     c125      0
+ LI BOUND     c126      0
+ LI BOUND     c127      0
+ LI BOUND     c128      0
+ LI BOUND     c129      0
+ LI BOUND     c130      0
+ LI BOUND     c131      0
 ENDATA

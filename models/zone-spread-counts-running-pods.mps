@@ -39,6 +39,22 @@ COLUMNS
     c6        r0        4
     c6        r6        4
     c6        r7        4
+    c7        Obj       0.80000000000000004
+    c7        r0        4
+    c7        r4        4
+    c7        r5        4
+    c8        Obj       14.4
+    c8        r0        4
+    c8        r4        4
+    c8        r5        4
+    c9        Obj       0.80000000000000004
+    c9        r0        4
+    c9        r6        4
+    c9        r7        4
+    c10       Obj       14.4
+    c10       r0        4
+    c10       r6        4
+    c10       r7        4
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        4
@@ -52,4 +68,8 @@ BOUNDS
  BV BOUND     c4      
  LI BOUND     c5        0
  LI BOUND     c6        0
+ LI BOUND     c7        0
+ LI BOUND     c8        0
+ LI BOUND     c9        0
+ LI BOUND     c10       0
 ENDATA

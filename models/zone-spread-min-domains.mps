@@ -34,6 +34,18 @@ COLUMNS
     c6        r0        3
     c6        r3        3
     c6        r4        3
+    c7        Obj       0.80000000000000004
+    c7        r0        3
+    c7        r1        3
+    c7        r2        3
+    c8        Obj       14.4
+    c8        r0        3
+    c8        r1        3
+    c8        r2        3
+    c9        Obj       14.4
+    c9        r0        3
+    c9        r3        3
+    c9        r4        3
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        3
@@ -46,4 +58,7 @@ BOUNDS
  LI BOUND     c4        0
  LI BOUND     c5        0
  LI BOUND     c6        0
+ LI BOUND     c7        0
+ LI BOUND     c8        0
+ LI BOUND     c9        0
 ENDATA

@@ -50,6 +50,22 @@ COLUMNS
     c9        r0        4
     c9        r3        4
     c9        r4        4
+    c10       Obj       0.80000000000000004
+    c10       r0        4
+    c10       r1        4
+    c10       r2        4
+    c11       Obj       14.4
+    c11       r0        4
+    c11       r1        4
+    c11       r2        4
+    c12       Obj       14.4
+    c12       r0        4
+    c12       r3        4
+    c12       r4        4
+    c13       Obj       14.4
+    c13       r0        4
+    c13       r5        4
+    c13       r6        4
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        4
@@ -65,4 +81,8 @@ BOUNDS
  LI BOUND     c7        0
  LI BOUND     c8        0
  LI BOUND     c9        0
+ LI BOUND     c10       0
+ LI BOUND     c11       0
+ LI BOUND     c12       0
+ LI BOUND     c13       0
 ENDATA

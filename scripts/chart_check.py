@@ -42,6 +42,8 @@ ALL_SETTINGS = {
     "leaderElectionName": "joiner-prod", "leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "4s",
     "metricsPort": 9090, "healthProbePort": 9091, "bindAddress": "::", "simSeed": 42, "logLevel": "info",
     "featureGates": {"spotToSpotConsolidation": True}, "logFormat": "text",
+    "instanceGCInterval": "5m", "disruptionCommandTimeout": "15m", "insufficientCapacityTTL": "2m",
+    "unschedulablePodRetry": "30s",
 }
 
 

@@ -9,8 +9,8 @@
 //! A search alone ranks by idle cost. When several run side by side (`SolveSettings::searches`),
 //! three rankings take turns in each, each search starting at another, so they take other paths; a
 //! ranking that has nothing new to offer leaves its turns to the others until the plan changes.
-//! When every ranking has run out, neighbourhoods drawn at random use the time left: a search
-//! ends on its clock, never while time is left.
+//! When every ranking has run out, neighbourhoods drawn at random use the time left, until the
+//! clock ends the search or [`RANDOM_PATIENCE`] of them in a row have found nothing.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,9 @@ const MAX_POD_SHARE: f64 = 0.35;
 const SMALL_NODE: f64 = 0.1;
 /// The sub-solve's candidates replayed with the rest of the plan, best guess first.
 const CANDIDATES: usize = 2;
+/// Random neighbourhoods in a row that may leave the plan as it was before the search ends: a
+/// controller's solve should not hold its pods for the whole limit on a plan no step improves.
+const RANDOM_PATIENCE: usize = 24;
 /// The shortest sub-solve worth starting, seconds: below it column generation does not get past its
 /// seed patterns.
 const MIN_STEP_SECONDS: f64 = 0.15;
@@ -82,6 +85,7 @@ pub fn search<'p>(
     // random neighbourhoods are drawn from a fixed seed per search, so a solve is repeatable
     // for as many steps as its clock allows
     let mut draws = Draws(0x5EED_0000 + search as u64);
+    let mut fruitless = 0;
     // one copy of the problem per search, its spread counts set for each step's neighbourhood
     let mut around = p
         .topology
@@ -118,8 +122,12 @@ pub fn search<'p>(
                 };
                 hood
             }
+            None if fruitless >= RANDOM_PATIENCE => break,
             None => match random_neighbourhood(p, &best.0, first, &mut draws) {
-                Some(hood) => hood,
+                Some(hood) => {
+                    fruitless += 1;
+                    hood
+                }
                 None => break,
             },
         };
@@ -144,6 +152,7 @@ pub fn search<'p>(
                 tracing::debug!(step = steps, nodes = hood.len(), ranking = ?next.map(|r| rankings[r].waste), score = best_score, "neighbourhood improved the plan");
                 best = (state, left);
                 improved += 1;
+                fruitless = 0;
                 // a new plan: every ranking starts over from its most wasteful nodes
                 for r in &mut rankings {
                     (r.skip, r.last, r.done) = (0, Vec::new(), false);
