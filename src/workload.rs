@@ -94,6 +94,15 @@ fn pod(i: usize, app: &str, rng: &mut Rng, kind: usize) -> Pod {
     }
 }
 
+/// A cluster of nothing but `pods`, all pending, and one unconstrained NodePool.
+fn pending(pods: Vec<std::sync::Arc<Pod>>) -> ClusterSnapshot {
+    ClusterSnapshot {
+        pods,
+        nodepools: vec![NodePool::unconstrained("default")],
+        ..Default::default()
+    }
+}
+
 /// `count` pending pods of the diverse mix and one unconstrained NodePool.
 pub fn diverse(count: usize, seed: u64) -> ClusterSnapshot {
     let mut rng = Rng(seed);
@@ -116,12 +125,7 @@ pub fn diverse(count: usize, seed: u64) -> ClusterSnapshot {
             std::sync::Arc::new(pod(i, &app, &mut rng, kind))
         })
         .collect();
-    let nodepool = NodePool::unconstrained("default");
-    ClusterSnapshot {
-        pods,
-        nodepools: vec![nodepool],
-        ..Default::default()
-    }
+    pending(pods)
 }
 
 /// `count` pending pods like the diverse mix's generic fifth (10 Deployments, no placement rules):
@@ -131,11 +135,7 @@ pub fn generic(count: usize, seed: u64) -> ClusterSnapshot {
     let pods = (0..count)
         .map(|i| std::sync::Arc::new(pod(i, &format!("generic-{}", i % GROUPS), &mut rng, 0)))
         .collect();
-    ClusterSnapshot {
-        pods,
-        nodepools: vec![NodePool::unconstrained("default")],
-        ..Default::default()
-    }
+    pending(pods)
 }
 
 /// `count` pending pods whose placement rules are all preferences: half generic (20 Deployments),
@@ -167,11 +167,7 @@ pub fn preferring(count: usize, seed: u64) -> ClusterSnapshot {
             std::sync::Arc::new(p)
         })
         .collect();
-    ClusterSnapshot {
-        pods,
-        nodepools: vec![NodePool::unconstrained("default")],
-        ..Default::default()
-    }
+    pending(pods)
 }
 
 /// One Deployment of `replicas` pods sharing one class: requests drawn as in [`diverse`], a
@@ -237,11 +233,7 @@ pub fn deployments(count: usize, seed: u64) -> ClusterSnapshot {
         let app = format!("svc-{}", pods.len());
         pods.extend(deployment(&app, replicas, pods.len(), &shape, &mut rng));
     }
-    ClusterSnapshot {
-        pods,
-        nodepools: vec![NodePool::unconstrained("default")],
-        ..Default::default()
-    }
+    pending(pods)
 }
 
 /// `count` pending pods in 2 to 8 Deployments (the number drawn from the seed) of near-equal
@@ -262,11 +254,7 @@ pub fn small(count: usize, seed: u64) -> ClusterSnapshot {
         let app = format!("app-{d}");
         pods.extend(deployment(&app, replicas, pods.len(), &shape, &mut rng));
     }
-    ClusterSnapshot {
-        pods,
-        nodepools: vec![NodePool::unconstrained("default")],
-        ..Default::default()
-    }
+    pending(pods)
 }
 
 /// Snapshot YAML for the same workload, so a benchmark case can be replayed with `joiner solve`.
