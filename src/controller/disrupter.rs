@@ -485,6 +485,22 @@ mod tests {
     use crate::disruption::Reason;
     use crate::domain::{ClusterSnapshot, Labels, Node, Resources, Taint, TaintEffect};
 
+    /// A node carrying the disrupted taint, as a command or a reclaim leaves it.
+    pub(super) fn disrupted_node(name: &str) -> Node {
+        let mut node = Node::new(
+            name,
+            Labels::default(),
+            Resources::default(),
+            Resources::default(),
+        );
+        node.taints.push(Taint {
+            key: DISRUPTED_TAINT.into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        });
+        node
+    }
+
     pub(super) fn deleting(nodes: &[&str]) -> Command {
         let action = Action {
             reason: Reason::Empty,
@@ -689,18 +705,7 @@ mod tests {
         let mut ctl = controller().with_leader_token(token.clone());
         let mut snap = ClusterSnapshot::default();
         for name in ["left-behind", "chosen"] {
-            let mut node = Node::new(
-                name,
-                Labels::default(),
-                Resources::default(),
-                Resources::default(),
-            );
-            node.taints.push(Taint {
-                key: DISRUPTED_TAINT.into(),
-                value: String::new(),
-                effect: TaintEffect::NoSchedule,
-            });
-            snap.nodes.push(node.into());
+            snap.nodes.push(disrupted_node(name).into());
         }
         let mut cluster = Fake::new(snap);
         token.revoke();

@@ -19,6 +19,7 @@ use super::milp::{self, replay};
 use super::problem::Problem;
 use super::state::{NodeKind, State};
 use super::{greedy, improve, pattern_cost, score, Leftover, SolveSettings};
+use crate::workload::Rng;
 
 /// Nodes a first neighbourhood takes: a sixth of the plan's, within these bounds.
 const FIRST_NODES: (usize, usize) = (3, 12);
@@ -84,7 +85,7 @@ pub fn search<'p>(
     let mut turn = search % rankings.len();
     // random neighbourhoods are drawn from a fixed seed per search, so a solve is repeatable
     // for as many steps as its clock allows
-    let mut draws = Draws(0x5EED_0000 + search as u64);
+    let mut draws = Rng(0x5EED_0000 + search as u64);
     let mut fruitless = 0;
     // one copy of the problem per search, its spread counts set for each step's neighbourhood
     let mut around = p
@@ -179,19 +180,6 @@ pub fn search<'p>(
     }
 }
 
-/// A small deterministic generator (SplitMix64) for random neighbourhoods.
-struct Draws(u64);
-
-impl Draws {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % n.max(1) as u64) as usize
-    }
-}
-
 /// Between two and `2 * size` new nodes drawn at random, within the pod cap: once the rankings
 /// have nothing new to offer, nodes that no ranking puts together (one of each zone, a full node
 /// beside an idle one) may still re-plan for less. None when fewer than two new nodes hold pods.
@@ -199,7 +187,7 @@ fn random_neighbourhood(
     p: &Problem,
     state: &State<'_>,
     size: usize,
-    draws: &mut Draws,
+    draws: &mut Rng,
 ) -> Option<Vec<usize>> {
     let mut nodes: Vec<usize> = state
         .new_nodes()
@@ -615,7 +603,7 @@ mod tests {
         let p = problem(&[("one.large", 2, 0.12)], 6);
         let state = plan(&p, &[("one.large", 1); 6]);
         let draw = |seed| {
-            let mut d = Draws(seed);
+            let mut d = Rng(seed);
             (0..40)
                 .map(|_| random_neighbourhood(&p, &state, 2, &mut d).expect("six nodes"))
                 .collect::<Vec<_>>()
@@ -632,7 +620,7 @@ mod tests {
         assert_eq!(reached.len(), 6);
         let p = problem(&[("one.large", 2, 0.12)], 1);
         let one = plan(&p, &[("one.large", 1)]);
-        assert_eq!(random_neighbourhood(&p, &one, 2, &mut Draws(7)), None);
+        assert_eq!(random_neighbourhood(&p, &one, 2, &mut Rng(7)), None);
     }
 
     #[test]

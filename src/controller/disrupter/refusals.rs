@@ -3,14 +3,12 @@
 
 use std::cell::{Cell, RefCell};
 
-use super::tests::deleting;
+use super::tests::{deleting, disrupted_node};
 use crate::catalog::Catalog;
 use crate::cloud::{CloudError, CloudProvider, Instance, LaunchRequest, Launched};
 use crate::controller::tests::{settings, Fake};
 use crate::controller::{Cluster, Controller, EvictionRefused, Wake};
-use crate::domain::{
-    ClusterSnapshot, Labels, Node, Resources, Taint, TaintEffect, DISRUPTED_TAINT,
-};
+use crate::domain::ClusterSnapshot;
 use crate::optimizer::NewNode;
 
 /// Refuses the first `refusals` terminations, as a throttled EC2 does, then accepts; counts them.
@@ -89,19 +87,7 @@ fn setup(refusals: u32, name: &str) -> (Controller<Refusing>, Deleting) {
     };
     let mut ctl = Controller::new(settings(), catalog(), cloud);
     let mut snap = ClusterSnapshot::default();
-    let mut node = Node::new(
-        name,
-        Labels::default(),
-        Resources::default(),
-        Resources::default(),
-    );
-    // as a command or a reclaim leaves it
-    node.taints.push(Taint {
-        key: DISRUPTED_TAINT.into(),
-        value: String::new(),
-        effect: TaintEffect::NoSchedule,
-    });
-    snap.nodes.push(node.into());
+    snap.nodes.push(disrupted_node(name).into());
     ctl.adopt(name, "i-1");
     (ctl, Deleting(Fake::new(snap), RefCell::default()))
 }
