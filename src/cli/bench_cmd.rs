@@ -57,6 +57,13 @@ pub enum Mix {
     Small,
 }
 
+impl Mix {
+    /// The mix as `--mix` and the JSON name it (both lowercase its variant).
+    pub(super) fn name(self) -> String {
+        format!("{self:?}").to_lowercase()
+    }
+}
+
 /// `7`, or `1-20` for every seed from 1 to 20.
 fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
     let number = |t: &str| {
@@ -156,7 +163,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         for &n in &args.pods {
             let first = report.cases.len();
             for &seed in &seeds {
-                progress.phase(&format!("{mix:?} {n} pods seed {seed}"));
+                progress.phase(&format!("{} {n} pods seed {seed}", mix.name()));
                 let case = one_case(mix, seed, &catalog, n, time_limit)?;
                 progress.phase_done(&format!(
                     "gap {:.2}%, milp/greedy {:.3}, milp {:.2} s",
@@ -213,17 +220,25 @@ fn one_case(
     let greedy = optimizer::solve(&snapshot, catalog, &settings)?;
     // greedy's own time excludes the bound it also computes; report the plan time from the solver
     let greedy_seconds = t.elapsed().as_secs_f64().min(greedy.solver.seconds);
-    Ok(Case {
-        mix,
-        seed,
-        ..case(n, &milp, milp_seconds, &greedy, greedy_seconds)
-    })
+    Ok(case(
+        (mix, seed, n),
+        &milp,
+        milp_seconds,
+        &greedy,
+        greedy_seconds,
+    ))
 }
 
-fn case(n: usize, milp: &Plan, milp_seconds: f64, greedy: &Plan, greedy_seconds: f64) -> Case {
+fn case(
+    (mix, seed, n): (Mix, u64, usize),
+    milp: &Plan,
+    milp_seconds: f64,
+    greedy: &Plan,
+    greedy_seconds: f64,
+) -> Case {
     Case {
-        mix: Mix::Diverse,
-        seed: 0,
+        mix,
+        seed,
         pods: n,
         pod_classes: milp.solver.pod_classes,
         milp_seconds,
@@ -272,7 +287,7 @@ fn row(c: &Case) -> String {
     format!(
         "{:>11} {:>5} {:>6} {:>7} {:>8.3} {:>10.4} {:>10.4} {:>7.2} {:>8.3} {:>10.4} {:>7.3} \
          {:>5} {:>9} {:>9.4} {:>10.4}\n",
-        format!("{:?}", c.mix).to_lowercase(),
+        c.mix.name(),
         c.seed,
         c.pods,
         c.pod_classes,

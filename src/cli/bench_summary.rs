@@ -38,8 +38,7 @@ pub(super) fn quantile(values: &[f64], q: f64) -> f64 {
         return f64::NAN;
     }
     v.sort_by(f64::total_cmp);
-    let rank = (q * v.len() as f64).ceil().max(1.0) as usize;
-    v[rank.min(v.len()) - 1]
+    joiner::sim::report::nearest_rank(&v, q)
 }
 
 /// The summary of `cases`, all of one mix and pod count.
@@ -94,7 +93,7 @@ pub(super) fn table(summaries: &[Summary]) -> String {
         out += &format!(
             "{:>11} {:>6} {:>5} {:>7.0} {:>7.2} {:>7.2} {:>7.2} {:>6} {:>7.2} {:>7.2} {:>7.3} \
              {:>7.3} {:>7.3} {:>6}\n",
-            format!("{:?}", s.mix).to_lowercase(),
+            s.mix.name(),
             s.pods,
             s.seeds,
             s.classes_median,

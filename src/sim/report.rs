@@ -18,13 +18,17 @@ impl Percentiles {
             return Percentiles::default();
         }
         v.sort_by(f64::total_cmp);
-        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
         Percentiles {
-            p50: rank(0.50),
-            p95: rank(0.95),
-            p99: rank(0.99),
+            p50: nearest_rank(&v, 0.50),
+            p95: nearest_rank(&v, 0.95),
+            p99: nearest_rank(&v, 0.99),
         }
     }
+}
+
+/// The `q` quantile (0..=1) of ascending, non-empty `sorted` by the nearest-rank method.
+pub fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
+    sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
 /// The cluster at one instant of virtual time.
