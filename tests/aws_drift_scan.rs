@@ -157,6 +157,7 @@ async fn a_lapsed_token_keeps_the_collector_and_the_queue_reader_off_aws() {
         client: server.client(),
         caches: caches.clone(),
         token: token.clone(),
+        metrics: std::sync::Arc::new(joiner::operator::metrics::Metrics::new()),
     };
     token.revoke();
     proxy.faults().calls.clear();

@@ -408,6 +408,14 @@ async fn capacity_shortages_fall_back_leaks_are_collected_and_interrupted_nodes_
         .send()
         .await
         .expect("message sent");
+    // a message that is no event: read, counted as `noop`, and deleted
+    ec2.sqs
+        .send_message()
+        .queue_url(&queue)
+        .message_body("not an event")
+        .send()
+        .await
+        .expect("message sent");
     let drained = eventually(
         Duration::from_secs(60),
         || async {
@@ -431,12 +439,30 @@ async fn capacity_shortages_fall_back_leaks_are_collected_and_interrupted_nodes_
     let depth = joiner::cloud::aws::interruption::approximate_depth(&ec2, &queue)
         .await
         .expect("queue depth");
-    assert_eq!(depth, 0, "the message was deleted once handled");
+    assert_eq!(depth, 0, "the messages were deleted once handled");
     assert!(
         joiner.log().contains("interruption event"),
         "{}",
         joiner.log()
     );
+    let received = "karpenter_interruption_received_messages_total{message_type=";
+    for (metric, want) in [
+        (format!("{received}\"spot_interrupted\"}}"), 1.0),
+        (format!("{received}\"noop\"}}"), 1.0),
+        ("karpenter_interruption_deleted_messages_total".into(), 2.0),
+        // the warning carries its event time; the garbled message none
+        (
+            "karpenter_interruption_message_queue_duration_seconds_count".into(),
+            1.0,
+        ),
+    ] {
+        assert_eq!(
+            joiner.metric(&metric).await,
+            want,
+            "{metric}\n{}",
+            joiner.metrics().await
+        );
+    }
     sim.stop().await;
 }
 
@@ -651,17 +677,21 @@ async fn consolidation_while_terminations_fail_and_launches_are_throttled_leaks_
                 && c.claims_without_node == 0
                 && live == recorded
                 && live.is_disjoint(&original)
+                // the three reads are not one snapshot: a node whose termination EC2 accepted
+                // between them is still counted by the census, so the counts must agree too
+                && recorded.len() == c.claims
+                && live.len() == c.nodes
         },
     )
     .await;
-    let (c, live, _) = done.unwrap_or_else(|d| {
+    let (c, _, _) = done.unwrap_or_else(|d| {
         panic!(
             "not consolidated without leaks: {d:?}\nTerminateInstances calls {}\n{}",
             proxy.calls("TerminateInstances"),
             joiner.log()
         )
     });
-    assert!(c.nodes >= 1 && live.len() == c.nodes, "{c:?} {live:?}");
+    assert!(c.nodes >= 1, "{c:?}");
     {
         let f = proxy.faults();
         assert_eq!(

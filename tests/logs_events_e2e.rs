@@ -62,7 +62,8 @@ async fn pod(client: &Client, manifest: Value) {
 }
 
 /// The cluster: NodePool `default` (general-purpose types, consolidation held off by an hour's
-/// consolidateAfter, drift unbudgeted), `pinned` (tainted, for one do-not-disrupt pod) and
+/// consolidateAfter, drift unbudgeted), `pinned` (tainted, for one do-not-disrupt pod, a budget
+/// of zero nodes) and
 /// `nowhere` (an instance type no catalog has); `web`'s PodDisruptionBudget lets two pods go at
 /// once.
 async fn cluster(client: &Client) {
@@ -82,7 +83,8 @@ async fn cluster(client: &Client) {
         "pinned",
         json!({"requirements": joinerproc::general_purpose(true),
                "taints": [{"key": "dedicated", "value": "pinned", "effect": "NoSchedule"}]}),
-        open.clone(),
+        json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+               "budgets": [{"nodes": "0"}]}),
     )
     .await;
     nodepool(
@@ -210,6 +212,7 @@ async fn json_logs_and_karpenters_events_tell_what_the_controller_does() {
         ("Unconsolidatable", "Normal", "Node"),
         ("Unconsolidatable", "Normal", "NodeClaim"),
         ("Nominated", "Normal", "Pod"),
+        ("DisruptionBlocked", "Normal", "NodePool"),
     ];
     let seen = eventually(
         Duration::from_secs(40),
@@ -223,6 +226,15 @@ async fn json_logs_and_karpenters_events_tell_what_the_controller_does() {
             .any(|(r, _, k, n)| r == "NoCompatibleInstanceTypes"
                 && k == "NodePool"
                 && n == "nowhere"),
+        "{seen:#?}"
+    );
+    // the budget blocks `pinned`, never `default`, whose budget allows every node
+    let pool_blocked = |name: &str| {
+        seen.iter()
+            .any(|(r, _, k, n)| r == "DisruptionBlocked" && k == "NodePool" && n == name)
+    };
+    assert!(
+        pool_blocked("pinned") && !pool_blocked("default"),
         "{seen:#?}"
     );
     // `web`'s nodes drift: each is replaced, and drained two pods at a time

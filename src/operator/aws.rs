@@ -32,6 +32,7 @@ use tokio::runtime::Handle;
 
 use super::decisions::{DriftReport, HostEvent, HostEvents};
 use super::leadership::LeaderToken;
+use super::metrics::Metrics;
 use super::OperatorError;
 use crate::api::EC2NodeClass;
 use crate::catalog::Catalog;
@@ -55,6 +56,8 @@ pub struct Shared {
     pub wake: Wakeup,
     /// Asked before every write.
     pub token: LeaderToken,
+    /// The interruption queue's reader counts its messages here.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Builds the provider, resolves the node classes once, and starts the background loops.
@@ -71,6 +74,7 @@ pub async fn start(
         drift,
         wake,
         token,
+        metrics,
     } = shared;
     let mut aws = aws.clone();
     if aws.cluster_endpoint.is_empty() {
@@ -112,6 +116,7 @@ pub async fn start(
             client: client.clone(),
             caches: caches.clone(),
             token,
+            metrics,
         };
         tokio::spawn(reader.run(queue.clone(), events, wake));
     }
@@ -267,6 +272,7 @@ pub struct Reader {
     pub client: Client,
     pub caches: Caches,
     pub token: LeaderToken,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Reader {
@@ -292,6 +298,7 @@ impl Reader {
             };
             let mut waiting = BTreeSet::new();
             for (receipt, parsed) in received {
+                self.count_received(&parsed);
                 match parsed {
                     // left in the queue: it comes back after its visibility timeout
                     Ok(ev) if acts(&ev) && !self.record(&ev).await => continue,
@@ -374,9 +381,26 @@ impl Reader {
             tracing::debug!("not the leader; interruption message left in the queue");
             return;
         }
-        if let Err(e) = interruption::delete(self.cloud.clients(), url, receipt).await {
-            tracing::warn!(error = %e, "interruption message not deleted");
+        match interruption::delete(self.cloud.clients(), url, receipt).await {
+            Ok(()) => {
+                self.metrics.karpenter.interruption.deleted.inc();
+            }
+            Err(e) => tracing::warn!(error = %e, "interruption message not deleted"),
         }
+    }
+
+    /// Counts a message by its type (`noop` for one joiner ignores), with its time on the queue.
+    /// A message that comes back after its visibility timeout is counted again, as Karpenter's
+    /// receive counter does.
+    fn count_received(
+        &self,
+        parsed: &Result<interruption::InterruptionEvent, interruption::Ignored>,
+    ) {
+        let (kind, time) = match parsed {
+            Ok(ev) => (ev.kind.as_str(), ev.event_time),
+            Err(_) => ("noop", None),
+        };
+        self.metrics.karpenter.interruption.received(kind, time);
     }
 }
 

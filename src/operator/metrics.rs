@@ -22,6 +22,7 @@ use crate::optimizer::problem::node_price;
 
 mod disruption;
 mod gauges;
+pub mod interruption;
 pub mod karpenter;
 
 use disruption::Savings;

@@ -258,6 +258,7 @@ impl Leader<'_> {
             drift: drift.clone(),
             wake: tx,
             token: self.token.clone(),
+            metrics: self.metrics.clone(),
         };
         let cloud = aws::start(aws, version, catalog, client, &caches, shared).await?;
         let cluster = kube_cluster(self.settings, clients, caches, process_seed())

@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 use super::disruption::{tainted, Savings, Step};
 use super::gauges::{GaugeSet, Summary};
+use super::interruption::Interruption;
 use crate::domain::labels::{ARCH, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, OS, REGION, ZONE};
 use crate::domain::resources::PODS;
 use crate::domain::{ClusterSnapshot, Node, Pod, Resources};
@@ -122,6 +123,7 @@ pub struct Karpenter {
     pub node_count: Gauge,
     pub synced: Gauge,
     pub build_info: Family<BuildLabels, Gauge>,
+    pub interruption: Interruption,
 }
 
 /// Go's name for the architecture, as Karpenter's `goarch` label carries it.
@@ -154,6 +156,7 @@ impl Karpenter {
             node_count: Gauge::default(),
             synced: Gauge::default(),
             build_info: Family::default(),
+            interruption: Interruption::register(r),
         };
         let gauges: [(&str, &str, &GaugeSet<NodeLabels>); 3] = [
             ("nodes_allocatable", "Node allocatable are the resources allocatable by nodes", &k.nodes_allocatable),
