@@ -452,6 +452,14 @@ async fn a_deleted_nodeclaim_keeps_its_node_while_ec2_refuses_the_termination() 
         REFUSALS + 1,
         "asked again after every refusal, once accepted no more"
     );
+    // each refusal is counted where the provider's errors are
+    let refused = r#"joiner_cloudprovider_errors_total{method="delete",error="provider"}"#;
+    assert_eq!(
+        joiner.metric(refused).await,
+        f64::from(REFUSALS),
+        "{}",
+        joiner.metrics().await
+    );
     let accepted_at = accepted_at.expect("EC2 accepted a termination");
     assert!(
         accepted_at.elapsed() < Duration::from_secs(3),
