@@ -719,6 +719,7 @@ fn best_candidate<'p>(
 ) -> (State<'p>, Leftover, String, Duration) {
     let mut best = (greedy_state, greedy_left, "greedy".to_string());
     let mut best_score = score(p, &best.0, &best.1);
+    tracing::debug!(score = best_score, "greedy start scored");
     let replays_from = Instant::now();
     let mut slowest = Duration::ZERO;
     for (i, (origin, chosen)) in candidates.iter().enumerate() {
