@@ -35,12 +35,6 @@ async fn install(client: &Client) {
     joinerproc::namespace(client, SYSTEM_NS).await;
 }
 
-const CREDS: [(&str, &str); 3] = [
-    ("AWS_ACCESS_KEY_ID", "testing"),
-    ("AWS_SECRET_ACCESS_KEY", "testing"),
-    ("AWS_EC2_METADATA_DISABLED", "true"),
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_terminated_behind_joiners_back_takes_its_nodeclaim_and_node_with_it() {
     let moto = Moto::start();
@@ -50,22 +44,17 @@ async fn an_instance_terminated_behind_joiners_back_takes_its_nodeclaim_and_node
     let client = server.client();
     install(&client).await;
     let dir = tempdir::Dir::new("aws-claim-gc");
-    let args = [
-        "--disable-leader-election",
-        "--disable-disruption",
-        "--cloud-provider",
-        "aws",
-        "--cluster-endpoint",
-        "https://e2e.example:443",
-        "--aws-endpoint-url",
-        moto.endpoint.as_str(),
-        "--kubernetes-version",
-        "1.33",
-        // the collector's wait, not what it checks: every 10 s instead of every 2 minutes
-        "--instance-gc-interval",
-        "10s",
-    ];
-    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
+    let args = joinerproc::aws_args(
+        &moto.endpoint,
+        &[
+            "--disable-disruption",
+            // the collector's wait, not what it checks: every 10 s instead of every 2 minutes
+            "--instance-gc-interval",
+            "10s",
+        ],
+    );
+    let joiner =
+        Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &joinerproc::MOTO_CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(Deployment {
         namespace: NS.into(),

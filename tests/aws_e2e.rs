@@ -27,7 +27,7 @@ use kube::Client;
 use serde_json::json;
 
 use apiserver::ApiServer;
-use joinerproc::{tempdir, Joiner, SYSTEM_NS};
+use joinerproc::{aws_args, tempdir, Joiner, MOTO_CREDS, SYSTEM_NS};
 use kubesim::{census, eventually, nodeclaims, Deployment, KubeSim};
 use moto::{Account, Moto};
 use timeline::Timeline;
@@ -40,29 +40,6 @@ async fn install(client: &Client) {
     joinerproc::install_moto_nodepool(client, spec).await;
     joinerproc::namespace(client, SYSTEM_NS).await;
     joinerproc::weights_for_a_seconds_clock(client, json!({})).await;
-}
-
-/// The emulator's credentials, as the controller's environment.
-const CREDS: [(&str, &str); 3] = [
-    ("AWS_ACCESS_KEY_ID", "testing"),
-    ("AWS_SECRET_ACCESS_KEY", "testing"),
-    ("AWS_EC2_METADATA_DISABLED", "true"),
-];
-
-/// `joiner controller` flags for the AWS provider against `endpoint`, then `extra`.
-fn aws_args<'a>(endpoint: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let base = [
-        "--disable-leader-election",
-        "--cloud-provider",
-        "aws",
-        "--cluster-endpoint",
-        "https://e2e.example:443",
-        "--aws-endpoint-url",
-        endpoint,
-        "--kubernetes-version",
-        "1.33",
-    ];
-    base.iter().chain(extra).copied().collect()
 }
 
 /// moto with the test account, and the fault proxy in front of it.
@@ -96,7 +73,7 @@ async fn pending_pods_become_ec2_instances_and_scale_down_terminates_them() {
     install(&client).await;
     let dir = tempdir::Dir::new("aws");
     let args = aws_args(&moto.endpoint, &[]);
-    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &MOTO_CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(Deployment {
         namespace: NS.into(),
@@ -318,7 +295,7 @@ async fn capacity_shortages_fall_back_leaks_are_collected_and_interrupted_nodes_
             "0s",
         ],
     );
-    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &MOTO_CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(Deployment {
         namespace: NS.into(),
@@ -503,7 +480,7 @@ async fn a_controller_killed_between_createfleet_and_recording_the_claim_leaks_n
     install(&client).await;
     let dir = tempdir::Dir::new("aws-crash");
     let args = aws_args(&proxy.endpoint, &["--instance-gc-grace", "0s"]);
-    let mut first = Joiner::start_with_env(&server, &dir, "joiner-first", &args, &CREDS);
+    let mut first = Joiner::start_with_env(&server, &dir, "joiner-first", &args, &MOTO_CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(Deployment {
         namespace: NS.into(),
@@ -538,7 +515,7 @@ async fn a_controller_killed_between_createfleet_and_recording_the_claim_leaks_n
     );
 
     proxy.faults().hold.clear();
-    let second = Joiner::start_with_env(&server, &dir, "joiner-second", &args, &CREDS);
+    let second = Joiner::start_with_env(&server, &dir, "joiner-second", &args, &MOTO_CREDS);
     // every pod placed, and every instance EC2 runs for the cluster is some NodeClaim's
     let owned = eventually(
         Duration::from_secs(90),
@@ -624,7 +601,7 @@ async fn consolidation_while_terminations_fail_and_launches_are_throttled_leaks_
         &proxy.endpoint,
         &["--instance-gc-grace", "0s", "--aws-max-attempts", "2"],
     );
-    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &MOTO_CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     // four pods that only a c5.4xlarge holds together (each takes just over half a c5.2xlarge's
     // allocatable cpu, so no smaller node holds two), and one of them alone on a c5.2xlarge: the
@@ -748,7 +725,7 @@ async fn an_insufficient_capacity_storm_launches_nothing_and_places_pods_once_it
             "20s",
         ],
     );
-    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &CREDS);
+    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &MOTO_CREDS);
     let timeline = Timeline::start(&server);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(Deployment {

@@ -45,12 +45,6 @@ async fn install(client: &Client) {
     joinerproc::weights_for_a_seconds_clock(client, json!({})).await;
 }
 
-const CREDS: [(&str, &str); 3] = [
-    ("AWS_ACCESS_KEY_ID", "testing"),
-    ("AWS_SECRET_ACCESS_KEY", "testing"),
-    ("AWS_EC2_METADATA_DISABLED", "true"),
-];
-
 /// A spot interruption warning for `instance`, as EventBridge delivers it to the queue.
 fn spot_warning(instance: &str) -> String {
     json!({
@@ -133,20 +127,9 @@ async fn a_new_leader_carries_on_an_interruption_the_dead_one_recorded() {
     let client = server.client();
     install(&client).await;
     let dir = tempdir::Dir::new("aws-interruption-handover");
-    let args = [
-        "--disable-leader-election",
-        "--cloud-provider",
-        "aws",
-        "--cluster-endpoint",
-        "https://e2e.example:443",
-        "--aws-endpoint-url",
-        moto.endpoint.as_str(),
-        "--kubernetes-version",
-        "1.33",
-        "--interruption-queue",
-        QUEUE,
-    ];
-    let mut first = Joiner::start_with_env(&server, &dir, "joiner-a", &args, &CREDS);
+    let args = joinerproc::aws_args(&moto.endpoint, &["--interruption-queue", QUEUE]);
+    let mut first =
+        Joiner::start_with_env(&server, &dir, "joiner-a", &args, &joinerproc::MOTO_CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(500));
     sim.deploy(Deployment {
         namespace: NS.into(),
@@ -212,7 +195,7 @@ async fn a_new_leader_carries_on_an_interruption_the_dead_one_recorded() {
     acted.unwrap_or_else(|s| panic!("interruption not acted on: {s:?}\n{}", first.log()));
     let first_log = first.log();
     first.kill();
-    let second = Joiner::start_with_env(&server, &dir, "joiner-b", &args, &CREDS);
+    let second = Joiner::start_with_env(&server, &dir, "joiner-b", &args, &joinerproc::MOTO_CREDS);
     // a few of the next leader's disruption passes (one a second), each one cleaning stale taints
     let leading = eventually(
         Duration::from_secs(30),

@@ -365,25 +365,9 @@ async fn a_deleted_nodeclaim_keeps_its_node_while_ec2_refuses_the_termination() 
     joinerproc::weights_for_a_seconds_clock(&client, json!({})).await;
     let dir = tempdir::Dir::new("refused-termination");
     // one attempt per AWS call: every refusal reaches the controller
-    let args = [
-        "--disable-leader-election",
-        "--cloud-provider",
-        "aws",
-        "--cluster-endpoint",
-        "https://e2e.example:443",
-        "--aws-endpoint-url",
-        proxy.endpoint.as_str(),
-        "--kubernetes-version",
-        "1.33",
-        "--aws-max-attempts",
-        "1",
-    ];
-    let creds = [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ];
-    let joiner = Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &creds);
+    let args = joinerproc::aws_args(&proxy.endpoint, &["--aws-max-attempts", "1"]);
+    let joiner =
+        Joiner::start_with_env(&server, &dir, "joiner-aws", &args, &joinerproc::MOTO_CREDS);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(1));
     settled(&client, 1)

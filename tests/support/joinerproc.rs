@@ -12,6 +12,30 @@ use super::apiserver::ApiServer;
 /// joiner's namespace in the tests (its ConfigMap and Lease).
 pub const SYSTEM_NS: &str = "joiner";
 
+/// The AWS emulator's credentials, as the controller's environment.
+pub const MOTO_CREDS: [(&str, &str); 3] = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_EC2_METADATA_DISABLED", "true"),
+];
+
+/// `joiner controller` flags for the AWS provider against the emulator at `endpoint`, without
+/// leader election, then `extra`.
+pub fn aws_args<'a>(endpoint: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let base = [
+        "--disable-leader-election",
+        "--cloud-provider",
+        "aws",
+        "--cluster-endpoint",
+        "https://e2e.example:443",
+        "--aws-endpoint-url",
+        endpoint,
+        "--kubernetes-version",
+        "1.33",
+    ];
+    base.iter().chain(extra).copied().collect()
+}
+
 /// A running `joiner controller`; killed on drop. Its log is kept for failure messages.
 pub struct Joiner {
     child: Child,
