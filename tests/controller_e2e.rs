@@ -275,7 +275,7 @@ async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() 
     let (server, client, dir) = cluster("consolidate").await;
     set_weights(&client, json!({})).await;
     one_web_pod_down_at_a_time(&client).await;
-    let joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
+    let mut joiner = Joiner::start(&server, &dir, "joiner-a", &["--disable-leader-election"]);
     let sim = KubeSim::start(client.clone(), Duration::from_millis(300));
     sim.deploy(web(16, "1500m"));
     let before = settled(&client, 16)
@@ -316,11 +316,22 @@ async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() 
     );
     // the smaller fleet costs less: no more nodes than before, each replaced by a cheaper one
     assert!(after.0.nodes <= before.nodes, "{after:?}");
+    // a scrape that fails reads as 0 (`Joiner::metric`), so the counter is read again until it
+    // shows the command, for up to 20 s
+    let executed = "joiner_disruption_decisions_total{reason=\"executed\"}";
+    let n = eventually(
+        Duration::from_secs(20),
+        || joiner.metric(executed),
+        |n| *n >= 1.0,
+    )
+    .await
+    .unwrap_or_else(|n| n);
     assert!(
-        joiner
-            .metric("joiner_disruption_decisions_total{reason=\"executed\"}")
-            .await
-            >= 1.0
+        n >= 1.0,
+        "{executed} = {n}, joiner exited: {}\n{}\n{}",
+        joiner.exited(),
+        joiner.metrics().await,
+        joiner.log()
     );
     // from the change feed: no node went before its replacements were Ready, none with pods on it,
     // and the budget held counting only pods on nodes that still exist
