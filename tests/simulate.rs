@@ -127,6 +127,35 @@ fn a_scale_down_is_consolidated_and_only_the_impossible_pod_stays_pending() {
     }
 }
 
+/// Nodes launched in one step register together, so a hard zone spread sees every new zone before
+/// kube-scheduler's stand-in binds: four pods a zone, never one zone filled first.
+#[test]
+fn nodes_launched_together_keep_a_hard_zone_spread() {
+    let sc = scenario("spread-nodes-register-together");
+    for strategy in BOTH {
+        let (r, kept) = sim::run_keeping(&sc, strategy, sc.seed, Some(60.0), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{strategy:?}: {e}"));
+        assert_eq!(r.summary.pending_at_end, 0, "{strategy:?}: {:?}", r.summary);
+        let (_, end) = kept.last().expect("snapshots");
+        let mut per_zone = std::collections::BTreeMap::<&str, usize>::new();
+        for pod in end
+            .pods
+            .iter()
+            .filter(|p| p.labels.get("app").map(String::as_str) == Some("web"))
+        {
+            let node = pod.node_name.as_deref().expect("bound");
+            let node = end.nodes.iter().find(|n| n.name == node).expect("node");
+            let zone = node.labels.get(joiner::domain::labels::ZONE).expect("zone");
+            *per_zone.entry(zone.as_str()).or_default() += 1;
+        }
+        assert_eq!(
+            per_zone.values().copied().collect::<Vec<_>>(),
+            vec![4, 4, 4],
+            "{strategy:?}: pods per zone {per_zone:?}"
+        );
+    }
+}
+
 /// Same scenario and seed, same run: every figure but the solver's wall-clock seconds.
 #[test]
 fn runs_are_deterministic() {

@@ -27,7 +27,9 @@ use cluster::SimCluster;
 /// Something that happens at an instant.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    NodeReady(String),
+    /// The nodes one step launched register together: kube-scheduler sees every one of their zones
+    /// (a NotReady node's zone is a spread domain) before it binds to any of them.
+    NodesReady(Vec<String>),
     Warning(String),
     JobDone(String),
     ScriptedInterrupt(Option<String>),
@@ -208,9 +210,11 @@ impl<'a> World<'a> {
                 self.at(now + self.sc.timing.workload_step, Ev::WorkloadStep);
             }
             Ev::JobDone(pod) => self.remove_pod(&pod),
-            Ev::NodeReady(name) => {
-                if self.cluster.register(&name) {
-                    self.ctl.node_registered(&mut self.cluster, &name, now);
+            Ev::NodesReady(names) => {
+                for name in names {
+                    if self.cluster.register(&name) {
+                        self.ctl.node_registered(&mut self.cluster, &name, now);
+                    }
                 }
             }
             Ev::Warning(instance) => {
@@ -266,8 +270,9 @@ impl<'a> World<'a> {
         for (at, wake) in self.ctl.take_wakes() {
             self.at(at, Ev::Controller(wake));
         }
-        for name in self.cluster.take_launched() {
-            self.at(now + self.sc.timing.boot, Ev::NodeReady(name));
+        let launched = self.cluster.take_launched();
+        if !launched.is_empty() {
+            self.at(now + self.sc.timing.boot, Ev::NodesReady(launched));
         }
         for (instance, at) in self.ctl.cloud.take_new_interruptions() {
             if at < self.sc.duration {
