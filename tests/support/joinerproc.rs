@@ -153,23 +153,24 @@ impl Joiner {
         Some(*self.metrics_port.get_or_init(|| port))
     }
 
-    /// The /metrics text; empty until the controller serves.
+    /// The /metrics text; empty until the controller serves. A failed or empty scrape is tried
+    /// again (five times, 200 ms apart) so that it does not read as a page without samples.
     pub async fn metrics(&self) -> String {
         let Some(port) = self.metrics_port() else {
             return String::new();
         };
-        http_get(port, "/metrics").await.unwrap_or_default()
+        for _ in 0..5 {
+            match http_get(port, "/metrics").await {
+                Ok(body) if !body.trim().is_empty() => return body,
+                _ => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+            }
+        }
+        String::new()
     }
 
     /// The value of one sample line of /metrics (0 when absent).
     pub async fn metric(&self, name_and_labels: &str) -> f64 {
-        let text = self.metrics().await;
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix(name_and_labels)
-                    .and_then(|rest| rest.trim().parse().ok())
-            })
-            .unwrap_or(0.0)
+        sample(&self.metrics().await, name_and_labels)
     }
 
     /// Whether the process has ended (a bad flag, a crash).
@@ -217,6 +218,17 @@ pub mod tempdir {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+}
+
+/// The value of one sample line of a /metrics text (0 when absent), for reading several series
+/// from one scrape.
+pub fn sample(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name_and_labels)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
+        .unwrap_or(0.0)
 }
 
 pub async fn http_get(port: u16, path: &str) -> std::io::Result<String> {
