@@ -150,7 +150,7 @@ fn progress_bar(name: &str) -> ProgressBar {
 /// One row per figure, one column per strategy.
 pub fn table(runs: &[RunReport]) -> String {
     type Row = (&'static str, fn(&RunReport) -> String);
-    let rows: [Row; 20] = [
+    let rows: [Row; 21] = [
         ("total cost $", |r| format!("{:.2}", r.summary.total_cost)),
         ("average $/h", |r| {
             format!("{:.3}", r.summary.average_cost_per_hour)
@@ -168,6 +168,9 @@ pub fn table(runs: &[RunReport]) -> String {
         }),
         ("pods started", |r| r.summary.pods_started.to_string()),
         ("pods evicted", |r| r.summary.pods_evicted.to_string()),
+        ("  by interruption", |r| {
+            r.summary.pods_evicted_by_interruption.to_string()
+        }),
         ("interruptions", |r| {
             r.summary.interruptions_handled.to_string()
         }),
@@ -313,13 +316,14 @@ fn run_one(path: &Path, args: &SimulateArgs) -> anyhow::Result<DayResult> {
 pub fn suite_table(report: &SuiteReport) -> String {
     type Row = (&'static str, fn(&RunReport) -> f64, usize);
     #[rustfmt::skip]
-    let rows: [Row; 9] = [
+    let rows: [Row; 10] = [
         ("total cost $", |r| r.summary.total_cost, 2),
         ("$ / served pod-h", |r| r.summary.cost_per_served_pod_hour, 4),
         ("pending pod-h", |r| r.summary.pending_pod_hours, 2),
         ("pending p95 s", |r| r.summary.pending_seconds.p95, 1),
         ("pending p99 s", |r| r.summary.pending_seconds.p99, 1),
         ("pods evicted", |r| r.summary.pods_evicted as f64, 0),
+        ("  by interruption", |r| r.summary.pods_evicted_by_interruption as f64, 0),
         ("launched", |r| r.summary.instances_launched as f64, 0),
         ("peak nodes", |r| r.summary.peak_nodes as f64, 0),
         ("short-lived nodes", |r| r.summary.short_lived_nodes as f64, 0),

@@ -100,6 +100,8 @@ pub enum Wake {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stats {
     pub evicted: usize,
+    /// Of `evicted`, the pods of nodes a spot interruption took.
+    pub evicted_by_interruption: usize,
     pub interruptions: usize,
     pub ice: usize,
     pub launched: usize,

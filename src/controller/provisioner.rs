@@ -382,6 +382,7 @@ impl<P: CloudProvider> Controller<P> {
             // the instance goes regardless: a refused eviction loses the pod at termination instead
             if cluster.evict(&p).is_ok() {
                 self.stats.evicted += 1;
+                self.stats.evicted_by_interruption += 1;
             }
         }
         self.wake(now + INTERRUPTION_NOTICE_SECONDS, Wake::Terminate(name));
@@ -406,10 +407,14 @@ impl<P: CloudProvider> Controller<P> {
             return false;
         }
         self.instance_of.remove(name);
-        self.reclaiming.remove(name);
+        let reclaimed = self.reclaiming.remove(name);
         self.stats.terminated += 1;
         self.nominated.retain(|_, n| n != name);
-        self.stats.evicted += cluster.delete_node(name);
+        let lost = cluster.delete_node(name);
+        self.stats.evicted += lost;
+        if reclaimed {
+            self.stats.evicted_by_interruption += lost;
+        }
         self.replacement_lost(cluster, name);
         true
     }

@@ -266,7 +266,7 @@ mod tests {
         let p = Percentiles::default();
         let summary = Summary {
             total_cost: 0.0, average_cost_per_hour: 0.0, peak_nodes: 0, final_nodes: 0,
-            pending_seconds: p, pods_started: 0, pods_evicted: 0, interruptions_handled: 0,
+            pending_seconds: p, pods_started: 0, pods_evicted: 0, pods_evicted_by_interruption: 0, interruptions_handled: 0,
             ice_events: 0, instances_launched: 0, instances_terminated: 0, disruptions_executed: 0,
             disruptions_abandoned: 0, solves: 0, solver_seconds: p, time_limited_solves: 0,
             unschedulable_pods: 0, pending_at_end: 0, pending_pod_hours: 0.0,

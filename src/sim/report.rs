@@ -59,6 +59,9 @@ pub struct Summary {
     pub pods_started: usize,
     /// Pods evicted by disruption (consolidation, drift, expiry) and by interruption drains.
     pub pods_evicted: usize,
+    /// Of `pods_evicted`, the pods of nodes a spot interruption took.
+    #[serde(default)]
+    pub pods_evicted_by_interruption: usize,
     /// Spot interruption warnings acted on.
     pub interruptions_handled: usize,
     /// Launches that hit insufficient capacity on at least one offering.

@@ -469,6 +469,7 @@ impl<'a> World<'a> {
             pending_seconds: Percentiles::of(&waits),
             pods_started: self.cluster.started.len(),
             pods_evicted: st.evicted,
+            pods_evicted_by_interruption: st.evicted_by_interruption,
             interruptions_handled: st.interruptions,
             ice_events: st.ice,
             instances_launched: st.launched,
