@@ -306,9 +306,11 @@ impl<'a> World<'a> {
         }
     }
 
-    /// A scripted interruption hits the oldest schedulable spot node (of the type, if given).
+    /// A scripted interruption hits one schedulable spot node (of the type, if given), drawn
+    /// uniformly with the run's seed and the event's time. EC2 reclaims instances of a pool without
+    /// regard to their age or size, so no strategy's node shape decides which node it takes.
     fn scripted_interrupt(&mut self, instance_type: Option<&str>) {
-        let victim = self
+        let candidates: Vec<String> = self
             .cluster
             .snapshot()
             .nodes
@@ -323,18 +325,18 @@ impl<'a> World<'a> {
                     .is_none_or(|t| n.labels.get(INSTANCE_TYPE).map(String::as_str) == Some(t))
             })
             .filter_map(|n| self.ctl.instance_of(&n.name))
-            .filter_map(|i| {
-                self.ctl
-                    .cloud
-                    .billed_since(i)
-                    .map(|since| (since, i.to_string()))
-            })
-            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        if let Some((_, instance)) = victim {
-            let now = self.now();
-            self.ctl
-                .interruption_warning(&mut self.cluster, &instance, now);
+            .map(str::to_string)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if candidates.is_empty() {
+            return;
         }
+        let mut rng = crate::workload::Rng(self.seed ^ self.now_ms.rotate_left(32));
+        let instance = candidates[rng.below(candidates.len())].clone();
+        let now = self.now();
+        self.ctl
+            .interruption_warning(&mut self.cluster, &instance, now);
     }
 
     fn step_workloads(&mut self) {
