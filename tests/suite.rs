@@ -37,9 +37,14 @@ fn suite_dir(name: &str) -> PathBuf {
 
 /// Runs the suite; returns the exit code, the JSON on stdout and stderr.
 fn run_suite(dir: &Path) -> (Option<i32>, Value, String) {
+    run_suite_with(dir, &[])
+}
+
+fn run_suite_with(dir: &Path, extra: &[&str]) -> (Option<i32>, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_joiner"))
         .args(["simulate", "--suite"])
         .arg(dir)
+        .args(extra)
         .arg("--out")
         .arg(dir.join("out"))
         .args(["-o", "json"])
@@ -175,5 +180,43 @@ fn suite_runs_are_deterministic() {
             > 0
     );
     assert_eq!(without_wall_clock(first), without_wall_clock(second));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--seeds` runs each file once per seed, charts each, and sums joiner's ratios up over the seeds:
+/// the median and the worst agree with the per-seed runs.
+#[test]
+fn a_suite_over_seeds_sums_up_each_scenario() {
+    let dir = suite_dir("seeds");
+    std::fs::remove_file(dir.join("bad.yaml")).unwrap();
+    let (code, json, stderr) = run_suite_with(&dir, &["--seeds", "3-5"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let days = json["scenarios"].as_array().unwrap();
+    let seeds: Vec<u64> = days.iter().map(|d| d["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [3, 4, 5]);
+    for s in seeds {
+        assert!(
+            dir.join(format!("out/good-seed{s}.svg")).exists(),
+            "seed {s}"
+        );
+    }
+    let over = json["over_seeds"].as_array().unwrap();
+    assert_eq!(over.len(), 1, "{json}");
+    assert_eq!(over[0]["seeds"], serde_json::json!([3, 4, 5]));
+    let mut launches: Vec<f64> = days
+        .iter()
+        .map(|d| {
+            let n = |i: usize| {
+                d["runs"][i]["summary"]["instances_launched"]
+                    .as_f64()
+                    .unwrap()
+            };
+            n(0) / n(1)
+        })
+        .collect();
+    launches.sort_by(f64::total_cmp);
+    let spread = &over[0]["instances_launched"];
+    assert_eq!(spread["median"].as_f64(), Some(launches[1]), "{spread}");
+    assert_eq!(spread["worst"].as_f64(), Some(launches[2]), "{spread}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -65,7 +65,7 @@ impl Mix {
 }
 
 /// `7`, or `1-20` for every seed from 1 to 20.
-fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
+pub(super) fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
     let number = |t: &str| {
         t.trim()
             .parse::<u64>()

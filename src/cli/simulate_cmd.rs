@@ -40,6 +40,10 @@ pub struct SimulateArgs {
     /// Seed for spot interruptions; the scenario's own seed when omitted.
     #[arg(long)]
     seed: Option<u64>,
+    /// With `--suite`: run every scenario once per seed (numbers or ranges, `1-5,11`) and add
+    /// joiner's ratios over the seeds, median and worst, per scenario.
+    #[arg(long, value_delimiter = ',', value_parser = super::bench_cmd::parse_seeds, requires = "suite", conflicts_with = "seed")]
+    seeds: Vec<Vec<u64>>,
     /// Sets a cost weight over the scenario's (a `joiner-cost-weights` key, e.g.
     /// `settleMinutes=0`), for every run; repeatable. docs/tuning-cost-weights.md lists the keys.
     #[arg(long = "weight", value_name = "KEY=VALUE")]
@@ -224,21 +228,31 @@ fn run_suite(dir: &Path, args: &SimulateArgs) -> anyhow::Result<std::process::Ex
     let mut report = SuiteReport {
         scenarios: vec![],
         failed: vec![],
+        over_seeds: vec![],
+    };
+    let seeds: Vec<Option<u64>> = match args.seeds.concat() {
+        s if s.is_empty() => vec![args.seed],
+        s => s.into_iter().map(Some).collect(),
     };
     let count = files.len();
     for (i, path) in files.iter().enumerate() {
         let file = path.display().to_string();
-        eprintln!("[{}/{count}] {file}", i + 1);
-        match run_one(path, args) {
-            Ok(day) => report.scenarios.push(day),
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                report.failed.push(SuiteFailure {
-                    file,
-                    error: format!("{e:#}"),
-                });
+        for &seed in &seeds {
+            eprintln!("[{}/{count}] {file}{}", i + 1, seed_note(seeds.len(), seed));
+            match run_one(path, args, seed, seeds.len() > 1) {
+                Ok(day) => report.scenarios.push(day),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    report.failed.push(SuiteFailure {
+                        file: file.clone(),
+                        error: format!("{e:#}"),
+                    });
+                }
             }
         }
+    }
+    if seeds.len() > 1 {
+        report.over_seeds = suite::over_seeds(&report.scenarios);
     }
     let json = args.out.join("suite.json");
     std::fs::write(&json, serde_json::to_string_pretty(&report)?)
@@ -262,11 +276,24 @@ fn run_suite(dir: &Path, args: &SimulateArgs) -> anyhow::Result<std::process::Ex
     }
 }
 
-/// One scenario of the suite, its chart written to `--out`.
-fn run_one(path: &Path, args: &SimulateArgs) -> anyhow::Result<DayResult> {
+fn seed_note(seeds: usize, seed: Option<u64>) -> String {
+    match seed {
+        Some(s) if seeds > 1 => format!(", seed {s}"),
+        _ => String::new(),
+    }
+}
+
+/// One scenario of the suite with `seed` (its own when None), its chart written to `--out`
+/// (named after the seed too when `per_seed`).
+fn run_one(
+    path: &Path,
+    args: &SimulateArgs,
+    seed: Option<u64>,
+    per_seed: bool,
+) -> anyhow::Result<DayResult> {
     let mut scenario = Scenario::load(path)?;
     override_weights(&mut scenario, &args.weights)?;
-    let seed = args.seed.unwrap_or(scenario.seed);
+    let seed = seed.unwrap_or(scenario.seed);
     let mut bars: Vec<(SuiteStrategy, ProgressBar)> = vec![];
     let mut day = suite::run_day(&scenario, &path.display().to_string(), seed, &mut |s, f| {
         if bars.last().is_none_or(|b| b.0 != s) {
@@ -293,7 +320,10 @@ fn run_one(path: &Path, args: &SimulateArgs) -> anyhow::Result<DayResult> {
     let stem = path
         .file_stem()
         .map_or_else(|| "scenario".into(), |s| s.to_string_lossy().into_owned());
-    let chart = args.out.join(format!("{stem}.svg"));
+    let chart = match per_seed {
+        true => args.out.join(format!("{stem}-seed{seed}.svg")),
+        false => args.out.join(format!("{stem}.svg")),
+    };
     let bound: Vec<(f64, f64)> = day
         .bound
         .iter()
@@ -356,8 +386,50 @@ pub fn suite_table(report: &SuiteReport) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&over_seeds_table(&report.over_seeds));
     for f in &report.failed {
         out.push_str(&format!("failed: {}\n", f.error));
+    }
+    out
+}
+
+/// joiner's ratios over the seeds, median / worst per scenario; empty for a single seed.
+fn over_seeds_table(rows: &[suite::SeedSummary]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let cell = |s: &suite::Spread| {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let zero = match s.over_zero {
+            0 => String::new(),
+            n => format!(" (+{n} over 0)"),
+        };
+        format!("{} / {}{zero}", f(s.median), f(s.worst))
+    };
+    let mut out = String::from(
+        "joiner over the seeds, median / worst: $ per served pod-h, pods evicted over Karpenter \
+         Balanced's, launches and pending pod-h over Karpenter's\n",
+    );
+    let w = rows
+        .iter()
+        .map(|r| r.scenario.len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    out.push_str(&format!(
+        "{:<w$}{:>6}{:>22}{:>22}{:>22}{:>22}\n",
+        "scenario", "seeds", "$/served pod-h", "evicted / Balanced", "launched", "pending pod-h"
+    ));
+    for r in rows {
+        out.push_str(&format!(
+            "{:<w$}{:>6}{:>22}{:>22}{:>22}{:>22}\n",
+            r.scenario,
+            r.seeds.len(),
+            cell(&r.cost_per_served_pod_hour),
+            cell(&r.pods_evicted_vs_balanced),
+            cell(&r.instances_launched),
+            cell(&r.pending_pod_hours),
+        ));
     }
     out
 }

@@ -128,8 +128,92 @@ pub struct SuiteFailure {
 /// What `joiner simulate --suite` prints with `-o json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SuiteReport {
+    /// One entry per scenario file and seed.
     pub scenarios: Vec<DayResult>,
     pub failed: Vec<SuiteFailure>,
+    /// Per scenario file, joiner's target ratios over the seeds it ran with (`--seeds`).
+    #[serde(default)]
+    pub over_seeds: Vec<SeedSummary>,
+}
+
+/// One of joiner's figures over a baseline's, across the seeds of one scenario. Every figure here
+/// is better lower, so the worst seed is the highest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub median: Option<f64>,
+    pub worst: Option<f64>,
+    /// Seeds where the baseline's figure is 0 and joiner's is not: a miss no ratio expresses, left
+    /// out of the median and the worst. Where both are 0 the ratio counts as 1.
+    pub over_zero: usize,
+}
+
+impl Spread {
+    fn of(pairs: impl Iterator<Item = (f64, f64)>) -> Spread {
+        let mut over_zero = 0;
+        let mut ratios: Vec<f64> = pairs
+            .filter_map(|(run, base)| match (run, base) {
+                (_, b) if b != 0.0 => Some(run / b),
+                (r, _) if r == 0.0 => Some(1.0),
+                _ => {
+                    over_zero += 1;
+                    None
+                }
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        Spread {
+            median: (!ratios.is_empty()).then(|| super::report::nearest_rank(&ratios, 0.5)),
+            worst: ratios.last().copied(),
+            over_zero,
+        }
+    }
+}
+
+/// joiner's figures against the targets, for one scenario file over its seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedSummary {
+    pub file: String,
+    pub scenario: String,
+    pub seeds: Vec<u64>,
+    /// $ per served pod-hour over Karpenter's.
+    pub cost_per_served_pod_hour: Spread,
+    /// Pods evicted over Karpenter Balanced's.
+    pub pods_evicted_vs_balanced: Spread,
+    /// Instances launched over Karpenter's.
+    pub instances_launched: Spread,
+    /// Pending pod-hours over Karpenter's.
+    pub pending_pod_hours: Spread,
+}
+
+/// Groups the days by file (in first-seen order) and sums up joiner's ratios over their seeds.
+pub fn over_seeds(days: &[DayResult]) -> Vec<SeedSummary> {
+    let mut files: Vec<&str> = vec![];
+    for d in days {
+        if !files.contains(&d.file.as_str()) {
+            files.push(&d.file);
+        }
+    }
+    files
+        .into_iter()
+        .map(|file| {
+            let runs: Vec<&DayResult> = days.iter().filter(|d| d.file == file).collect();
+            let spread = |f: fn(&Summary) -> f64, base: usize| {
+                Spread::of(
+                    runs.iter()
+                        .map(|d| (f(&d.runs[0].summary), f(&d.runs[base].summary))),
+                )
+            };
+            SeedSummary {
+                file: file.to_string(),
+                scenario: runs[0].scenario.clone(),
+                seeds: runs.iter().map(|d| d.seed).collect(),
+                cost_per_served_pod_hour: spread(|s| s.cost_per_served_pod_hour, 1),
+                pods_evicted_vs_balanced: spread(|s| s.pods_evicted as f64, 2),
+                instances_launched: spread(|s| s.instances_launched as f64, 1),
+                pending_pod_hours: spread(|s| s.pending_pod_hours, 1),
+            }
+        })
+        .collect()
 }
 
 /// The scenario files of `dir` (`*.yaml`, `*.yml`), in name order.
@@ -285,5 +369,20 @@ pub fn ratios(strategy: &str, run: &Summary, base: &Summary) -> Ratios {
         instances_launched: ratio(n(run.instances_launched), n(base.instances_launched)),
         peak_nodes: ratio(n(run.peak_nodes), n(base.peak_nodes)),
         short_lived_nodes: ratio(n(run.short_lived_nodes), n(base.short_lived_nodes)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Spread;
+
+    #[test]
+    fn a_spread_takes_the_median_and_the_highest_and_counts_misses_over_zero() {
+        let s =
+            Spread::of([(1.0, 2.0), (3.0, 2.0), (2.0, 2.0), (0.0, 0.0), (4.0, 0.0)].into_iter());
+        // ratios 0.5, 1.5, 1.0 and 1.0 (both 0); 4 over 0 is counted apart
+        assert_eq!((s.median, s.worst, s.over_zero), (Some(1.0), Some(1.5), 1));
+        let none = Spread::of([(1.0, 0.0)].into_iter());
+        assert_eq!((none.median, none.worst, none.over_zero), (None, None, 1));
     }
 }
