@@ -151,10 +151,12 @@ impl Spread {
     fn of(pairs: impl Iterator<Item = (f64, f64)>) -> Spread {
         let mut over_zero = 0;
         let mut ratios: Vec<f64> = pairs
-            .filter_map(|(run, base)| match (run, base) {
-                (_, b) if b != 0.0 => Some(run / b),
-                (r, _) if r == 0.0 => Some(1.0),
-                _ => {
+            .filter_map(|(run, base)| {
+                if base != 0.0 {
+                    Some(run / base)
+                } else if run == 0.0 {
+                    Some(1.0)
+                } else {
                     over_zero += 1;
                     None
                 }
