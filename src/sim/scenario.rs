@@ -297,8 +297,8 @@ pub enum Event {
         zone: Option<String>,
         capacity_type: Option<CapacityType>,
     },
-    /// The oldest running spot instance (of `instance_type`, if given) gets an interruption
-    /// warning.
+    /// A running spot instance (of `instance_type`, if given), drawn with the run's seed, gets an
+    /// interruption warning.
     Interrupt {
         at: f64,
         instance_type: Option<String>,
