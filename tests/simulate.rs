@@ -89,6 +89,10 @@ fn ice_and_a_spot_interruption_lose_no_pod() {
             "{strategy:?}: the interrupted node's pods were evicted: {s:?}"
         );
         assert!(
+            (1..=s.pods_evicted).contains(&s.pods_evicted_by_interruption),
+            "{strategy:?}: the interrupted node's pods count as evicted by interruption: {s:?}"
+        );
+        assert!(
             s.instances_launched >= 2,
             "{strategy:?}: capacity replaced the interrupted node: {s:?}"
         );
@@ -116,6 +120,8 @@ fn a_scale_down_is_consolidated_and_only_the_impossible_pod_stays_pending() {
         );
         assert!(s.final_nodes < s.peak_nodes, "{strategy:?}: {s:?}");
         assert!(s.disruptions_executed >= 1, "{strategy:?}: {s:?}");
+        // no spot interruption here: every eviction is consolidation's
+        assert_eq!(s.pods_evicted_by_interruption, 0, "{strategy:?}: {s:?}");
         // the 1000-CPU pod fits no offering; the ten batch pods all ran
         assert_eq!(
             (s.unschedulable_pods, s.pending_at_end),
