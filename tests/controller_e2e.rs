@@ -316,8 +316,8 @@ async fn a_scale_down_is_consolidated_and_drained_without_breaking_the_budget() 
     );
     // the smaller fleet costs less: no more nodes than before, each replaced by a cheaper one
     assert!(after.0.nodes <= before.nodes, "{after:?}");
-    // a scrape that fails reads as 0 (`Joiner::metric`), so the counter is read again until it
-    // shows the command, for up to 20 s
+    // the counter is published at the end of the decision step that starts the command, so it is
+    // read again until it shows the command, for up to 20 s
     let executed = "joiner_disruption_decisions_total{reason=\"executed\"}";
     let n = eventually(
         Duration::from_secs(20),

@@ -151,15 +151,13 @@ impl Spread {
     fn of(pairs: impl Iterator<Item = (f64, f64)>) -> Spread {
         let mut over_zero = 0;
         let mut ratios: Vec<f64> = pairs
-            .filter_map(|(run, base)| {
-                if base != 0.0 {
-                    Some(run / base)
-                } else if run == 0.0 {
-                    Some(1.0)
-                } else {
+            .filter_map(|(run, base)| match ratio(run, base) {
+                None if run == 0.0 => Some(1.0),
+                None => {
                     over_zero += 1;
                     None
                 }
+                some => some,
             })
             .collect();
         ratios.sort_by(f64::total_cmp);
