@@ -22,30 +22,6 @@ COLUMNS
     c3        r0        2
     c3        r1        2
     c3        r2        2
-    c4        Obj       0.40000000000000002
-    c4        r0        4
-    c4        r3        4
-    c4        r4        4
-    c5        Obj       0.40000000000000002
-    c5        r0        4
-    c5        r1        4
-    c5        r2        4
-    c6        Obj       0.80000000000000004
-    c6        r0        4
-    c6        r3        4
-    c6        r4        4
-    c7        Obj       0.80000000000000004
-    c7        r0        4
-    c7        r1        4
-    c7        r2        4
-    c8        Obj       14.4
-    c8        r0        4
-    c8        r3        4
-    c8        r4        4
-    c9        Obj       14.4
-    c9        r0        4
-    c9        r1        4
-    c9        r2        4
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        4
@@ -54,10 +30,4 @@ RHS
 BOUNDS
  LI BOUND     c2        0
  LI BOUND     c3        0
- LI BOUND     c4        0
- LI BOUND     c5        0
- LI BOUND     c6        0
- LI BOUND     c7        0
- LI BOUND     c8        0
- LI BOUND     c9        0
 ENDATA

@@ -27,34 +27,26 @@ COLUMNS
     c3        r0        2
     c3        r6        2
     c3        r7        2
-    c4        r0        3
+    c4        r0        2
     c4        r1        1
-    c4        r2        3
-    c4        r3        3
-    c5        Obj       0.40000000000000002
-    c5        r0        4
-    c5        r4        4
-    c5        r5        4
-    c6        Obj       0.40000000000000002
-    c6        r0        4
-    c6        r6        4
-    c6        r7        4
+    c4        r2        2
+    c4        r3        2
+    c5        Obj       0.80000000000000004
+    c5        r0        2
+    c5        r4        2
+    c5        r5        2
+    c6        Obj       14.4
+    c6        r0        2
+    c6        r4        2
+    c6        r5        2
     c7        Obj       0.80000000000000004
-    c7        r0        4
-    c7        r4        4
-    c7        r5        4
+    c7        r0        2
+    c7        r6        2
+    c7        r7        2
     c8        Obj       14.4
-    c8        r0        4
-    c8        r4        4
-    c8        r5        4
-    c9        Obj       0.80000000000000004
-    c9        r0        4
-    c9        r6        4
-    c9        r7        4
-    c10       Obj       14.4
-    c10       r0        4
-    c10       r6        4
-    c10       r7        4
+    c8        r0        2
+    c8        r6        2
+    c8        r7        2
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        4
@@ -70,6 +62,4 @@ BOUNDS
  LI BOUND     c6        0
  LI BOUND     c7        0
  LI BOUND     c8        0
- LI BOUND     c9        0
- LI BOUND     c10       0
 ENDATA

@@ -22,30 +22,22 @@ COLUMNS
     c3        r0        1
     c3        r3        1
     c3        r4        1
-    c4        Obj       0.40000000000000002
-    c4        r0        3
-    c4        r1        3
-    c4        r2        3
-    c5        Obj       0.40000000000000002
-    c5        r0        3
-    c5        r3        3
-    c5        r4        3
+    c4        Obj       0.80000000000000004
+    c4        r0        1
+    c4        r1        1
+    c4        r2        1
+    c5        Obj       14.4
+    c5        r0        1
+    c5        r1        1
+    c5        r2        1
     c6        Obj       0.80000000000000004
-    c6        r0        3
-    c6        r3        3
-    c6        r4        3
-    c7        Obj       0.80000000000000004
-    c7        r0        3
-    c7        r1        3
-    c7        r2        3
-    c8        Obj       14.4
-    c8        r0        3
-    c8        r1        3
-    c8        r2        3
-    c9        Obj       14.4
-    c9        r0        3
-    c9        r3        3
-    c9        r4        3
+    c6        r0        1
+    c6        r3        1
+    c6        r4        1
+    c7        Obj       14.4
+    c7        r0        1
+    c7        r3        1
+    c7        r4        1
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        3
@@ -59,6 +51,4 @@ BOUNDS
  LI BOUND     c5        0
  LI BOUND     c6        0
  LI BOUND     c7        0
- LI BOUND     c8        0
- LI BOUND     c9        0
 ENDATA

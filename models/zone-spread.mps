@@ -31,41 +31,37 @@ COLUMNS
     c4        r5        1
     c4        r6        1
     c5        Obj       0.40000000000000002
-    c5        r0        4
-    c5        r1        4
-    c5        r2        4
+    c5        r0        2
+    c5        r3        2
+    c5        r4        2
     c6        Obj       0.40000000000000002
-    c6        r0        4
-    c6        r5        4
-    c6        r6        4
-    c7        Obj       0.40000000000000002
-    c7        r0        4
-    c7        r3        4
-    c7        r4        4
-    c8        Obj       0.80000000000000004
-    c8        r0        4
-    c8        r5        4
-    c8        r6        4
+    c6        r0        2
+    c6        r5        2
+    c6        r6        2
+    c7        Obj       0.80000000000000004
+    c7        r0        2
+    c7        r1        2
+    c7        r2        2
+    c8        Obj       14.4
+    c8        r0        2
+    c8        r1        2
+    c8        r2        2
     c9        Obj       0.80000000000000004
-    c9        r0        4
-    c9        r3        4
-    c9        r4        4
-    c10       Obj       0.80000000000000004
-    c10       r0        4
-    c10       r1        4
-    c10       r2        4
-    c11       Obj       14.4
-    c11       r0        4
-    c11       r1        4
-    c11       r2        4
+    c9        r0        2
+    c9        r3        2
+    c9        r4        2
+    c10       Obj       14.4
+    c10       r0        2
+    c10       r3        2
+    c10       r4        2
+    c11       Obj       0.80000000000000004
+    c11       r0        2
+    c11       r5        2
+    c11       r6        2
     c12       Obj       14.4
-    c12       r0        4
-    c12       r3        4
-    c12       r4        4
-    c13       Obj       14.4
-    c13       r0        4
-    c13       r5        4
-    c13       r6        4
+    c12       r0        2
+    c12       r5        2
+    c12       r6        2
     MARK0001  'MARKER'                 'INTEND'
 RHS
     RHS_V     r0        4
@@ -84,5 +80,4 @@ BOUNDS
  LI BOUND     c10       0
  LI BOUND     c11       0
  LI BOUND     c12       0
- LI BOUND     c13       0
 ENDATA

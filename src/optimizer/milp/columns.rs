@@ -108,6 +108,11 @@ impl NodeRules {
                 cap[g.owner] = cap[g.owner].min(g.max_skew as u32);
             }
         }
+        for g in p.topology.spreads.iter().filter(|g| g.hard && !g.is_host()) {
+            if let Some(most) = domain_cap(p, g) {
+                cap[g.owner] = cap[g.owner].min(most);
+            }
+        }
         for r in p
             .topology
             .affinities
@@ -298,6 +303,47 @@ pub fn valid(p: &Problem, rules: &NodeRules, bin: &BinInfo, counts: &[(usize, u3
     used.iter().zip(&bin.room).all(|(u, a)| u <= a) && !conflicts
 }
 
+/// The most new pods of a hard spread's owner one domain can take, so one node too, when the
+/// owner counts towards its own spread. A pattern above it is never placed whole, and the LP used
+/// such patterns to meet a zone's share with a fraction of a large node: 9 replicas spread over six
+/// zones take at most 2 a zone, not 9 on one node.
+fn domain_cap(p: &Problem, g: &super::super::topology::SpreadGroup) -> Option<u32> {
+    if !g.members.contains(&g.owner) || g.eligible.is_empty() || g.max_skew < 0 {
+        return None;
+    }
+    let running: Vec<i64> = g
+        .eligible
+        .iter()
+        .map(|d| g.existing.get(d).copied().unwrap_or(0).max(0))
+        .collect();
+    let pending: i64 = g
+        .members
+        .iter()
+        .map(|&m| p.classes[m].demand() as i64)
+        .sum();
+    let most = most_new_in_a_domain(&running, pending, g.max_skew, g.min_is_zero());
+    Some(most.clamp(0, i64::from(u32::MAX)) as u32)
+}
+
+/// kube-scheduler puts a pod in domain d only while d's count, the pod included, is at most the
+/// least count over the eligible domains plus the skew. Counts only grow while a plan is placed,
+/// so when d takes its last pod its count is at most the final least count plus the skew, and
+/// the least count is at most the mean of the other domains: with T the group's pods in the end
+/// (`running` in the eligible domains plus every `pending` member) over D domains, d holds at
+/// most (T + (D - 1) * skew) / D then. Where `minDomains` forces the least count to zero, the
+/// skew alone bounds d. The new pods in d are that less d's running ones, so at most that less
+/// the fewest any domain runs.
+fn most_new_in_a_domain(running: &[i64], pending: i64, skew: i64, min_is_zero: bool) -> i64 {
+    let least_running = running.iter().copied().min().unwrap_or(0);
+    let most = if min_is_zero {
+        skew
+    } else {
+        let domains = running.len().max(1) as i64;
+        (running.iter().sum::<i64>() + pending + (domains - 1) * skew) / domains
+    };
+    most - least_running
+}
+
 /// A pattern's cost: the bin's, each pod's preference penalty there, and the node's preferred pod
 /// terms (`counts` holds every pod of the node, a preload included).
 pub fn column_cost(p: &Problem, bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
@@ -316,4 +362,93 @@ pub fn column_cost(p: &Problem, bin: &BinInfo, counts: &[(usize, u32)]) -> f64 {
         crate::optimizer::preferred::host_penalty(p, bin.labels(p), counts)
     };
     bin.cost + pods + preferred
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::optimizer::fixtures::zone_spread_priced;
+
+    /// The most new pods any domain holds over every order kube-scheduler may place up to
+    /// `pending` pods in, from `running`.
+    fn most_placed(running: &[i64], pending: i64, skew: i64, min_is_zero: bool) -> i64 {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![running.to_vec()];
+        let mut most = 0;
+        while let Some(counts) = stack.pop() {
+            if !seen.insert(counts.clone()) {
+                continue;
+            }
+            let placed: i64 = counts.iter().zip(running).map(|(c, r)| c - r).sum();
+            most = most.max(
+                counts
+                    .iter()
+                    .zip(running)
+                    .map(|(c, r)| c - r)
+                    .max()
+                    .unwrap_or(0),
+            );
+            if placed == pending {
+                continue;
+            }
+            let least = if min_is_zero {
+                0
+            } else {
+                *counts.iter().min().unwrap()
+            };
+            for d in 0..counts.len() {
+                if counts[d] + 1 - least <= skew {
+                    let mut next = counts.clone();
+                    next[d] += 1;
+                    stack.push(next);
+                }
+            }
+        }
+        most
+    }
+
+    #[test]
+    fn no_placement_order_puts_more_new_pods_in_a_domain_than_the_cap() {
+        let runnings: [&[i64]; 6] = [
+            &[0, 0],
+            &[0, 0, 0],
+            &[2, 0, 1],
+            &[3, 3, 0],
+            &[0, 0, 0, 0],
+            &[1, 4, 0, 2],
+        ];
+        for running in runnings {
+            for skew in 1..=3 {
+                for pending in 0..=9 {
+                    for min_is_zero in [false, true] {
+                        let placed = most_placed(running, pending, skew, min_is_zero);
+                        let cap = most_new_in_a_domain(running, pending, skew, min_is_zero);
+                        assert!(
+                            placed <= cap.max(0),
+                            "{running:?}, {pending} pending, skew {skew}, min zero \
+                             {min_is_zero}: {placed} placed in a domain, cap {cap}"
+                        );
+                    }
+                }
+            }
+        }
+        // the cap is reached where the pods divide evenly: 12 over three empty zones, skew 1
+        assert_eq!(most_placed(&[0, 0, 0], 12, 1, false), 4);
+        assert_eq!(most_new_in_a_domain(&[0, 0, 0], 12, 1, false), 4);
+    }
+
+    #[test]
+    fn a_hard_zone_spread_caps_its_owner_on_one_node() {
+        let mut p = zone_spread_priced(12, &[("z1", 0.1), ("z2", 0.1), ("z3", 0.1)]);
+        let k = p.topology.spreads[0].owner;
+        assert_eq!(NodeRules::build(&p).per_node_cap[k], 4);
+        // minDomains above the three zones: the least count is zero, the skew alone bounds a zone
+        p.topology.spreads[0].min_domains = Some(4);
+        assert_eq!(NodeRules::build(&p).per_node_cap[k], 1);
+        // a spread that does not count its owner's pods caps nothing
+        p.topology.spreads[0].members.clear();
+        assert_eq!(NodeRules::build(&p).per_node_cap[k], u32::MAX);
+    }
 }
