@@ -21,7 +21,10 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import yaml, moto, helm_python, kubernetes_validate' 2>/dev/null; then
+# the venv keeps a copy of the requirements it was made from, so a changed pin reinstalls
+if [ ! -x .venv/bin/python ] || ! cmp -s scripts/requirements.txt .venv/requirements.txt \
+    || ! .venv/bin/python -c 'import yaml, moto, helm_python, kubernetes_validate' 2>/dev/null; then
   python3 -m venv .venv
   .venv/bin/pip install -q -r scripts/requirements.txt
+  cp scripts/requirements.txt .venv/requirements.txt
 fi
