@@ -21,10 +21,12 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-# the venv keeps a copy of the requirements it was made from, so a changed pin reinstalls
-if [ ! -x .venv/bin/python ] || ! cmp -s scripts/requirements.txt .venv/requirements.txt \
-    || ! .venv/bin/python -c 'import yaml, moto, helm_python, kubernetes_validate' 2>/dev/null; then
-  python3 -m venv .venv
-  .venv/bin/pip install -q -r scripts/requirements.txt
-  cp scripts/requirements.txt .venv/requirements.txt
+# The venv is .venv in the clone unless JOINER_VENV names another directory (CI keeps one outside its
+# clones); it keeps a copy of the requirements it was made from, so a changed pin reinstalls it.
+venv="${JOINER_VENV:-.venv}"
+if [ ! -x "$venv/bin/python" ] || ! cmp -s scripts/requirements.txt "$venv/requirements.txt" \
+    || ! "$venv/bin/python" -c 'import yaml, moto, helm_python, kubernetes_validate' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q -r scripts/requirements.txt
+  cp scripts/requirements.txt "$venv/requirements.txt"
 fi

@@ -9,8 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-export JOINER_PYTHON="${JOINER_PYTHON:-$PWD/.venv/bin/python}"
-export JOINER_MOTO="${JOINER_MOTO:-$PWD/.venv/bin/moto_server}"
+venv="$(cd "${JOINER_VENV:-.venv}" && pwd)"
+export JOINER_PYTHON="${JOINER_PYTHON:-$venv/bin/python}"
+export JOINER_MOTO="${JOINER_MOTO:-$venv/bin/moto_server}"
 if [ $# -gt 0 ]; then
     exec cargo test --release --all-targets "$@"
 fi
