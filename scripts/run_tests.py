@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def build(target_dir):
+def build():
     """Builds all targets in the test profile; returns (label, executable) for each test binary."""
     cmd = [
         "cargo", "test", "--release", "--all-targets", "--no-run",
@@ -64,7 +64,7 @@ def main():
     jobs = int(os.environ.get("JOINER_TEST_JOBS", "3"))
     if jobs < 1:
         sys.exit("JOINER_TEST_JOBS must be at least 1")
-    tests = build(target_dir)
+    tests = build()
     tests.sort(key=lambda t: -history.get(t[0], float("inf")))
     env = dict(os.environ, CARGO_MANIFEST_DIR=str(ROOT))
     print(f"running {len(tests)} test binaries, {jobs} at a time", flush=True)
