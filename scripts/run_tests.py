@@ -4,7 +4,7 @@
 `cargo test` runs its binaries one after another. Most of joiner's end-to-end binaries spend their
 time waiting on real clocks (pods' grace periods, lease durations, the collector's interval, the
 four-minute operator soak) rather than on the CPU, so one after another they take about 13 minutes
-where three at a time take about half that. Each binary runs as cargo would run it: from the
+where three at a time take about 6. Each binary runs as cargo would run it: from the
 package root, with its own test threads and `CARGO_MANIFEST_DIR` set. Its output is kept and
 printed whole when it finishes, so the lines of binaries running side by side never interleave.
 
