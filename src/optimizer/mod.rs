@@ -6,6 +6,7 @@
 //! pick an integer set of them; `extract` turns either answer into a [`Plan`] with fallbacks;
 //! `check` re-verifies the plan.
 
+mod closing;
 pub mod extract;
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -295,6 +296,7 @@ fn solve_with(
         rows,
         mut notes,
         lp_bound,
+        exact_bound,
     } = decided;
     tracing::debug!(seconds = start.elapsed().as_secs_f64(), "plan chosen");
     let placed: Vec<u32> = (0..p.classes.len())
@@ -335,6 +337,12 @@ fn solve_with(
         let b = milp::safe_pattern_bound(b, p.total_pods() as f64);
         if b > lower_bound {
             notes.push("lower bound from the pattern lp".into());
+            lower_bound = b;
+        }
+    }
+    if let Some(b) = exact_bound.filter(|_| settings.lower_bound && left.is_empty()) {
+        if b > lower_bound {
+            notes.push("lower bound from the enumerated integer program".into());
             lower_bound = b;
         }
     }
@@ -398,6 +406,8 @@ struct Decided<'p> {
     notes: Vec<String>,
     /// The converged pattern LP's value, when column generation proved it.
     lp_bound: Option<f64>,
+    /// The closing step's bound ([`closing::close_gap`]), already safe to report.
+    exact_bound: Option<f64>,
 }
 
 /// Runs the chosen strategy: greedy's answer as is, or the MILP's candidates replayed through every
@@ -424,6 +434,7 @@ fn decide<'p>(
         rows: 0,
         notes,
         lp_bound: None,
+        exact_bound: None,
     };
     match settings.strategy {
         Strategy::Greedy => plain(greedy_state, greedy_left, PlanStatus::Greedy, vec![]),
@@ -468,10 +479,13 @@ fn decide<'p>(
                     // a 0.3 s limit on a neighbourhood of the scale-in benchmark): neighbourhoods
                     // use it only when it proved its answer over the whole problem in time
                     let integer = answer.status == milp::MipStatus::Optimal;
-                    let (state, left) = search_neighbourhoods(p, settings, (start, until), bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
+                    let duals = answer.certified_duals.as_deref();
+                    let search_until = closing::search_until(p, (duals, answer.lp_bound, score(p, &state, &left)), (start, until));
+                    let (state, left) = search_neighbourhoods(p, settings, (start, search_until), bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
+                    let (state, left, exact_bound) = closing::close_gap(p, settings, (start, until), &model, (duals, answer.lp_bound), demand, (state, left), &mut notes);
                     notes.push(format!("integer solve over the generated patterns: {}", answer.status));
                     let status = if answer.timed_out { PlanStatus::TimeLimit } else { PlanStatus::Feasible };
-                    Decided { state, left, status, model: Some(model), model_skipped: false, vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound }
+                    Decided { state, left, status, model: Some(model), model_skipped: false, vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound, exact_bound }
                 }
                 Err(milp::MilpError::OutOfTime) if lifted.is_empty() => {
                     plain(greedy_state, greedy_left, PlanStatus::TimeLimit, vec!["time limit: reached before the first lp over the seed patterns; the greedy start stands".into()])
@@ -556,6 +570,7 @@ fn pinned_alone<'p>(
         rows: run.constraints,
         notes,
         lp_bound: None,
+        exact_bound: None,
     }
 }
 

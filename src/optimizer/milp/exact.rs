@@ -263,6 +263,38 @@ fn entries<'a>(
     out
 }
 
+/// For a search over `items` (class, worth per pod, most pods) in this order: the resource prices
+/// that minimise the Lagrangian bound of the whole bin, and per position that bound's item part
+/// from there on ([`lagrange_suffix`]). Items of no worth are left out of the prices: they never
+/// raise a pattern's value.
+pub(super) fn lagrange_parts(
+    p: &Problem,
+    rules: &NodeRules,
+    bin: &BinInfo,
+    items: &[(usize, f64, u32)],
+) -> (Vec<f64>, Vec<f64>) {
+    let entries: Vec<Entry<'_>> = items
+        .iter()
+        .map(|&(k, w, n)| Entry {
+            classes: vec![(k, w, n)],
+            req: &p.classes[k].req,
+            merged: false,
+        })
+        .collect();
+    let worth: Vec<Entry<'_>> = items
+        .iter()
+        .filter(|&&(_, w, _)| w > 0.0)
+        .map(|&(k, w, n)| Entry {
+            classes: vec![(k, w, n)],
+            req: &p.classes[k].req,
+            merged: false,
+        })
+        .collect();
+    let lambda = prices(rules, bin, &worth);
+    let gains = lagrange_suffix(rules, &entries, &lambda);
+    (lambda, gains)
+}
+
 /// How many pods of class `k` a node may hold, as the Lagrangian bound counts them.
 fn bound_count(rules: &NodeRules, k: usize, n: u32) -> f64 {
     f64::from(n.min(rules.per_node_cap[k]))

@@ -6,6 +6,7 @@
 
 mod bins;
 pub mod bound;
+pub mod close;
 pub mod columns;
 pub mod dump;
 mod exact;
@@ -156,6 +157,9 @@ pub struct MilpAnswer {
     pub timed_out: bool,
     /// The converged pattern LP's value, when pricing proved convergence (see `Generated::bound`).
     pub lp_bound: Option<f64>,
+    /// The duals under which exact pricing proved that no pattern improves the LP, for
+    /// [`close::close`].
+    pub certified_duals: Option<Vec<f64>>,
     pub status: MipStatus,
     pub variables: usize,
     pub constraints: usize,
@@ -814,6 +818,7 @@ pub fn solve(
         lp_objective: cg.objective,
         timed_out: cg.timed_out || !matches!(status, MipStatus::Optimal | MipStatus::Skipped),
         lp_bound: cg.bound,
+        certified_duals: cg.certified.then(|| cg.duals.clone()),
         notes,
     };
     Ok((
@@ -928,6 +933,8 @@ struct Generated {
     bound: Option<f64>,
     /// Duals of the master rows in the last LP.
     duals: Vec<f64>,
+    /// Exact pricing proved that no pattern has a negative reduced cost under `duals`.
+    certified: bool,
     iterations: usize,
     timed_out: bool,
     /// The last LP's column values (aux variables first, then patterns).
@@ -1354,6 +1361,7 @@ fn rounds(
                     values,
                     objective,
                     bound,
+                    certified,
                     timed_out: out_of_time && !found.is_empty(),
                 },
                 Lp {
@@ -1369,6 +1377,7 @@ fn rounds(
             values,
             objective,
             bound: None,
+            certified: false,
             timed_out: true,
         });
         let mut unsolved: highs::Model = solved.into();
