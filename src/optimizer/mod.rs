@@ -479,10 +479,8 @@ fn decide<'p>(
                     // a 0.3 s limit on a neighbourhood of the scale-in benchmark): neighbourhoods
                     // use it only when it proved its answer over the whole problem in time
                     let integer = answer.status == milp::MipStatus::Optimal;
-                    let duals = answer.certified_duals.as_deref();
-                    let search_until = closing::search_until(p, (duals, answer.lp_bound, score(p, &state, &left)), (start, until));
-                    let (state, left) = search_neighbourhoods(p, settings, (start, search_until), bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
-                    let (state, left, exact_bound) = closing::close_gap(p, settings, (start, until), &model, (duals, answer.lp_bound), demand, (state, left), &mut notes);
+                    let (state, left) = search_neighbourhoods(p, settings, (start, until), bins, (state, left), (replay, integer), answer.lp_bound, &mut notes);
+                    let exact_bound = closing::close_gap(p, settings, (start, until), &model, (answer.certified_duals.as_deref(), answer.lp_bound), demand, (&state, &left), &mut notes);
                     notes.push(format!("integer solve over the generated patterns: {}", answer.status));
                     let status = if answer.timed_out { PlanStatus::TimeLimit } else { PlanStatus::Feasible };
                     Decided { state, left, status, model: Some(model), model_skipped: false, vars: answer.variables, rows: answer.constraints, notes, lp_bound: answer.lp_bound, exact_bound }

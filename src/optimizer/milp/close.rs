@@ -14,8 +14,8 @@
 //! and a program that finds nothing below that level proves the level a bound.
 //!
 //! Data flow: `mod.rs` keeps the certified LP's duals; `optimizer::decide` asks [`close`] after the
-//! neighbourhood search, with the best plan's objective as `U`, replays the program's answer as one
-//! more candidate and reports the bound when it beats the LP's (`optimizer::closing`).
+//! neighbourhood search, with the chosen plan's objective as `U`, and reports the bound when it
+//! beats the LP's (`optimizer::closing`). The program's answer is not planned from: see there.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -27,7 +27,6 @@ use super::super::problem::Problem;
 use super::super::SolveSettings;
 use super::columns::{column_cost, host_counts, knapsack_size, Bin, BinInfo, Column, NodeRules};
 use super::master::Master;
-use super::primal::{nodes_of, round_near};
 use super::{build_lp, configure, existing_host, run, Model_};
 use super::{exact, lagrange};
 
@@ -37,6 +36,9 @@ use super::{exact, lagrange};
 pub const MAX_PATTERNS: usize = 3_000;
 /// Search nodes the enumeration may visit over all bins before it gives up.
 const MAX_SEARCH_NODES: usize = 1_000_000;
+/// A program is not started with less than this many seconds left: HiGHS's presolve and root
+/// node do not watch the clock.
+const MIN_PROGRAM_SECONDS: f64 = 0.1;
 /// The integer program stops within this relative gap (the certificate's "proven optimal" is 0.1%).
 const MIP_GAP: f64 = 1e-4;
 
@@ -44,8 +46,7 @@ const MIP_GAP: f64 = 1e-4;
 pub struct Closed {
     /// A lower bound on every plan that places all pods: `min(U, D)` made safe for tolerances.
     pub bound: f64,
-    /// The program's answer as patterns and node counts, when it found one, and its objective.
-    pub nodes: Option<Vec<(Column, u32)>>,
+    /// The objective of the program's answer, when it found one.
     pub objective: Option<f64>,
     /// How many patterns the program held.
     pub patterns: usize,
@@ -393,7 +394,7 @@ pub fn close(
         };
         // HiGHS may overrun its limit in its root node: a quarter of what is left stays in hand
         let left = 0.75 * end.saturating_duration_since(Instant::now()).as_secs_f64();
-        let answer = (left > 0.0)
+        let answer = (left >= MIN_PROGRAM_SECONDS)
             .then(|| {
                 solve(
                     p,
@@ -405,9 +406,12 @@ pub fn close(
             })
             .flatten();
         let Some((settled, values, dual)) = answer else {
-            return closed.ok_or(if left > 0.0 { None } else { Some(Stop::Time) });
+            return closed.ok_or(if left >= MIN_PROGRAM_SECONDS {
+                None
+            } else {
+                Some(Stop::Time)
+            });
         };
-        let offset = model.master.aux.len();
         let objective = values.as_ref().map(|v| {
             let costs = model.master.aux.iter().map(|a| a.cost);
             costs
@@ -416,17 +420,15 @@ pub fn close(
                 .map(|(c, x)| c * x)
                 .sum::<f64>()
         });
-        let found = values.map(|v| nodes_of(&columns, &v, offset, round_near));
         let round = Closed {
             objective: objective.or(closed.as_ref().and_then(|c| c.objective)),
             bound: super::safe_pattern_bound(dual.min(level), pods),
             target: level,
-            nodes: found.or(closed.and_then(|c| c.nodes)),
             patterns: columns.len(),
             proven: settled,
         };
         // another round only where this one proved its level with nothing below it (a plan it
-        // found at or above the level is only a candidate), short of the target
+        // found at or above the level says nothing below it), short of the target
         let below = objective.is_some_and(|o| o < level);
         let again = settled && !below && level < target - MIP_GAP * target.abs();
         proven_below = level;
