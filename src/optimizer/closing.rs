@@ -20,8 +20,9 @@ const MIN_CLOSE_SECONDS: f64 = 0.2;
 /// A plan within this share of the LP's bound is proven enough: the step is skipped.
 const PROVEN: f64 = 1e-4;
 
-/// Runs the closing step on the chosen plan (`state`, `left`) when the pattern LP's duals are
-/// certified (`duals`) and the plan places every pod: the bound it proves, if any.
+/// Runs the closing step on the chosen plan (`state`, `left`) when a bound is asked for, the
+/// pattern LP's duals are certified (`duals`) and the plan places every pod: the bound it proves,
+/// if any.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn close_gap(
     p: &Problem,
@@ -36,9 +37,9 @@ pub(super) fn close_gap(
     let target = score(p, state, left);
     let open = lp_bound.is_none_or(|b| target > b * (1.0 + PROVEN) + 1e-9);
     let seconds = until.saturating_sub(start.elapsed()).as_secs_f64() * CLOSE_SHARE;
-    let duals = duals.filter(|_| {
-        open && left.is_empty() && milp::lp_bounds_plans(p) && seconds >= MIN_CLOSE_SECONDS
-    })?;
+    // the step's only product is the bound: without one asked for, it is not run
+    let wanted = settings.lower_bound && left.is_empty() && milp::lp_bounds_plans(p);
+    let duals = duals.filter(|_| wanted && open && seconds >= MIN_CLOSE_SECONDS)?;
     let closed = match milp::close::close(p, settings, model, (duals, demand), target, seconds) {
         Ok(closed) => closed,
         Err(why) => {

@@ -340,7 +340,7 @@ fn solve_with(
             lower_bound = b;
         }
     }
-    if let Some(b) = exact_bound.filter(|_| settings.lower_bound && left.is_empty()) {
+    if let Some(b) = exact_bound {
         if b > lower_bound {
             notes.push("lower bound from the enumerated integer program".into());
             lower_bound = b;

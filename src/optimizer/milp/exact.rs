@@ -273,23 +273,13 @@ pub(super) fn lagrange_parts(
     bin: &BinInfo,
     items: &[(usize, f64, u32)],
 ) -> (Vec<f64>, Vec<f64>) {
-    let entries: Vec<Entry<'_>> = items
-        .iter()
-        .map(|&(k, w, n)| Entry {
-            classes: vec![(k, w, n)],
-            req: &p.classes[k].req,
-            merged: false,
-        })
-        .collect();
-    let worth: Vec<Entry<'_>> = items
-        .iter()
-        .filter(|&&(_, w, _)| w > 0.0)
-        .map(|&(k, w, n)| Entry {
-            classes: vec![(k, w, n)],
-            req: &p.classes[k].req,
-            merged: false,
-        })
-        .collect();
+    let entry = |&(k, w, n): &(usize, f64, u32)| Entry {
+        classes: vec![(k, w, n)],
+        req: &p.classes[k].req,
+        merged: false,
+    };
+    let entries: Vec<Entry<'_>> = items.iter().map(entry).collect();
+    let worth: Vec<Entry<'_>> = items.iter().filter(|i| i.1 > 0.0).map(entry).collect();
     let lambda = prices(rules, bin, &worth);
     let gains = lagrange_suffix(rules, &entries, &lambda);
     (lambda, gains)
